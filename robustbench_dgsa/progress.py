@@ -1,0 +1,51 @@
+"""Progress reporting: a Rich bar on a terminal, plain log lines otherwise (CI, pipes, files)."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Iterable, Iterator, TypeVar
+
+T = TypeVar("T")
+
+
+def is_interactive() -> bool:
+    return sys.stderr.isatty()
+
+
+def track(iterable: Iterable[T], total: int | None = None, description: str = "working",
+          enabled: bool = True) -> Iterator[T]:
+    """Iterate with progress on stderr. Plain mode prints at most ~10 lines per loop."""
+    if total is None:
+        try:
+            total = len(iterable)  # type: ignore[arg-type]
+        except TypeError:
+            total = None
+    if not enabled:
+        yield from iterable
+        return
+    if is_interactive():
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
+        from rich.console import Console
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+                      transient=True) as bar:
+            task = bar.add_task(description, total=total)
+            for item in iterable:
+                yield item
+                bar.advance(task)
+        return
+    start = time.monotonic()
+    step = max(1, (total or 10) // 10)
+    done = 0
+    for item in iterable:
+        yield item
+        done += 1
+        if done % step == 0 or (total is not None and done == total):
+            of = f"/{total}" if total is not None else ""
+            print(f"[{description}] {done}{of} ({time.monotonic() - start:.1f}s)", file=sys.stderr, flush=True)
+
+
+def log(message: str) -> None:
+    """One status line on stderr (stdout stays clean for --json output)."""
+    print(message, file=sys.stderr, flush=True)

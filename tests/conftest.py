@@ -1,0 +1,29 @@
+"""Shared fixtures. Real-data tests use ../shared/data and skip cleanly when it is absent."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shared_data_dir() -> Path | None:
+    """``$DGSA_SHARED_DATA`` or ``<repo>/../shared/data``; None when absent."""
+    env = os.environ.get("DGSA_SHARED_DATA")
+    path = Path(env) if env else REPO.parent / "shared" / "data"
+    return path if path.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = shared_data_dir()
+    if path is None:
+        pytest.skip("real data (../shared/data) not available")
+    return path
+
+
+@pytest.fixture()
+def store_dir(tmp_path: Path) -> Path:
+    return tmp_path / "store"
