@@ -38,7 +38,7 @@ def main() -> None:
     except errors as e:
         from rich.console import Console
         from rich.markup import escape
-        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {escape(str(e))}")
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(e))}")
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

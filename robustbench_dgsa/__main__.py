@@ -1,0 +1,4 @@
+"""``python -m robustbench_dgsa`` = ``dgsa-bench``."""
+from .cli import main
+
+main()
