@@ -1,0 +1,318 @@
+"""``dgsa-bench rollout``: attention-rollout heatmaps for an image or a text, one model or several side by side;
+``--metrics`` computes the rollout numbers (salient mass, drift) on the synthetic sets into a results store.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from ..errors import UserError
+from .app import app
+
+UNTRAINED_OVERRIDES = {"dim": 64, "depth": 4, "heads": 4, "head_hidden": 64, "num_classes": 10}
+UNTRAINED_IMAGE_PREPROCESS = {"modality": "image", "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25],
+                              "image_size": 32, "in_chans": 3}
+UNTRAINED_SEED = 0
+
+_HELP = f"""Attention-rollout heatmap of an image (or, with --text, token relevance of a text).
+
+Examples:
+
+  dgsa-bench rollout cat.png --checkpoint runs/dgvit/checkpoint.safetensors
+
+  dgsa-bench rollout cat.png --compare vit.safetensors dvit.safetensors dgvit.safetensors --out fig2.png
+
+  dgsa-bench rollout --text "the striker scored a goal" --checkpoint dgt.safetensors --compare dt.safetensors
+
+  dgsa-bench rollout --metrics --checkpoint dgvit.safetensors --store runs/store
+
+Images of any size and mode are read with Pillow (grayscale replicated to RGB, RGBA composited on white,
+palette expanded) and prepared exactly as in training (robustbench_dgsa.inputs: bilinear antialiased resize to
+the checkpoint's input size, its own mean/std).
+Writes the figure (--out, default <image stem>_rollout.png), the heatmap(s) at the image's resolution as .npy
+((H,W), or (M,H,W) for M models in --compare order) and a .json summary beside it. Text: PNG + HTML with
+tokens shaded by relevance, and .json (tokens and scores per model).
+
+Modes (SPEC §7): signed (default for DViT/DGViT/DT/DGT: rows L1-normalised, signs kept, diverging colormap
+centred at 0), positive (default for ViT/Transformer, == classic rollout), a_pos / a_neg (branch maps alone),
+raw (combined map, classic recipe; warns). The mode is printed and recorded with every heatmap.
+
+--model NAME without a checkpoint builds an UNTRAINED model, with a warning: seed {UNTRAINED_SEED}, D=64, 4 layers,
+4 heads, classifier hidden 64, 10 classes; images 32x32 / patch 4, mean 0.5, std 0.25; text: max_len 256 and a
+vocabulary of the given text's own words. For trying the pipeline only: its maps mean nothing.
+"""
+
+
+def _parse_csv(text: Optional[str]) -> Optional[list[str]]:
+    if text is None:
+        return None
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _untrained(name: str, text: Optional[str]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    import torch
+
+    from ..models import create_model, get_model_config
+
+    cfg = get_model_config(name)
+    overrides = dict(UNTRAINED_OVERRIDES)
+    if cfg.modality == "text":
+        from ..data.vocab import Vocab
+        vocab = Vocab.build([text or ""], min_freq=1, max_size=None)
+        overrides.update(vocab_size=len(vocab), max_len=256)
+        preprocess = {"modality": "text", "vocab": vocab.to_list(), "max_len": 256}
+    else:
+        overrides.update(image_size=32, patch_size=4, in_chans=3)
+        preprocess = dict(UNTRAINED_IMAGE_PREPROCESS)
+    torch.manual_seed(UNTRAINED_SEED)
+    model = create_model(cfg, **overrides).eval()
+    meta = {"model": name, "classes": [f"class {i}" for i in range(10)], "seed": UNTRAINED_SEED,
+            "preprocess": preprocess, "untrained": True}
+    return model, meta, preprocess
+
+
+def _load_sources(checkpoints: list[Path], models: list[str], text: Optional[str]) -> list[dict[str, Any]]:
+    from ..checkpoint import load_checkpoint
+    from ..inputs import preprocess_from_meta
+
+    out = []
+    for p in checkpoints:
+        if not p.exists():
+            raise UserError(f"checkpoint not found: {p}")
+        model, meta = load_checkpoint(p)
+        out.append({"model": model, "meta": meta, "preprocess": preprocess_from_meta(meta), "source": str(p),
+                    "name": model.config.name})
+    for name in models:
+        typer.secho(f"warning: --model {name}: using an UNTRAINED {name} (random weights, small config); "
+                    "its rollout shows the pipeline, not learned attention", fg="yellow", err=True)
+        model, meta, pre = _untrained(name, text)
+        out.append({"model": model, "meta": meta, "preprocess": pre, "source": f"untrained:{name}", "name": name})
+    return out
+
+
+def _class_name(meta: dict[str, Any], k: int) -> str:
+    classes = meta.get("classes") or []
+    return str(classes[k]) if 0 <= k < len(classes) else str(k)
+
+
+def _image_mode(image: Path, sources: list[dict[str, Any]], out: Optional[Path], mode: Optional[str],
+                head_fusion: str, discard_ratio: float, device: str, as_json: bool) -> None:
+    import numpy as np
+
+    from .. import atomic
+    from ..rollout_plots import display_name, plot_image_rollout, plot_rollout_grid
+    from ..rollout_runs import image_rollout_full, load_image_file, resolve_spec, top_fraction_mass
+
+    for s in sources:
+        if s["model"].config.modality != "image":
+            raise UserError(f"{s['source']} is a text model ({s['name']}); give --text \"...\" instead of an image")
+    img = load_image_file(image)
+    stack = img[None]
+    out = out or Path(f"{image.stem}_rollout.png")
+    if out.suffix.lower() != ".png":
+        raise UserError(f"--out must end in .png, got {out}")
+    results, summary = [], []
+    for s in sources:
+        spec = resolve_spec(s["model"], mode, head_fusion, discard_ratio)
+        r = image_rollout_full(s["model"], stack, s["preprocess"], spec=spec, device=device)
+        results.append(r)
+        h = r.heatmaps[0]
+        pred = int(r.preds[0])
+        summary.append({"model": s["name"], "source": s["source"], "mode": spec.mode, "spec": spec.tag,
+                        "signed": spec.signed, "min": float(h.min()), "max": float(h.max()),
+                        "top10_mass": top_fraction_mass(r.relevance[0], 0.1),
+                        "pred": pred, "pred_class": _class_name(s["meta"], pred),
+                        "prob": float(r.probs[0, pred]),
+                        "relevance_grid": np.round(r.relevance[0].astype(float), 7).tolist()})
+    if len(sources) == 1:
+        s, r, info = sources[0], results[0], summary[0]
+        title = (f"{display_name(s['name'])} [{info['spec']}] — pred {info['pred_class']} ({info['prob']:.2f})")
+        plot_image_rollout(img, r.heatmaps[0], out, signed=r.spec.signed, title=title)
+        heat = r.heatmaps[0]
+    else:
+        names = [f"{i}:{s['name']}" for i, s in enumerate(sources)]
+        heat_by = {n: r.heatmaps for n, r in zip(names, results)}
+        titles = {n: f"{display_name(s['name'])}\n[{r.spec.mode}] {summ['pred_class']}"
+                  for n, s, r, summ in zip(names, sources, results, summary)}
+        plot_rollout_grid(stack, heat_by, out, signed_by_model={n: r.spec.signed for n, r in zip(names, results)},
+                          column_titles=titles)
+        heat = np.stack([r.heatmaps[0] for r in results])
+    npy = out.with_suffix(".npy")
+    with atomic.atomic_path(npy) as tmp:
+        with open(tmp, "wb") as f:
+            np.save(f, heat.astype(np.float32))
+    doc = {"image": str(image), "image_shape": list(img.shape), "figure": str(out), "heatmaps": str(npy),
+           "heatmaps_shape": list(heat.shape), "models": summary}
+    atomic.write_json(out.with_suffix(".json"), doc)
+    _report(doc, as_json, [out, npy, out.with_suffix(".json")])
+
+
+def _text_mode(text: str, sources: list[dict[str, Any]], out: Optional[Path], mode: Optional[str],
+               head_fusion: str, discard_ratio: float, device: str, as_json: bool) -> None:
+    import numpy as np
+
+    from .. import atomic
+    from ..rollout_plots import plot_text_rollout, render_text_rollout_html
+    from ..rollout_runs import resolve_spec, text_rollout_full, top_fraction_mass
+
+    if not text.strip():
+        raise UserError("--text is empty")
+    for s in sources:
+        if s["model"].config.modality != "text":
+            raise UserError(f"{s['source']} is an image model ({s['name']}); give an image file instead of --text")
+    out = out or Path("text_rollout.png")
+    if out.suffix.lower() != ".png":
+        raise UserError(f"--out must end in .png, got {out}")
+    toks, scores, signed, labels, summary = {}, {}, {}, [], []
+    for i, s in enumerate(sources):
+        spec = resolve_spec(s["model"], mode, head_fusion, discard_ratio)
+        r = text_rollout_full(s["model"], [text], s["preprocess"], spec=spec, device=device)
+        key = f"{i}:{s['name']}"
+        toks[key], scores[key], signed[key] = r.tokens[0], r.scores[0], spec.signed
+        pred = int(r.preds[0])
+        from ..rollout_plots import display_name
+        labels.append(f"({chr(ord('a') + i)}) {display_name(s['name'])} [{spec.mode}] — pred "
+                      f"{_class_name(s['meta'], pred)} ({float(r.probs[0, pred]):.2f})")
+        sc = r.scores[0]
+        order = np.argsort(-sc, kind="stable")[:5]
+        summary.append({"model": s["name"], "source": s["source"], "mode": spec.mode, "spec": spec.tag,
+                        "signed": spec.signed, "min": float(sc.min()) if sc.size else 0.0,
+                        "max": float(sc.max()) if sc.size else 0.0, "top10_mass": top_fraction_mass(sc, 0.1),
+                        "pred": pred, "pred_class": _class_name(s["meta"], pred), "prob": float(r.probs[0, pred]),
+                        "top_tokens": [r.tokens[0][j] for j in order],
+                        "unknown_tokens": int(r.unknown[0].sum()),
+                        "tokens": r.tokens[0], "scores": [float(v) for v in sc]})
+    html_path = out.with_suffix(".html")
+    plot_text_rollout(toks, scores, out, signed_by_model=signed, labels=labels, title="Attention rollout")
+    render_text_rollout_html(toks, scores, html_path, signed_by_model=signed, labels=labels,
+                             title="Attention rollout", caption=text if len(text) < 2000 else None)
+    doc = {"text": text, "figure": str(out), "html": str(html_path), "models": summary}
+    atomic.write_json(out.with_suffix(".json"), doc)
+    _report(doc, as_json, [out, html_path, out.with_suffix(".json")])
+
+
+def _report(doc: dict[str, Any], as_json: bool, files: list[Path]) -> None:
+    if as_json:
+        slim = {**doc, "models": [{k: v for k, v in m.items() if k not in ("relevance_grid", "tokens", "scores")}
+                                  for m in doc["models"]]}
+        typer.echo(json.dumps(slim, indent=2))
+        return
+    for m in doc["models"]:
+        extra = f", top tokens {', '.join(m['top_tokens'])}" if "top_tokens" in m else ""
+        typer.echo(f"{m['model']} ({m['source']}): mode {m['spec']}, range [{m['min']:.4g}, {m['max']:.4g}], "
+                   f"top-10% mass {m['top10_mass']:.3f}, pred {m['pred_class']} ({m['prob']:.3f}){extra}")
+    typer.echo("wrote " + ", ".join(str(f) for f in files))
+
+
+def _metrics_mode(sources: list[dict[str, Any]], store: Path, dataset: Optional[str], corruptions: Optional[str],
+                  severities: str, max_examples: int, mode: Optional[str], head_fusion: str, discard_ratio: float,
+                  device: str, as_json: bool) -> None:
+    from ..rollout_runs import rollout_metrics_run
+
+    try:
+        sev = [int(s) for s in _parse_csv(severities) or []]
+    except ValueError:
+        raise UserError(f"--severities expects comma-separated integers 1..5, got {severities!r}") from None
+    if any(not 1 <= s <= 5 for s in sev):
+        raise UserError(f"--severities must be in 1..5, got {severities!r}")
+    results = []
+    for s in sources:
+        summ = rollout_metrics_run(s["model"], store, dataset, corruptions=_parse_csv(corruptions), severities=sev,
+                                   modes=[mode] if mode else None, head_fusion=head_fusion,
+                                   discard_ratio=discard_ratio, max_examples=max_examples,
+                                   preprocess=s["preprocess"], meta={**s["meta"], "checkpoint": s["source"]},
+                                   device=device, progress=not as_json)
+        results.append(summ)
+        if not as_json:
+            for tag, info in summ["modes"].items():
+                drift = info["drift"]
+                d = (f", mean drift r {sum(drift.values()) / len(drift):.3f} over {len(drift)} cells"
+                     if drift else "")
+                typer.echo(f"{summ['model']} [{tag}]: salient mass {info['mass']:.3f} "
+                           f"(chance {info['chance']:.3f}){d}")
+    if as_json:
+        typer.echo(json.dumps(results, indent=2, default=str))
+    else:
+        typer.echo(f"rows written to {store} (run {', '.join(r['run_id'] for r in results)})")
+
+
+@app.command("rollout", help=_HELP)
+def rollout_command(
+    inputs: Optional[list[str]] = typer.Argument(
+        None, metavar="[IMAGE] [CKPT...]",
+        help="Image file (PNG, JPEG, ...). Further checkpoints may follow when --compare is used."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="Trained model (.safetensors)."),
+    compare: Optional[list[Path]] = typer.Option(
+        None, "--compare", help="More checkpoints side by side (Figure 2 / 3 layout): --compare A B C "
+                                "or --compare A --compare B."),
+    model: Optional[list[str]] = typer.Option(
+        None, "--model", "-m", help="An UNTRAINED registry model (vit, dvit, dgvit, transformer, dt, dgt), with a "
+                                    "warning; repeatable."),
+    text: Optional[str] = typer.Option(None, "--text", "-t", help="Roll out a text instead of an image."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                       help="Output PNG (default <image stem>_rollout.png / text_rollout.png)."),
+    mode: Optional[str] = typer.Option(None, "--mode",
+                                       help="signed | positive | a_pos | a_neg | raw (default: per model)."),
+    head_fusion: str = typer.Option("mean", "--head-fusion", help="mean | max | min over heads."),
+    discard_ratio: float = typer.Option(0.0, "--discard-ratio",
+                                        help="Zero this fraction of lowest-|value| entries per layer (0..1)."),
+    device: str = typer.Option("cpu", "--device", help="cpu | cuda | auto."),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary numbers as JSON."),
+    metrics: bool = typer.Option(False, "--metrics",
+                                 help="Compute salient mass and drift on the synthetic set into --store "
+                                      "(no image / text needed)."),
+    store: Path = typer.Option(Path("runs/store"), "--store", help="Results store for --metrics."),
+    dataset: Optional[str] = typer.Option(None, "--dataset",
+                                          help="--metrics: synthetic-vision | synthetic-text (default by model)."),
+    corruptions: Optional[str] = typer.Option(
+        None, "--corruptions", help="--metrics: comma-separated corruptions for drift (default: the 15 benchmark "
+                                    "ones; 'none' for no drift)."),
+    severities: str = typer.Option("1,2,3,4,5", "--severities", help="--metrics: comma-separated severities."),
+    max_examples: int = typer.Option(200, "--max-examples", help="--metrics: test examples used."),
+) -> None:
+    from ..rollout import HEAD_FUSIONS, MODES
+
+    if mode is not None and mode not in MODES:
+        raise UserError(f"unknown --mode {mode!r} (valid: {', '.join(MODES)})")
+    if head_fusion not in HEAD_FUSIONS:
+        raise UserError(f"unknown --head-fusion {head_fusion!r} (valid: {', '.join(HEAD_FUSIONS)})")
+    if not 0.0 <= discard_ratio < 1.0:
+        raise UserError(f"--discard-ratio must be in [0, 1), got {discard_ratio}")
+    args = list(inputs or [])
+    image: Optional[Path] = None
+    if text is None and not metrics:
+        if not args:
+            raise UserError("give an IMAGE file, --text \"...\" or --metrics (see dgsa-bench rollout --help)")
+        image = Path(args.pop(0))
+    ckpts: list[Path] = [checkpoint] if checkpoint is not None else []
+    ckpts += list(compare or [])
+    if args:
+        if not compare:
+            raise UserError(f"unexpected argument(s): {' '.join(args)} (several checkpoints go after --compare)")
+        ckpts += [Path(a) for a in args]
+        args = []
+    if not ckpts and not model:
+        raise UserError("give --checkpoint CKPT (or --model NAME for an untrained model)")
+    if image is not None:
+        from ..rollout_runs import load_image_file
+        load_image_file(image)  # fail on a bad image before loading any model
+    sources = _load_sources(ckpts, list(model or []), text)
+    if metrics:
+        if text is not None or image is not None:
+            raise UserError("--metrics uses the synthetic test set; do not give an image or --text with it")
+        corr = _parse_csv(corruptions)
+        if corr is not None and [c.lower() for c in corr] == ["none"]:
+            corruptions = ""
+        _metrics_mode(sources, store, dataset, corruptions, severities, max_examples, mode, head_fusion,
+                      discard_ratio, device, as_json)
+    elif text is not None:
+        if image is not None:
+            raise UserError("give either an image or --text, not both")
+        _text_mode(text, sources, out, mode, head_fusion, discard_ratio, device, as_json)
+    else:
+        _image_mode(image, sources, out, mode, head_fusion, discard_ratio, device, as_json)
+    sys.stdout.flush()
