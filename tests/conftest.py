@@ -4,7 +4,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
+# Tiny models in tests: one intra-op thread is faster than two (no OpenMP hand-off per small matmul) and
+# keeps timings stable when the machine is shared. Set before torch is imported so subprocesses inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,0 +1,96 @@
+"""``dgsa-bench models``: every registered model with its parameter count and forward FLOPs per sample."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Optional
+
+import typer
+
+from .app import app
+
+_FLOPS_NOTE = ("FLOPs: forward, per sample, 2 per multiply-add, matmuls/convolutions incl. attention "
+               "scores and values (explicit path). The paper's Table 9 'FLOPs' count multiply-adds (= FLOPs/2).")
+
+
+def model_table(names: list[str] | None = None, *, image_size: int = 32, patch_size: int = 4,
+                num_classes: int = 10, proj: str | float = 4, vocab_size: int = 30000, max_len: int = 256,
+                overrides: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """One row per model: name, modality, attention, ffn, ffn_ratio, tokens, params, flops, macs, config."""
+    from ..flops import count_flops, count_params, num_tokens
+    from ..models import MODEL_NAMES, apply_model_overrides, create_model, get_model_config, parse_ratio
+
+    ratio = parse_ratio(proj)
+    rows = []
+    for name in names or MODEL_NAMES:
+        cfg = get_model_config(name)
+        geometry: dict[str, Any] = {"num_classes": num_classes}
+        if cfg.modality == "image":
+            geometry.update(image_size=image_size, patch_size=patch_size)
+        else:
+            geometry.update(vocab_size=vocab_size, max_len=max_len)
+        if cfg.ffn == "swiglu":
+            geometry["ffn_ratio"] = ratio
+        cfg = apply_model_overrides(cfg, **geometry)
+        if overrides:
+            cfg = apply_model_overrides(cfg, **overrides)
+        model = create_model(cfg)
+        flops = count_flops(cfg)
+        rows.append({
+            "name": name, "modality": cfg.modality, "attention": cfg.attention, "ffn": cfg.ffn,
+            "ffn_ratio": cfg.ffn_ratio, "tokens": num_tokens(cfg), "params": count_params(model),
+            "flops": flops, "macs": flops // 2, "config": dataclasses.asdict(cfg),
+        })
+        del model
+    return rows
+
+
+@app.command("models")
+def models(
+    image_size: int = typer.Option(32, "--image-size", help="Image side for the vision models."),
+    patch_size: int = typer.Option(4, "--patch-size", help="Patch side for the vision models."),
+    num_classes: int = typer.Option(10, "--num-classes", help="Number of classes of the classifier head."),
+    proj: str = typer.Option("4", "--proj",
+                             help="FFN ratio of the SwiGLU models (the paper's 'proj.'): 2, 4 or 16/3 (5.333)."),
+    vocab_size: int = typer.Option(30000, "--vocab-size", help="Vocabulary size for the text models."),
+    max_len: int = typer.Option(256, "--max-len", help="Maximum text length (tokens, CLS excluded)."),
+    model: Optional[list[str]] = typer.Option(None, "--model", "-m",
+                                              help="Only this model (repeatable). Default: all registered."),
+    set_: Optional[list[str]] = typer.Option(None, "--set",
+                                             help="Model config override key=value applied to every model "
+                                                  "(repeatable), e.g. --set dim=96 --set depth=4."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
+) -> None:
+    """List the registered models with parameters and forward FLOPs per sample for a geometry.
+
+    With --image-size 224 --patch-size 16 the vision rows reproduce the paper's Table 9 parameter counts.
+    """
+    from ..config import parse_set_options
+
+    overrides = {k.removeprefix("model."): v for k, v in parse_set_options(set_).items()}
+    rows = model_table(model, image_size=image_size, patch_size=patch_size, num_classes=num_classes, proj=proj,
+                       vocab_size=vocab_size, max_len=max_len, overrides=overrides)
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"images {image_size}x{image_size}/patch {patch_size}; text max_len {max_len}, "
+                        f"vocab {vocab_size:,}; {num_classes} classes",
+                  caption=_FLOPS_NOTE, caption_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
+    for col in ("model", "attention", "FFN", "tokens", "params", "GFLOPs", "GMACs"):
+        table.add_column(col, justify="left" if col in ("model", "attention", "FFN") else "right", no_wrap=True)
+    for i, r in enumerate(rows):
+        ratio = r["ffn_ratio"]
+        ratio_txt = "16/3" if abs(ratio - 16 / 3) < 1e-9 else f"{ratio:g}"
+        last_of_modality = i + 1 < len(rows) and rows[i + 1]["modality"] != r["modality"]
+        table.add_row(r["name"], r["attention"], f"{r['ffn']} x{ratio_txt}", str(r["tokens"]), f"{r['params']:,}",
+                      f"{r['flops'] / 1e9:.3f}", f"{r['macs'] / 1e9:.3f}", end_section=last_of_modality)
+    console = Console()
+    if not console.is_terminal:     # logs and pipes: do not squeeze the table into 80 columns
+        console = Console(width=max(console.width, 110))
+    console.print(table)

@@ -1,0 +1,179 @@
+"""Building blocks shared by the vision and text models (SPEC §2): FFNs, the pre-norm block, the classifier head.
+
+* GELU FFN: Linear(D -> r·D) -> GELU -> dropout -> Linear(r·D -> D)
+* SwiGLU ×R: Linear(D -> R·D)+bias, split into halves a, b, SiLU(a) ⊙ b, dropout, Linear(R·D/2 -> D)+bias
+* ``ffn_dropout2`` (the paper's "dropout ×2"): a second dropout after the last Linear.
+* Block (pre-norm): x = x + Attn(LN(x)); x = x + FFN(LN(x)).
+* Head: Linear(D -> head_hidden) -> GELU -> dropout -> Linear(head_hidden -> C), applied to the CLS vector.
+
+Hidden widths: GELU hidden = round(r·D); SwiGLU half width = round(R·D/2), first Linear 2·half (so R = 16/3
+at D = 256 gives halves of 683 and a 1366-wide first Linear).
+"""
+from __future__ import annotations
+
+from torch import Tensor, nn
+import torch.nn.functional as F
+
+from ..attention import ATTENTION_TYPES, GATE_BIAS_INITS, LAMBDA_INIT_MODES, build_attention
+from ..config import ModelConfig
+from ..errors import UserError
+
+FFN_TYPES = ("gelu", "swiglu")
+MODALITIES = ("image", "text")
+
+
+def gelu_hidden(dim: int, ratio: float) -> int:
+    return int(round(ratio * dim))
+
+
+def swiglu_half(dim: int, ratio: float) -> int:
+    """Width of each SwiGLU half (a and b): round(R·D/2)."""
+    return int(round(ratio * dim / 2))
+
+
+def check_config(cfg: ModelConfig) -> None:
+    """Refuse an inconsistent model config with one clear line (UserError)."""
+    def bad(msg: str) -> None:
+        raise UserError(f"model config {cfg.name!r}: {msg}")
+
+    if cfg.modality not in MODALITIES:
+        bad(f"modality must be one of {', '.join(MODALITIES)}, got {cfg.modality!r}")
+    if cfg.attention not in ATTENTION_TYPES:
+        bad(f"attention must be one of {', '.join(ATTENTION_TYPES)}, got {cfg.attention!r}")
+    if cfg.ffn not in FFN_TYPES:
+        bad(f"ffn must be one of {', '.join(FFN_TYPES)}, got {cfg.ffn!r}")
+    if cfg.lambda_init not in LAMBDA_INIT_MODES:
+        bad(f"lambda_init must be one of {', '.join(LAMBDA_INIT_MODES)}, got {cfg.lambda_init!r}")
+    if cfg.gate_bias_init not in GATE_BIAS_INITS:
+        bad(f"gate_bias_init must be one of {', '.join(GATE_BIAS_INITS)}, got {cfg.gate_bias_init!r}")
+    for field in ("dim", "depth", "heads", "head_hidden", "num_classes"):
+        if int(getattr(cfg, field)) < 1:
+            bad(f"{field} must be >= 1, got {getattr(cfg, field)}")
+    if not 0.0 <= cfg.dropout < 1.0:
+        bad(f"dropout must be in [0, 1), got {cfg.dropout}")
+    if cfg.ffn_ratio <= 0:
+        bad(f"ffn_ratio must be > 0, got {cfg.ffn_ratio}")
+    if cfg.ffn == "swiglu" and swiglu_half(cfg.dim, cfg.ffn_ratio) < 1:
+        bad(f"ffn_ratio {cfg.ffn_ratio} is too small for dim {cfg.dim}")
+    if cfg.attention == "mhsa" and cfg.dim % cfg.heads:
+        bad(f"dim {cfg.dim} must be divisible by heads {cfg.heads}")
+    if cfg.attention in ("diff", "dgsa") and cfg.dim % (2 * cfg.heads):
+        bad(f"dim {cfg.dim} must be divisible by 2*heads = {2 * cfg.heads} for {cfg.attention} attention")
+    if cfg.attention in ("diff", "dgsa"):
+        from ..attention import lambda_init_for
+        for layer in range(cfg.depth):
+            lam = lambda_init_for(cfg, layer)
+            if not 0.0 < lam < 1.0:
+                bad(f"lambda_init must lie in (0, 1) in every layer; layer {layer} gets {lam:g}")
+    if cfg.modality == "image":
+        if cfg.patch_size < 1 or cfg.image_size < 1:
+            bad(f"image_size and patch_size must be >= 1 (got {cfg.image_size}, {cfg.patch_size})")
+        if cfg.image_size % cfg.patch_size:
+            bad(f"image size {cfg.image_size} is not divisible by patch size {cfg.patch_size}; "
+                f"choose a patch size that divides it (e.g. {_divisor_hint(cfg.image_size, cfg.patch_size)})")
+        if cfg.in_chans < 1:
+            bad(f"in_chans must be >= 1, got {cfg.in_chans}")
+    else:
+        if cfg.vocab_size < 2:
+            bad(f"vocab_size must be >= 2 (id 0 is padding), got {cfg.vocab_size}")
+        if cfg.max_len < 1:
+            bad(f"max_len must be >= 1, got {cfg.max_len}")
+
+
+def _divisor_hint(size: int, patch: int) -> int:
+    divisors = [d for d in range(1, size + 1) if size % d == 0]
+    return min(divisors, key=lambda d: (abs(d - patch), d))
+
+
+class GeluFFN(nn.Module):
+    def __init__(self, dim: int, ratio: float, dropout: float, dropout2: bool = False) -> None:
+        super().__init__()
+        hidden = gelu_hidden(dim, ratio)
+        self.fc1 = nn.Linear(dim, hidden)
+        self.act = nn.GELU()
+        self.drop = nn.Dropout(dropout)
+        self.fc2 = nn.Linear(hidden, dim)
+        self.drop2 = nn.Dropout(dropout) if dropout2 else nn.Identity()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.drop2(self.fc2(self.drop(self.act(self.fc1(x)))))
+
+
+class SwiGLUFFN(nn.Module):
+    def __init__(self, dim: int, ratio: float, dropout: float, dropout2: bool = False) -> None:
+        super().__init__()
+        half = swiglu_half(dim, ratio)
+        self.fc1 = nn.Linear(dim, 2 * half)
+        self.drop = nn.Dropout(dropout)
+        self.fc2 = nn.Linear(half, dim)
+        self.drop2 = nn.Dropout(dropout) if dropout2 else nn.Identity()
+
+    def forward(self, x: Tensor) -> Tensor:
+        a, b = self.fc1(x).chunk(2, dim=-1)
+        return self.drop2(self.fc2(self.drop(F.silu(a) * b)))
+
+
+def build_ffn(cfg: ModelConfig) -> nn.Module:
+    cls = GeluFFN if cfg.ffn == "gelu" else SwiGLUFFN
+    return cls(cfg.dim, cfg.ffn_ratio, cfg.dropout, cfg.ffn_dropout2)
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: x = x + Attn(LN(x)); x = x + FFN(LN(x))."""
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(cfg.dim)
+        self.attn = build_attention(cfg, layer_idx)
+        self.norm2 = nn.LayerNorm(cfg.dim)
+        self.ffn = build_ffn(cfg)
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, return_maps: bool = False):
+        out = self.attn(self.norm1(x), key_padding_mask, return_maps)
+        maps = None
+        if return_maps:
+            out, maps = out
+        x = x + out
+        x = x + self.ffn(self.norm2(x))
+        return (x, maps) if return_maps else x
+
+
+class ClassifierHead(nn.Module):
+    """Linear(D -> head_hidden) -> GELU -> dropout -> Linear(head_hidden -> C) on the CLS vector."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(cfg.dim, cfg.head_hidden)
+        self.act = nn.GELU()
+        self.drop = nn.Dropout(cfg.dropout)
+        self.fc2 = nn.Linear(cfg.head_hidden, cfg.num_classes)
+
+    def forward(self, cls: Tensor) -> Tensor:
+        return self.fc2(self.drop(self.act(self.fc1(cls))))
+
+
+class ClassifierBase(nn.Module):
+    """Common tail of both model families: CLS + positions already added; run blocks, read CLS, classify."""
+
+    config: ModelConfig
+    num_tokens: int
+
+    def _init_blocks(self, cfg: ModelConfig) -> None:
+        self.blocks = nn.ModuleList([Block(cfg, i) for i in range(cfg.depth)])
+        self.head = ClassifierHead(cfg)
+
+    def _encode(self, x: Tensor, key_padding_mask: Tensor | None, return_attention: bool):
+        maps: list[dict[str, Tensor]] = []
+        for blk in self.blocks:
+            if return_attention:
+                x, m = blk(x, key_padding_mask, True)
+                maps.append(m)
+            else:
+                x = blk(x, key_padding_mask)
+        logits = self.head(x[:, 0])
+        return (logits, maps) if return_attention else logits
+
+    def set_attention_impl(self, impl: str) -> "ClassifierBase":
+        """"fused" (SDPA, default) or "explicit" (forms the maps) for every layer."""
+        from ..attention import set_attention_impl
+        return set_attention_impl(self, impl)

@@ -1,0 +1,158 @@
+"""The one model registry (timm-like): a named config per model, variants are overrides.
+
+    >>> from robustbench_dgsa.models import create_model, get_model_config, MODEL_NAMES
+    >>> model = create_model("dgvit", num_classes=100)                # DGViT, SwiGLU ×4
+    >>> model = create_model("dvit", ffn_ratio=2, ffn_dropout2=True)  # DViT ×2 with "dropout ×2"
+    >>> cfg = get_model_config("dgt"); cfg.depth = 4; model = create_model(cfg)
+
+Vision models default to SPEC §2 (D=256, 8 layers, 8 heads, dropout 0.05, 32×32 / patch 4); text models to
+D=256, 6 layers, 8 heads, dropout 0.1, max_len 256. Useful overrides: ``ffn_ratio`` (2, 4, 16/3: the paper's
+"proj."), ``ffn_dropout2``, ``lambda_init`` ("layer" | "fixed") / ``lambda_init_value``, ``gate_bias_init``
+("default" | "diff"), ``q_residual``, geometry (``image_size``, ``patch_size``, ``in_chans``), ``num_classes``,
+``vocab_size``, ``max_len``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+from torch import nn
+
+from ..config import ModelConfig, _coerce
+from ..errors import UserError
+from .text import TextTransformer
+from .vision import VisionTransformer
+
+_REGISTRY: dict[str, Callable[[], ModelConfig]] = {}
+
+
+def register_model(fn: Callable[[], ModelConfig]) -> Callable[[], ModelConfig]:
+    """Register a function returning a named :class:`ModelConfig` under the function's name."""
+    _REGISTRY[fn.__name__] = fn
+    return fn
+
+
+def _image(**kw: Any) -> ModelConfig:
+    return ModelConfig(modality="image", dim=256, depth=8, heads=8, dropout=0.05, **kw)
+
+
+def _text(**kw: Any) -> ModelConfig:
+    return ModelConfig(modality="text", dim=256, depth=6, heads=8, dropout=0.1, max_len=256, **kw)
+
+
+# --- vision ------------------------------------------------------------------------------------------
+@register_model
+def vit() -> ModelConfig:
+    """ViT: vanilla MHSA, GELU FFN ×4."""
+    return _image(name="vit", attention="mhsa", ffn="gelu", ffn_ratio=4.0)
+
+
+@register_model
+def dvit() -> ModelConfig:
+    """DViT: differential attention (λ_init per layer), SwiGLU ×4."""
+    return _image(name="dvit", attention="diff", ffn="swiglu", ffn_ratio=4.0, lambda_init="layer")
+
+
+@register_model
+def dgvit() -> ModelConfig:
+    """DGViT: differential gated attention (λ_init fixed 0.8), Q-residual, SwiGLU ×4."""
+    return _image(name="dgvit", attention="dgsa", ffn="swiglu", ffn_ratio=4.0, lambda_init="fixed",
+                  lambda_init_value=0.8, q_residual=True)
+
+
+@register_model
+def vit_swiglu() -> ModelConfig:
+    """FFN-matched ViT baseline: vanilla MHSA with the differential models' SwiGLU ×R FFN."""
+    return _image(name="vit_swiglu", attention="mhsa", ffn="swiglu", ffn_ratio=4.0)
+
+
+# --- text --------------------------------------------------------------------------------------------
+@register_model
+def transformer() -> ModelConfig:
+    """Transformer encoder classifier: vanilla MHSA, GELU FFN ×4."""
+    return _text(name="transformer", attention="mhsa", ffn="gelu", ffn_ratio=4.0)
+
+
+@register_model
+def dt() -> ModelConfig:
+    """DT (Differential Transformer encoder): differential attention (λ_init per layer), SwiGLU ×4."""
+    return _text(name="dt", attention="diff", ffn="swiglu", ffn_ratio=4.0, lambda_init="layer")
+
+
+@register_model
+def dgt() -> ModelConfig:
+    """DGT: differential gated attention (λ_init fixed 0.8), no Q-residual, SwiGLU ×4."""
+    return _text(name="dgt", attention="dgsa", ffn="swiglu", ffn_ratio=4.0, lambda_init="fixed",
+                 lambda_init_value=0.8, q_residual=False)
+
+
+@register_model
+def transformer_swiglu() -> ModelConfig:
+    """FFN-matched Transformer baseline: vanilla MHSA with SwiGLU ×R."""
+    return _text(name="transformer_swiglu", attention="mhsa", ffn="swiglu", ffn_ratio=4.0)
+
+
+MODEL_NAMES: tuple[str, ...] = tuple(_REGISTRY)
+
+
+def _unknown(name: str) -> UserError:
+    return UserError(f"unknown model {name!r} (valid: {', '.join(MODEL_NAMES)})")
+
+
+def get_model_config(name: str) -> ModelConfig:
+    """A fresh copy of the named config."""
+    try:
+        return _REGISTRY[name]()
+    except KeyError:
+        raise _unknown(name) from None
+
+
+def apply_model_overrides(cfg: ModelConfig, **overrides: Any) -> ModelConfig:
+    """A copy of ``cfg`` with fields replaced (values may be CLI strings: "2", "16/3", "true")."""
+    valid = {f.name for f in dataclasses.fields(ModelConfig)}
+    out = dataclasses.replace(cfg)
+    for key, value in overrides.items():
+        if key not in valid:
+            raise UserError(f"unknown model option {key!r} (valid: {', '.join(sorted(valid))})")
+        if key == "ffn_ratio" and isinstance(value, str):
+            value = parse_ratio(value)
+        setattr(out, key, _coerce(ModelConfig, key, value))
+    return out
+
+
+def parse_ratio(text: str | float | int) -> float:
+    """FFN ratio from "2", "4", "16/3" or "5.333" (read as 16/3: any value within 0.01 of it)."""
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        s = text.strip()
+        try:
+            if "/" in s:
+                num, den = s.split("/", 1)
+                value = float(num) / float(den)
+            else:
+                value = float(s)
+        except (ValueError, ZeroDivisionError):
+            raise UserError(f"cannot read FFN ratio {text!r} (examples: 2, 4, 16/3, 5.333)") from None
+    if abs(value - 16 / 3) < 0.01:
+        value = 16 / 3
+    if value <= 0:
+        raise UserError(f"FFN ratio must be > 0, got {text!r}")
+    return value
+
+
+def create_model(cfg_or_name: ModelConfig | str, **overrides: Any) -> nn.Module:
+    """Build a model from a registry name or a :class:`ModelConfig`, with optional field overrides."""
+    if isinstance(cfg_or_name, str):
+        cfg = get_model_config(cfg_or_name)
+    elif isinstance(cfg_or_name, ModelConfig):
+        cfg = cfg_or_name
+    else:
+        raise TypeError(f"create_model expects a model name or a ModelConfig, got {type(cfg_or_name).__name__}")
+    if overrides:
+        cfg = apply_model_overrides(cfg, **overrides)
+    if cfg.modality == "image":
+        return VisionTransformer(cfg)
+    if cfg.modality == "text":
+        return TextTransformer(cfg)
+    raise UserError(f"model config {cfg.name!r}: modality must be 'image' or 'text', got {cfg.modality!r}")
