@@ -1,0 +1,125 @@
+"""Throughput of the CIFAR-C corruptions: images/s per corruption and the time to regenerate all 19 x 5.
+
+    python benchmarks/corruption_speed.py                 # 10,000 images, CPU (+ CUDA when present)
+    python benchmarks/corruption_speed.py --n 2000 --device cpu --corruptions fog,snow
+
+Images are the exact CIFAR-10 test images from ../shared/data (tiled to N when fewer are available),
+else uniform random bytes. Timings are wall-clock for ``corruptions.corrupt`` over the whole batch at
+each severity; the one-off set-up per process (noise tables, texture loading) is timed separately and
+included in the total.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import corruptions as C  # noqa: E402
+from corruptions.frost import FROST_FILES, load_frost_textures  # noqa: E402
+
+
+def shared_data() -> Path | None:
+    env = os.environ.get("DGSA_SHARED_DATA")
+    p = Path(env) if env else REPO.parent / "shared" / "data"
+    return p if p.is_dir() else None
+
+
+def load_images(n: int) -> tuple[np.ndarray, str]:
+    d = shared_data()
+    path = d / "cifar10" / "cifar10-test-exact-first1017.npz" if d else None
+    if path is not None and path.is_file():
+        x = np.load(path)["x"]
+        reps = -(-n // len(x))
+        return np.ascontiguousarray(np.tile(x, (reps, 1, 1, 1))[:n]), f"CIFAR-10 test (first {len(x)}, tiled)"
+    g = np.random.default_rng(0)
+    return g.integers(0, 256, (n, 32, 32, 3)).astype(np.uint8), "uniform random bytes"
+
+
+def load_frost(frost_dir: str | None):
+    if frost_dir:
+        return load_frost_textures(frost_dir)
+    d = shared_data()
+    if d and all((d / "corruptions" / "frost" / f).is_file() for f in FROST_FILES):
+        return load_frost_textures(d / "corruptions" / "frost")
+    return load_frost_textures()
+
+
+def sync(device: str):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def run(device: str, x: np.ndarray, names, severities, frost) -> dict:
+    xin = torch.from_numpy(x).to(device) if device == "cuda" else x
+    t0 = time.perf_counter()
+    for name in names:  # one-off set-up: tables, kernels, texture upload
+        for s in severities:
+            C.corrupt(xin[:2], name, s, frost=frost)
+    sync(device)
+    setup = time.perf_counter() - t0
+    rows = []
+    for name in names:
+        t = time.perf_counter()
+        for s in severities:
+            C.corrupt(xin, name, s, frost=frost)
+        sync(device)
+        dt = time.perf_counter() - t
+        rows.append({"corruption": name, "seconds": dt, "images_per_s": len(x) * len(severities) / dt})
+    total = setup + sum(r["seconds"] for r in rows)
+    return {"device": device, "setup_s": setup, "rows": rows, "total_s": total}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=10_000, help="images (default 10,000)")
+    ap.add_argument("--device", choices=["cpu", "cuda", "all"], default="all",
+                    help="cpu, cuda, or all available (default)")
+    ap.add_argument("--corruptions", default="all", help="names, groups, benchmark, extra or all")
+    ap.add_argument("--severities", default="1-5")
+    ap.add_argument("--frost-dir", default=None)
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args(argv)
+
+    names = C.resolve_corruptions(args.corruptions)
+    sevs = C.parse_severities(args.severities)
+    x, source = load_images(args.n)
+    frost = load_frost(args.frost_dir)
+    devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
+    if "cuda" in devices and not torch.cuda.is_available():
+        if args.device == "cuda":
+            print("CUDA is not available", file=sys.stderr)
+            return 2
+        devices.remove("cuda")
+
+    print(f"images: {len(x)} x 32x32 ({source}); severities {sevs}; frost textures: {frost.source}")
+    print(f"torch {torch.__version__}, CPU threads {torch.get_num_threads()}, cores {os.cpu_count()}")
+    results = []
+    for dev in devices:
+        label = torch.cuda.get_device_name(0) if dev == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
+        res = run(dev, x, names, sevs, frost)
+        res["label"] = label
+        results.append(res)
+        print(f"\n{label}")
+        print(f"{'corruption':20s} {'seconds':>9s} {'images/s':>10s}")
+        for r in res["rows"]:
+            print(f"{r['corruption']:20s} {r['seconds']:9.2f} {r['images_per_s']:10.0f}")
+        print(f"{'(set-up)':20s} {res['setup_s']:9.2f}")
+        print(f"TOTAL {len(names)} corruptions x {len(sevs)} severities x {len(x)} images on {dev}: "
+              f"{res['total_s']:.1f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"n": len(x), "source": source, "severities": sevs,
+                                               "frost": frost.source, "results": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,358 @@
+"""Batched torch emulations of the library calls the reference generator makes.
+
+Each function reproduces the floating-point operation order of the library it stands for (SciPy's
+``correlate1d`` and ``zoom``/``map_coordinates`` with order 1, ImageMagick's ``MotionBlurImage``, ...), so
+that results agree bit for bit where the library is deterministic. Everything works on a leading batch
+dimension and on any device; only elementwise IEEE operations (separate multiplies and adds, no fused
+kernels) are used, so CPU and CUDA give the same bits.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+# ----------------------------------------------------------------------------------------------
+# conversions
+
+
+def to_planes(x: torch.Tensor) -> torch.Tensor:
+    """(N, H, W, C) -> flat contiguous (N*C*H*W,) in (N, C, H, W) order, for ``take_pixels``."""
+    return x.permute(0, 3, 1, 2).reshape(-1)
+
+
+def from_planes(y: torch.Tensor, n: int, c: int, h: int, w: int) -> torch.Tensor:
+    """(N, C, H*W) -> (N, H, W, C) contiguous."""
+    return y.view(n, c, h, w).permute(0, 2, 3, 1).contiguous()
+
+
+def take_pixels(flat: torch.Tensor, pix: torch.Tensor, c: int, hw: int) -> torch.Tensor:
+    """Per-image pixel gather: flat is ``to_planes`` of N images, pix (N, P) pixel indices (y*W + x) ->
+    (N, C, P). One ``take`` with a broadcast index (much faster than gather with an expanded index)."""
+    n = pix.shape[0]
+    base = (torch.arange(n * c, device=pix.device) * hw).view(n, c, 1)
+    return flat.take(pix.unsqueeze(1) + base)
+
+
+_LUT: dict = {}
+
+
+def _lut(kind: str, device) -> torch.Tensor:
+    key = (kind, str(device))
+    if key not in _LUT:
+        v = torch.arange(256, dtype=torch.float64)
+        t = v / 255.0 if kind == "u64" else v.to(torch.float32) / 255.0
+        _LUT[key] = t.to(device)
+    return _LUT[key]
+
+
+def u8_to_unit64(x: torch.Tensor) -> torch.Tensor:
+    """``np.array(img) / 255.`` : uint8 -> float64 by true division (not multiplication by 1/255),
+    looked up from the 256 possible quotients."""
+    return _lut("u64", x.device).take(x.to(torch.int64))
+
+
+def u8_to_unit32(x: torch.Tensor) -> torch.Tensor:
+    """``np.array(img, dtype=np.float32) / 255.`` (float32 division), looked up."""
+    return _lut("u32", x.device).take(x.to(torch.int64))
+
+
+def floor_u8(y: torch.Tensor) -> torch.Tensor:
+    """``np.uint8(np.clip(y, 0, 1) * 255)``: clip, scale and *truncate* (floor), in y's dtype."""
+    return torch.clamp(y, 0.0, 1.0).mul_(255.0).floor_().to(torch.uint8)
+
+
+def floor_u8_255(y: torch.Tensor) -> torch.Tensor:
+    """``np.uint8(np.clip(y, 0, 255))`` for results already on the 0..255 scale."""
+    return torch.clamp(y, 0.0, 255.0).floor_().to(torch.uint8)
+
+
+# ----------------------------------------------------------------------------------------------
+# boundary extension (index maps)
+
+
+def ext_index(n: int, lo: int, hi: int, mode: str) -> np.ndarray:
+    """Source index of each position -lo .. n-1+hi of a line of length n under a boundary mode.
+
+    nearest: edge replication (aaa|abcd|ddd); reflect: SciPy 'reflect', half-sample symmetric
+    (cba|abcd|dcb); mirror: SciPy 'mirror' = OpenCV BORDER_REFLECT_101 (dcb|abcd|cba).
+    """
+    i = np.arange(-lo, n + hi)
+    if mode == "nearest":
+        return np.clip(i, 0, n - 1)
+    if mode == "reflect":
+        p = 2 * n
+        i = np.mod(i, p)
+        return np.where(i >= n, p - 1 - i, i)
+    if mode == "mirror":
+        if n == 1:
+            return np.zeros_like(i)
+        p = 2 * n - 2
+        i = np.mod(i, p)
+        return np.where(i >= n, p - i, i)
+    raise ValueError(mode)
+
+
+# ----------------------------------------------------------------------------------------------
+# scipy.ndimage.correlate1d / gaussian_filter (float64)
+
+
+def scipy_gaussian_weights(sigma: float, truncate: float) -> np.ndarray:
+    """``scipy.ndimage._filters._gaussian_kernel1d(sigma, 0, int(truncate*sigma+0.5))``, same arithmetic."""
+    sd = float(sigma)
+    radius = int(truncate * sd + 0.5)
+    sigma2 = sd * sd
+    x = np.arange(-radius, radius + 1)
+    phi = np.exp(-0.5 / sigma2 * x**2)
+    return phi / phi.sum()
+
+
+def scipy_correlate1d_sym(x: torch.Tensor, weights: np.ndarray, dim: int, mode: str) -> torch.Tensor:
+    """SciPy's symmetric-kernel path of ``NI_Correlate1D`` along ``dim`` (float64 in, float64 out).
+
+    out = x[i]*w[0] + sum over k = r..1 (outermost pair first) of (x[i-k] + x[i+k]) * w[k].
+    """
+    r = len(weights) // 2
+    if r == 0:
+        return x * float(weights[0])
+    n = x.shape[dim]
+    idx = torch.as_tensor(ext_index(n, r, r, mode), device=x.device)
+    xp = x.index_select(dim, idx)
+    out = x * float(weights[r])
+    for k in range(r, 0, -1):
+        lo = xp.narrow(dim, r - k, n)
+        hi = xp.narrow(dim, r + k, n)
+        out = out + (lo + hi) * float(weights[r + k])
+    return out
+
+
+def scipy_gaussian(x: torch.Tensor, sigma: float, dims=(1, 2), mode: str = "nearest", truncate: float = 4.0):
+    """``scipy.ndimage.gaussian_filter`` (as called by ``skimage.filters.gaussian``) over ``dims``, float64.
+
+    Axes are filtered in increasing order; sigma <= 1e-15 skips the filter (identity), as SciPy does.
+    """
+    if sigma <= 1e-15:
+        return x
+    w = scipy_gaussian_weights(sigma, truncate)
+    if tuple(dims) == (1, 2) and x.dim() in (3, 4):
+        # filter in the batch-innermost layout (contiguous shifted blocks), same arithmetic
+        shape = x.shape
+        xt = x.reshape(shape[0], shape[1], shape[2], -1).permute(1, 2, 0, 3).reshape(shape[1], shape[2], -1)
+        for d in (0, 1):
+            xt = scipy_correlate1d_sym(xt, w, d, mode)
+        c = xt.shape[2] // shape[0]
+        return xt.reshape(shape[1], shape[2], shape[0], c).permute(2, 0, 1, 3).reshape(shape).contiguous()
+    for d in dims:
+        x = scipy_correlate1d_sym(x, w, d, mode)
+    return x
+
+
+# ----------------------------------------------------------------------------------------------
+# scipy.ndimage.zoom(order=1, mode='constant', grid_mode=False) and the reference clipped_zoom
+
+
+def _spline1_weights(cc: np.ndarray):
+    # get_spline_interpolation_weights for order 1: w0 = 1 - t, w1 = 1 - w0 (not t).
+    t = cc - np.floor(cc)
+    w0 = 1.0 - t
+    w1 = 1.0 - w0
+    return w0, w1
+
+
+@lru_cache(maxsize=None)
+def clipped_zoom_axis(h: int, zoom: float):
+    """Per output position of the reference ``clipped_zoom`` along one axis of length h.
+
+    Returns (i0, i1, w0, w1, valid): output position r samples the crop at zoom-output index trim+r;
+    the interpolated value is w0*src[i0] + w1*src[i1] (indices into the full axis), or cval 0 where the
+    coordinate falls beyond the input (SciPy 'constant' mode, never the case for the CIFAR constants).
+    """
+    ch = int(np.ceil(h / zoom))
+    top = (h - ch) // 2
+    out_len = int(round(ch * zoom))
+    trim = (out_len - h) // 2
+    zf = (ch - 1) / (out_len - 1) if out_len - 1 != 0 else 1.0
+    kk = np.arange(trim, trim + h, dtype=np.float64)
+    cc = kk * zf if zoom != 1.0 else kk  # scipy returns a copy when every zoom factor is 1
+    valid = cc <= ch - 1
+    cc = np.where(valid, cc, 0.0)
+    start = np.floor(cc).astype(np.int64)
+    w0, w1 = _spline1_weights(cc)
+    nb = start + 1
+    s2 = 2 * ch - 2
+    if ch > 1:  # neighbour beyond the crop: SciPy's edge offsets use mirror indexing (weight is 0 there)
+        nb = np.where(nb >= ch, s2 - nb, nb)
+    else:
+        nb = np.zeros_like(nb)
+    return (start + top, nb + top, w0, w1, valid)
+
+
+def zoom_geometry(h: int, w: int, zoom: float) -> tuple:
+    """Key identifying the sampling pattern of ``clipped_zoom``: factors with equal crop and output sizes
+    give identical results (SciPy's per-axis factor is (ch-1)/(out-1), not the nominal zoom)."""
+    def axis(n):
+        ch = int(np.ceil(n / zoom))
+        return (n, ch, int(round(ch * zoom)))
+
+    return axis(h) + axis(w)
+
+
+def is_identity_zoom(h: int, w: int, zoom: float) -> bool:
+    g = zoom_geometry(h, w, zoom)
+    return g[0] == g[1] == g[2] and g[3] == g[4] == g[5]
+
+
+def clipped_zoom_hwb(xt: torch.Tensor, zoom: float) -> torch.Tensor:
+    """Reference ``clipped_zoom`` on a batch-innermost float64 tensor (H, W, B), B = images x channels.
+
+    For square images this is the reference exactly (it uses the row count for both axes; non-square
+    images are cropped per axis). The interpolation reproduces SciPy's order-1 ``zoom``: in float64,
+    t = sum over the 2x2 neighbours in C order of ((p * wy) * wx). The caller casts the result to the
+    input dtype (SciPy writes float32 output for float32 input). Batch-innermost layout makes both
+    gathers contiguous block copies.
+    """
+    h, w, _ = xt.shape
+    ry0, ry1, wy0, wy1, vy = clipped_zoom_axis(h, float(zoom))
+    rx0, rx1, wx0, wx1, vx = clipped_zoom_axis(w, float(zoom))
+    dev = xt.device
+
+    def t(a, dtype=torch.float64):
+        return torch.as_tensor(a, dtype=dtype, device=dev)
+
+    a0 = xt.index_select(0, t(ry0, torch.int64)).mul_(t(wy0).view(h, 1, 1))
+    a1 = xt.index_select(0, t(ry1, torch.int64)).mul_(t(wy1).view(h, 1, 1))
+    cx0, cx1 = t(rx0, torch.int64), t(rx1, torch.int64)
+    wx0_, wx1_ = t(wx0).view(1, w, 1), t(wx1).view(1, w, 1)
+    acc = a0.index_select(1, cx0).mul_(wx0_)
+    acc.add_(a0.index_select(1, cx1).mul_(wx1_))
+    acc.add_(a1.index_select(1, cx0).mul_(wx0_))
+    acc.add_(a1.index_select(1, cx1).mul_(wx1_))
+    if not (vy.all() and vx.all()):
+        acc.mul_(t(vy).view(h, 1, 1) * t(vx).view(1, w, 1))
+    return acc
+
+
+def to_hwb(x: torch.Tensor) -> torch.Tensor:
+    """(N, H, W, C) -> contiguous (H, W, N*C), the batch-innermost layout."""
+    n, h, w, c = x.shape
+    return x.permute(1, 2, 0, 3).reshape(h, w, n * c)
+
+
+def from_hwb(xt: torch.Tensor, n: int, c: int) -> torch.Tensor:
+    h, w, _ = xt.shape
+    return xt.reshape(h, w, n, c).permute(2, 0, 1, 3).contiguous()
+
+
+# ----------------------------------------------------------------------------------------------
+# ImageMagick MotionBlurImage (IM6 >= 6.6.2 and IM7; Q16 non-HDRI quantisation)
+
+MAGICK_SQ2PI = 2.50662827463100024161235523934010416269302368164062
+MAGICK_EPSILON = 1.0e-12
+
+
+def im_motion_kernel(radius: float, sigma: float) -> np.ndarray:
+    """GetOptimalKernelWidth1D (2*ceil(radius)+1 for radius > 0) and GetMotionBlurKernel, in IM's order."""
+    width = 2 * int(math.ceil(radius)) + 1
+    s = sigma if abs(sigma) >= MAGICK_EPSILON else MAGICK_EPSILON
+    k = [math.exp(-(float(i * i)) / (2.0 * s * s)) / (MAGICK_SQ2PI * s) for i in range(width)]
+    norm = 0.0
+    for v in k:
+        norm += v
+    return np.array([v / norm for v in k], dtype=np.float64)
+
+
+def im_motion_offsets(width: int, angles_deg: np.ndarray):
+    """Tap offsets (ox, oy) of shape (N, width), as IM computes them (x right, y down)."""
+    a = np.asarray(angles_deg, dtype=np.float64)
+    rad = math.pi * a / 180.0
+    px = float(width) * np.sin(rad)
+    py = float(width) * np.cos(rad)
+    hyp = np.hypot(px, py)
+    i = np.arange(width, dtype=np.float64)[None, :]
+    ox = np.ceil((i * py[:, None]) / hyp[:, None] - 0.5).astype(np.int64)
+    oy = np.ceil((i * px[:, None]) / hyp[:, None] - 0.5).astype(np.int64)
+    return ox, oy
+
+
+_MOTION_SUBCHUNK_PX = 1 << 17  # source values per step on CPU (keeps the gathers in cache)
+
+
+def im_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.ndarray) -> torch.Tensor:
+    """Wand ``motion_blur`` of 8-bit images written back as 8-bit PNG: (N, H, W, C) uint8 -> uint8.
+
+    Per pixel: v = sum_i k_i * 257*p(x + ox_i, y + oy_i) with edge clamping, accumulated in IM's order in
+    float64; Q16 ClampToQuantum q = floor(v + 0.5); 8-bit output floor(q * 255 / 65535) = q // 257.
+    """
+    n, h, w, c = x.shape
+    step = max(1, _MOTION_SUBCHUNK_PX // (h * w * c))
+    if n > step and x.device.type == "cpu":
+        a = np.asarray(angles_deg)
+        return torch.cat([im_motion_blur(x[s : s + step], radius, sigma, a[s : s + step]) for s in range(0, n, step)])
+    k = im_motion_kernel(radius, sigma)
+    ox, oy = im_motion_offsets(len(k), angles_deg)
+    dev = x.device
+    flat = x.permute(0, 3, 1, 2).reshape(-1).to(torch.float64).mul_(257.0)  # (N, C, H, W) flattened
+    # flat index = rowpart[n, c, y] + colpart[n, x]: edge clamping per axis, one broadcast add per tap
+    plane = (torch.arange(n * c, device=dev) * (h * w)).view(n, c, 1)
+    ys = torch.arange(h, device=dev).view(1, 1, h)
+    xs = torch.arange(w, device=dev).view(1, w)
+    oxt = torch.as_tensor(ox, device=dev)
+    oyt = torch.as_tensor(oy, device=dev)
+    acc = None
+    for i in range(len(k)):
+        rowpart = (ys + oyt[:, i].view(n, 1, 1)).clamp_(0, h - 1).mul_(w) + plane  # (N, C, H)
+        colpart = (xs + oxt[:, i].view(n, 1)).clamp_(0, w - 1)  # (N, W)
+        idx = rowpart.unsqueeze(-1) + colpart.view(n, 1, 1, w)  # (N, C, H, W)
+        term = flat.take(idx).mul_(float(k[i]))
+        acc = term if acc is None else acc.add_(term)
+    q = acc.clamp_(0.0, 65535.0).add_(0.5).floor_()
+    out = torch.div(q, 257.0, rounding_mode="floor").to(torch.uint8)  # (N, C, H, W)
+    return out.permute(0, 2, 3, 1).contiguous()
+
+
+# ----------------------------------------------------------------------------------------------
+# skimage.color.rgb2hsv / hsv2rgb (float64), same arithmetic as skimage (unchanged since 0.14)
+
+
+def rgb2hsv(arr: torch.Tensor):
+    """(..., 3) float64 RGB in [0, 1] -> (h, s, v) each (...), as skimage computes them."""
+    r, g, b = arr[..., 0], arr[..., 1], arr[..., 2]
+    v = arr.amax(dim=-1)
+    delta = v - arr.amin(dim=-1)  # np.ptp
+    zero = delta == 0.0
+    dsafe = torch.where(zero, torch.ones_like(delta), delta)
+    s = torch.where(zero, torch.zeros_like(v), delta / torch.where(zero, torch.ones_like(v), v))
+    # later assignments win in skimage: red-max, then green-max, then blue-max
+    h = (g - b) / dsafe
+    h = torch.where(g == v, 2.0 + (b - r) / dsafe, h)
+    h = torch.where(b == v, 4.0 + (r - g) / dsafe, h)
+    h = h / 6.0
+    mod = torch.fmod(h, 1.0)  # NumPy's float remainder: fmod, then + 1 for a negative remainder
+    h = torch.where(mod < 0, mod + 1.0, mod)
+    h = torch.where(zero, torch.zeros_like(h), h)
+    return h, s, v
+
+
+def hsv2rgb(h: torch.Tensor, s: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """skimage hsv2rgb: hi = floor(6h) % 6 selects among (v,t,p), (q,v,p), (p,v,t), (p,q,v), (t,p,v), (v,p,q)."""
+    hi = torch.floor(h * 6)
+    f = h * 6 - hi
+    p = v * (1 - s)
+    q = v * (1 - f * s)
+    t = v * (1 - (1 - f) * s)
+    hi = torch.remainder(hi.to(torch.int64), 6)  # .astype(np.uint8) % 6 (hi is in 0..6)
+    table = (
+        (v, t, p),
+        (q, v, p),
+        (p, v, t),
+        (p, q, v),
+        (t, p, v),
+        (v, p, q),
+    )
+    out = []
+    for ch in range(3):
+        cand = torch.stack([table[k][ch] for k in range(6)], dim=-1)
+        out.append(torch.gather(cand, -1, hi.unsqueeze(-1)).squeeze(-1))
+    return torch.stack(out, dim=-1)

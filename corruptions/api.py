@@ -1,0 +1,191 @@
+"""``corrupt``: apply one CIFAR-C corruption at one severity to a batch of uint8 images."""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from . import blur, digital, noise, weather
+from .errors import CorruptionError
+from .registry import check_severity, get_spec
+from .rng import KeyedRandom
+
+_IMPL = {
+    "gaussian_noise": noise.gaussian_noise,
+    "shot_noise": noise.shot_noise,
+    "impulse_noise": noise.impulse_noise,
+    "speckle_noise": noise.speckle_noise,
+    "gaussian_blur": blur.gaussian_blur,
+    "glass_blur": blur.glass_blur,
+    "defocus_blur": blur.defocus_blur,
+    "motion_blur": blur.motion_blur,
+    "zoom_blur": blur.zoom_blur,
+    "snow": weather.snow,
+    "frost": weather.frost,
+    "fog": weather.fog,
+    "brightness": weather.brightness,
+    "spatter": weather.spatter,
+    "contrast": digital.contrast,
+    "elastic_transform": digital.elastic_transform,
+    "pixelate": digital.pixelate,
+    "jpeg_compression": digital.jpeg_compression,
+    "saturate": digital.saturate,
+}
+
+MIN_SIDE = 8
+# images per internal step: on CPU small enough that one step's float64 temporaries (~1.5 MiB each)
+# stay in cache; on CUDA large enough to fill the device
+_CHUNK = {"cpu": 64, "cuda": 8192}
+
+_POOLS: dict = {}
+_POOL_LOCK = threading.Lock()
+
+
+def _single_threaded():
+    torch.set_num_threads(1)  # per OS thread (OpenMP ICV): the caller's own setting is untouched
+
+
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """A process-wide pool of CPU workers; each runs torch single-threaded and works on whole chunks.
+
+    Chunk-level parallelism instead of torch's intra-op threads: the per-chunk tensors are small, and
+    OpenMP's fork/join on every small op costs more than it gains (and degrades badly when other
+    processes share the cores). Torch, PIL and OpenCV release the GIL while they compute.
+    """
+    with _POOL_LOCK:
+        if workers not in _POOLS:
+            _POOLS[workers] = ThreadPoolExecutor(
+                max_workers=workers, thread_name_prefix="corruptions", initializer=_single_threaded
+            )
+        return _POOLS[workers]
+
+
+def _describe(images) -> str:
+    if isinstance(images, (np.ndarray, torch.Tensor)):
+        return f"{type(images).__name__} of dtype {images.dtype} and shape {tuple(images.shape)}"
+    return type(images).__name__
+
+
+def _check_images(images):
+    if not isinstance(images, (np.ndarray, torch.Tensor)):
+        raise CorruptionError(f"images must be a uint8 NumPy array or torch tensor, got {_describe(images)}")
+    if images.dtype not in (np.uint8, torch.uint8):
+        raise CorruptionError(f"images must have dtype uint8, got {_describe(images)}")
+    shape = tuple(images.shape)
+    if len(shape) not in (3, 4) or shape[-1] != 3:
+        raise CorruptionError(f"images must have shape (N, H, W, 3) or (H, W, 3), got {_describe(images)}")
+    if shape[-2] < MIN_SIDE or shape[-3] < MIN_SIDE:
+        raise CorruptionError(f"images must be at least {MIN_SIDE}x{MIN_SIDE}, got {_describe(images)}")
+
+
+def _check_indices(indices, n: int) -> np.ndarray:
+    if indices is None:
+        return np.arange(n, dtype=np.int64)
+    if isinstance(indices, torch.Tensor):
+        indices = indices.detach().cpu().numpy()
+    arr = np.asarray(indices)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise CorruptionError(f"indices must be a 1-D sequence of {n} image indices, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        raise CorruptionError(f"indices must be integers, got dtype {arr.dtype}")
+    return arr.astype(np.int64)
+
+
+def _resolve_device(device, images) -> torch.device:
+    if device is None:
+        return images.device if isinstance(images, torch.Tensor) else torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise CorruptionError(f"device must be 'cpu', 'cuda' or None, got {device!r}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise CorruptionError(f"device must be 'cpu', 'cuda' or None, got {device!r}")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise CorruptionError("device 'cuda' requested but CUDA is not available")
+    return dev
+
+
+def corrupt(images, name: str, severity: int, *, seed: int = 0, indices=None, device=None, frost=None):
+    """Apply corruption ``name`` at ``severity`` (1..5) with CIFAR-10-C constants.
+
+    On CPU the batch is processed in chunks of 64 images by ``torch.get_num_threads()`` worker threads
+    (each single-threaded); results do not depend on the chunking or the number of workers.
+
+    images: uint8 (N, H, W, 3) or (H, W, 3), NumPy array or torch tensor, RGB. Returns the same type and
+    shape (uint8): NumPy in, NumPy out; a tensor comes back on its own device unless ``device`` is given.
+    Random draws for image i come from a generator keyed by (seed, name, severity, indices[i]) (indices
+    default to 0..N-1), so ``corrupt(x[5:9], ..., indices=[5, 6, 7, 8])`` equals ``corrupt(x, ...)[5:9]``.
+    ``frost``: a :class:`~corruptions.frost.FrostTextures`; default :func:`load_frost_textures()`.
+    """
+    spec = get_spec(name)
+    sev = check_severity(severity)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise CorruptionError(f"seed must be an integer, got {seed!r}")
+    _check_images(images)
+    single = images.ndim == 3
+    batch = images[None] if single else images
+    n = batch.shape[0]
+    idx = _check_indices(indices, n)
+    dev = _resolve_device(device, images)
+    textures = None
+    if spec.name == "frost":
+        from .frost import FrostTextures, load_frost_textures
+
+        if frost is None:
+            textures = load_frost_textures()
+        elif isinstance(frost, FrostTextures):
+            textures = frost
+        else:
+            raise CorruptionError(f"frost must be a FrostTextures object, got {type(frost).__name__}")
+    x = torch.from_numpy(np.ascontiguousarray(batch)) if isinstance(batch, np.ndarray) else batch.detach()
+    out = torch.empty(tuple(x.shape), dtype=torch.uint8, device=dev)
+    if n:
+        rng = KeyedRandom(seed, spec.name, sev, idx, device=dev) if spec.random else None
+        fn, param = _IMPL[spec.name], spec.param(sev)
+        step = _CHUNK.get(dev.type, 512)
+        extra = (textures,) if textures is not None else ()
+
+        def work(s: int):
+            xc = x[s : s + step].to(dev).contiguous()
+            rc = rng.subset(slice(s, s + step)) if rng is not None else None
+            out[s : s + step] = fn(xc, param, rc, *extra)
+
+        starts = range(0, n, step)
+        workers = min(torch.get_num_threads(), len(starts)) if dev.type == "cpu" else 1
+        if workers > 1 and threading.current_thread().name.startswith("corruptions"):
+            workers = 1  # already inside a worker: no nested pools
+        if workers > 1:
+            for _ in _pool(workers).map(work, starts):
+                pass
+        else:
+            for s in starts:
+                work(s)
+    if single:
+        out = out[0]
+    if isinstance(images, np.ndarray):
+        return out.cpu().numpy()
+    return out if device is not None else out.to(images.device)
+
+
+def corrupt_batches(images, name: str, severity: int, *, batch_size: int = 1000, seed: int = 0,
+                    start_index: int = 0, device=None, frost=None) -> Iterator:
+    """Yield ``corrupt`` of consecutive slices of ``images`` (bounded memory for writers).
+
+    Slice k covers images[k*batch_size : (k+1)*batch_size] with global indices offset by ``start_index``;
+    the concatenation equals ``corrupt(images, ..., indices=start_index + arange(N))``.
+    """
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise CorruptionError(f"batch_size must be a positive integer, got {batch_size!r}")
+    _check_images(images)
+    n = images.shape[0] if images.ndim == 4 else 1
+    if images.ndim == 3:
+        images = images[None]
+    for s in range(0, n, batch_size):
+        chunk = images[s : s + batch_size]
+        yield corrupt(chunk, name, severity, seed=seed, indices=np.arange(start_index + s, start_index + s + len(chunk)),
+                      device=device, frost=frost)

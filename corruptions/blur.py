@@ -1,0 +1,179 @@
+"""Blur corruptions: gaussian_blur, glass_blur, defocus_blur, motion_blur, zoom_blur."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from ._ops import (
+    clipped_zoom_hwb,
+    ext_index,
+    floor_u8,
+    from_hwb,
+    from_planes,
+    im_motion_blur,
+    is_identity_zoom,
+    scipy_gaussian,
+    take_pixels,
+    to_hwb,
+    to_planes,
+    u8_to_unit64,
+    zoom_geometry,
+)
+from .rng import KeyedRandom
+
+# ----------------------------------------------------------------------------------------------
+# gaussian_blur (deterministic)
+
+
+def gaussian_blur(x: torch.Tensor, sigma: float, rng=None) -> torch.Tensor:
+    """skimage ``gaussian(x/255., sigma, multichannel=True)``: SciPy separable Gaussian over H then W
+    (mode 'nearest', truncate 4, float64, SciPy's summation order), clip, x255, floor. Bit-exact."""
+    return floor_u8(scipy_gaussian(u8_to_unit64(x), sigma, dims=(1, 2), mode="nearest", truncate=4.0))
+
+
+# ----------------------------------------------------------------------------------------------
+# glass_blur (random)
+
+
+def glass_shuffle(x: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
+    """The reference's local "swap" loop, vectorised.
+
+    ``choices``: int tensor (N, iterations, H-2, W-2) with values 0..3 for pixels (h, w), h, w >= 2, as
+    drawn by ``np.random.randint(-1, 1, size=2)`` -> (dx, dy) = (-(c & 1), -(c >> 1)).
+
+    The reference scans h = H-1..2 and w = W-1..2 and does ``x[h,w], x[h',w'] = x[h',w'], x[h,w]`` on
+    NumPy views: a *copy* of (h', w') = (h+dy, w+dx) into (h, w), not a swap. Because the scan runs in
+    reverse and the offsets are in {-1, 0}, every source (up, left, up-left) is still unmodified when it
+    is read, so one pass equals: new[h, w] = old[h+dy, w+dx] for all h, w >= 2 at once. Rows and columns
+    0-1 are never written. (tests/test_corruptions_properties.py checks this against a literal loop.)
+    """
+    n, h, w, c = x.shape
+    dev = x.device
+    hh = torch.arange(2, h, device=dev).view(1, h - 2, 1)
+    ww = torch.arange(2, w, device=dev).view(1, 1, w - 2)
+    flat = to_planes(x)
+    for it in range(choices.shape[1]):
+        ch = choices[:, it].to(torch.int64)
+        src = torch.arange(h * w, device=dev).repeat(n, 1).view(n, h, w)
+        src[:, 2:, 2:] = (hh - (ch >> 1)) * w + (ww - (ch & 1))  # dy = -(c >> 1), dx = -(c & 1)
+        flat = take_pixels(flat, src.view(n, h * w), c, h * w).reshape(-1)
+    return from_planes(flat.view(n, c, h * w), n, c, h, w)
+
+
+def glass_choices(rng: KeyedRandom, iterations: int, h: int, w: int) -> torch.Tensor:
+    """(N, iterations, H-2, W-2) uniform choices in 0..3 (two fair {-1, 0} offsets per pixel and pass)."""
+    u = rng.uniform(iterations * (h - 2) * (w - 2))
+    return torch.floor(u * 4.0).to(torch.int64).view(rng.n, iterations, h - 2, w - 2)
+
+
+def glass_blur_apply(x: torch.Tensor, params, choices: torch.Tensor) -> torch.Tensor:
+    sigma, _max_delta, _iterations = params
+    # np.uint8(gaussian(x/255., sigma) * 255): truncation to uint8 *before* the shuffle
+    y = scipy_gaussian(u8_to_unit64(x), sigma, dims=(1, 2), mode="nearest", truncate=4.0)
+    y = (y * 255.0).floor_().clamp_(0, 255).to(torch.uint8)
+    y = glass_shuffle(y, choices)
+    return floor_u8(scipy_gaussian(u8_to_unit64(y), sigma, dims=(1, 2), mode="nearest", truncate=4.0))
+
+
+def glass_blur(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
+    _, h, w, _ = x.shape
+    # max_delta is 1 at every CIFAR severity: offsets in {-1, 0} (randint's upper bound is exclusive)
+    return glass_blur_apply(x, params, glass_choices(rng, params[2], h, w))
+
+
+# ----------------------------------------------------------------------------------------------
+# defocus_blur (deterministic)
+
+
+@lru_cache(maxsize=None)
+def defocus_kernel(radius: float, alias_blur: float) -> np.ndarray:
+    """The reference ``disk(radius, alias_blur)``: float32 17x17 disk, normalised, cv2.GaussianBlur 3x3."""
+    import cv2
+
+    if radius <= 8:
+        ax = np.arange(-8, 8 + 1)
+        ksize = (3, 3)
+    else:
+        ax = np.arange(-radius, radius + 1)
+        ksize = (5, 5)
+    xx, yy = np.meshgrid(ax, ax)
+    disk = np.array((xx**2 + yy**2) <= radius**2, dtype=np.float32)
+    disk /= np.sum(disk)
+    return cv2.GaussianBlur(disk, ksize=ksize, sigmaX=alias_blur)
+
+
+def defocus_blur(x: torch.Tensor, params, rng=None) -> torch.Tensor:
+    """cv2.filter2D(x/255., -1, kernel) per channel (BORDER_REFLECT_101), clip, x255, floor.
+
+    The float32 kernel's entries are used as float64, only the non-zero taps, summed directly. OpenCV
+    filters a 17x17 kernel on CV_64F data through its DFT path, so the two sums differ by ~1e-16
+    relative: a floor can differ only where 255*y lies within ~1e-13 of an integer. The kernels sum to
+    1 + 1.4e-9 .. 1 + 4.5e-8 (float32 normalisation), which keeps flat regions clear of that edge; on
+    real CIFAR images no value differed (test bounds the rate).
+    """
+    k = defocus_kernel(*params)
+    r = k.shape[0] // 2
+    taps = [(i - r, j - r, float(k[i, j])) for i, j in zip(*np.nonzero(k))]
+    pad = max(max(abs(dy), abs(dx)) for dy, dx, _ in taps)
+    n, h, w, c = x.shape
+    xt = to_hwb(u8_to_unit64(x))  # batch-innermost: every shifted window is a contiguous block
+    iy = torch.as_tensor(ext_index(h, pad, pad, "mirror"), device=x.device)
+    ix = torch.as_tensor(ext_index(w, pad, pad, "mirror"), device=x.device)
+    xp = xt.index_select(0, iy).index_select(1, ix)
+    acc = None
+    for dy, dx, v in taps:
+        term = xp[pad + dy : pad + dy + h, pad + dx : pad + dx + w] * v
+        acc = term if acc is None else acc.add_(term)
+    return floor_u8(from_hwb(acc, n, c))
+
+
+# ----------------------------------------------------------------------------------------------
+# motion_blur (random angle)
+
+
+def motion_angles(rng: KeyedRandom, low: float, high: float) -> np.ndarray:
+    """``np.random.uniform(low, high)`` per image: low + (high - low) * u."""
+    return low + (high - low) * rng.uniform_cpu(1)[:, 0]
+
+
+def motion_blur_apply(x: torch.Tensor, params, angles_deg: np.ndarray) -> torch.Tensor:
+    """ImageMagick motion blur of the RGB image at the given angles (see ``_ops.im_motion_blur``)."""
+    radius, sigma = params
+    return im_motion_blur(x, radius, sigma, angles_deg)
+
+
+def motion_blur(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
+    return motion_blur_apply(x, params, motion_angles(rng, -45.0, 45.0))
+
+
+# ----------------------------------------------------------------------------------------------
+# zoom_blur (deterministic)
+
+
+_ZOOM_SUBCHUNK = 128  # images per step in the batch-innermost layout (cache-sized blocks)
+
+
+def zoom_blur(x: torch.Tensor, factors, rng=None) -> torch.Tensor:
+    """float32 pipeline: out = sum of clipped_zoom(x, z) over the factors (float32 accumulation in order),
+    (x + out) / (n + 1), clip, x255, floor. Each zoom is SciPy's order-1 zoom of a top-left-anchored crop
+    (computed in float64, rounded to float32 like SciPy's float32 output). Bit-exact.
+
+    Factors with the same crop/output sizes (e.g. 1.02 and 1.03) give identical zooms; each distinct
+    one is computed once and added as often as the reference adds it, in the reference's order.
+    """
+    n, h, w, c = x.shape
+    if n > _ZOOM_SUBCHUNK:
+        return torch.cat([zoom_blur(x[s : s + _ZOOM_SUBCHUNK], factors) for s in range(0, n, _ZOOM_SUBCHUNK)])
+    x32 = to_hwb((x.to(torch.float64) / 255.0).to(torch.float32))  # (np.array(x) / 255.).astype(np.float32)
+    x64 = x32.to(torch.float64)
+    cache = {}
+    out = torch.zeros_like(x32)
+    for z in factors:
+        key = zoom_geometry(h, w, z)
+        if key not in cache:
+            cache[key] = x32 if is_identity_zoom(h, w, z) else clipped_zoom_hwb(x64, z).to(torch.float32)
+        out.add_(cache[key])
+    y = (x32 + out) / float(len(factors) + 1)
+    return floor_u8(from_hwb(y, n, c))

@@ -1,0 +1,311 @@
+"""Digital corruptions: contrast, elastic_transform, pixelate, jpeg_compression, saturate."""
+from __future__ import annotations
+
+import io
+import math
+from functools import lru_cache
+
+import numpy as np
+import torch
+
+from ._ops import (
+    floor_u8,
+    from_hwb,
+    from_planes,
+    hsv2rgb,
+    rgb2hsv,
+    scipy_gaussian,
+    take_pixels,
+    to_hwb,
+    to_planes,
+    u8_to_unit32,
+    u8_to_unit64,
+)
+from .rng import KeyedRandom
+
+# ----------------------------------------------------------------------------------------------
+# contrast (deterministic)
+
+
+def sequential_channel_mean(xf: torch.Tensor) -> torch.Tensor:
+    """``np.mean(x, axis=(0, 1), keepdims=True)`` per image of (N, H, W, C) float64, bit for bit.
+
+    NumPy reduces these two axes with the channel axis in the inner loop, i.e. a plain left-to-right
+    sum over the H*W pixels (no pairwise summation), then divides by H*W. The CPU cumulative sum is
+    that same sequential scan; on other devices the scan is an explicit loop.
+    """
+    n, h, w, c = xf.shape
+    flat = xf.reshape(n, h * w, c)
+    if xf.device.type == "cpu":
+        total = torch.cumsum(flat, dim=1)[:, -1]
+    else:
+        total = flat[:, 0].clone()
+        for i in range(1, h * w):
+            total = total + flat[:, i]
+    return (total / float(h * w)).view(n, 1, 1, c)
+
+
+def contrast(x: torch.Tensor, c: float, rng=None) -> torch.Tensor:
+    """(x - mean) * c + mean with the per-image, per-channel mean; clip, x255, floor. Bit-exact."""
+    xf = u8_to_unit64(x)
+    means = sequential_channel_mean(xf)
+    return floor_u8((xf - means) * c + means)
+
+
+# ----------------------------------------------------------------------------------------------
+# saturate (deterministic)
+
+
+def saturate(x: torch.Tensor, params, rng=None) -> torch.Tensor:
+    """skimage rgb2hsv, S <- clip(S * a + b, 0, 1), hsv2rgb, clip, x255, floor. Bit-exact."""
+    a, b = params
+    h, s, v = rgb2hsv(u8_to_unit64(x))
+    return floor_u8(hsv2rgb(h, torch.clamp(s * a + b, 0.0, 1.0), v))
+
+
+# ----------------------------------------------------------------------------------------------
+# jpeg_compression (deterministic for a given libjpeg)
+
+
+def jpeg_compression(x: torch.Tensor, quality: int, rng=None) -> torch.Tensor:
+    """PIL ``save(format='JPEG', quality=q)`` (4:2:0, baseline, IJG tables) and decode, per image."""
+    from PIL import Image
+
+    arr = x.cpu().numpy()
+    out = np.empty_like(arr)
+    for i in range(arr.shape[0]):
+        buf = io.BytesIO()
+        Image.fromarray(arr[i], "RGB").save(buf, format="JPEG", quality=int(quality))
+        buf.seek(0)
+        with Image.open(buf) as im:
+            out[i] = np.asarray(im.convert("RGB"))
+    return torch.from_numpy(out).to(x.device)
+
+
+# ----------------------------------------------------------------------------------------------
+# pixelate (deterministic): PIL BOX resize down and up, emulated in PIL's fixed point
+
+_PRECISION_BITS = 32 - 8 - 2
+
+
+@lru_cache(maxsize=None)
+def pil_box_coeffs(in_size: int, out_size: int):
+    """Pillow's ``precompute_coeffs`` for the BOX filter and ``normalize_coeffs_8bpc``.
+
+    Returns (index, coeff) int64 arrays of shape (out_size, ksize): output o = clip8((1 << 21) +
+    sum_t src[index[o, t]] * coeff[o, t]) with clip8(v) = v >> 22 clamped to 0..255.
+    """
+    scale = float(in_size) / out_size
+    filterscale = max(scale, 1.0)
+    support = 0.5 * filterscale
+    ksize = int(math.ceil(support)) * 2 + 1
+    index = np.zeros((out_size, ksize), dtype=np.int64)
+    coeff = np.zeros((out_size, ksize), dtype=np.int64)
+    ss = 1.0 / filterscale
+    for xx in range(out_size):
+        center = (xx + 0.5) * scale
+        xmin = max(int(center - support + 0.5), 0)
+        xmax = min(int(center + support + 0.5), in_size) - xmin
+        ws = []
+        for t in range(xmax):
+            u = (t + xmin - center + 0.5) * ss
+            ws.append(1.0 if -0.5 < u <= 0.5 else 0.0)
+        ww = 0.0
+        for wv in ws:
+            ww += wv
+        for t, wv in enumerate(ws):
+            k = wv / ww if ww != 0.0 else wv
+            coeff[xx, t] = int(0.5 + k * (1 << _PRECISION_BITS)) if k >= 0 else int(-0.5 + k * (1 << _PRECISION_BITS))
+            index[xx, t] = xmin + t
+    return index, coeff
+
+
+def _pil_resample_pass(x: torch.Tensor, dim: int, out_size: int) -> torch.Tensor:
+    """One 8-bit Pillow resampling pass along ``dim`` of an integer tensor."""
+    index, coeff = pil_box_coeffs(x.shape[dim], out_size)
+    dev = x.device
+    idx = torch.as_tensor(index, device=dev)
+    acc = None
+    for t in range(index.shape[1]):
+        col = x.index_select(dim, idx[:, t])
+        shape = [1] * x.dim()
+        shape[dim] = out_size
+        term = col * torch.as_tensor(coeff[:, t], dtype=x.dtype, device=dev).view(shape)
+        acc = term if acc is None else acc + term
+    acc = acc + (1 << (_PRECISION_BITS - 1))
+    return torch.clamp(acc >> _PRECISION_BITS, 0, 255)
+
+
+def pil_resize_box(x: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
+    """``Image.resize((out_w, out_h), Image.BOX)`` of (N, H, W, C) uint8: horizontal pass, then vertical.
+
+    Integer arithmetic in int32 (sums stay below 255 * 2**22 + 2**21 < 2**31), batch-innermost layout.
+    """
+    n, _, _, c = x.shape
+    y = to_hwb(x.to(torch.int32))
+    if out_w != x.shape[2]:
+        y = _pil_resample_pass(y, 1, out_w)
+    if out_h != x.shape[1]:
+        y = _pil_resample_pass(y, 0, out_h)
+    return from_hwb(y.to(torch.uint8), n, c)
+
+
+def pixelate(x: torch.Tensor, c: float, rng=None) -> torch.Tensor:
+    """resize to (int(W*c), int(H*c)) with BOX, then back with BOX (PIL 8-bit fixed point). Bit-exact."""
+    _, h, w, _ = x.shape
+    small = pil_resize_box(x, int(h * c), int(w * c))
+    return pil_resize_box(small, h, w)
+
+
+# ----------------------------------------------------------------------------------------------
+# elastic_transform (random affine and displacement fields)
+
+
+def _mirror_idx(i: torch.Tensor, n: int) -> torch.Tensor:
+    """Whole-sample symmetric index (OpenCV BORDER_REFLECT_101, SciPy 'mirror')."""
+    if n == 1:
+        return torch.zeros_like(i)
+    p = 2 * n - 2
+    i = torch.remainder(i, p)
+    return torch.where(i >= n, p - i, i)
+
+
+def elastic_control_points(h: int, w: int) -> np.ndarray:
+    """pts1 of the reference: centre +- min(H, W)//3, from ``np.float32(shape) // 2``."""
+    center = np.float32((h, w)) // 2
+    sq = min(h, w) // 3
+    return np.float32([center + sq, [center[0] + sq, center[1] - sq], center - sq])
+
+
+def cv2_warp_affine_linear(x32: torch.Tensor, mats: np.ndarray) -> torch.Tensor:
+    """``cv2.warpAffine(img, M, (W, H))`` with INTER_LINEAR and BORDER_REFLECT_101, float32, batched.
+
+    Emulates OpenCV's fixed-point path (OpenCV <= 4.10, and what the 2019 generator ran): the inverse map
+    is evaluated in 1/1024 px with cvRound, reduced to 1/32 px (INTER_BITS = 5), and the float32 bilinear
+    weights come from the 32x32 table: w = (1 - ty, ty) x (1 - tx, tx) multiplied in float32, summed in
+    float32 left to right. (Checked bit for bit against OpenCV 4.10. OpenCV >= 4.11 switched to
+    unquantised float coordinates, which differ by up to 1/64 px of interpolation.)
+    """
+    n, h, w, c = x32.shape
+    m = np.asarray(mats, dtype=np.float64).reshape(n, 6).copy()
+    d = m[:, 0] * m[:, 4] - m[:, 1] * m[:, 3]
+    d = np.where(d != 0, 1.0 / np.where(d != 0, d, 1.0), 0.0)
+    a11 = m[:, 4] * d
+    a22 = m[:, 0] * d
+    m[:, 0] = a11
+    m[:, 1] *= -d
+    m[:, 3] *= -d
+    m[:, 4] = a22
+    b1 = -m[:, 0] * m[:, 2] - m[:, 1] * m[:, 5]
+    b2 = -m[:, 3] * m[:, 2] - m[:, 4] * m[:, 5]
+    m[:, 2] = b1
+    m[:, 5] = b2
+    xs = np.arange(w, dtype=np.float64)[None, :]
+    ys = np.arange(h, dtype=np.float64)[None, :]
+    adelta = np.rint(m[:, 0:1] * xs * 1024).astype(np.int64)  # (N, W)
+    bdelta = np.rint(m[:, 3:4] * xs * 1024).astype(np.int64)
+    x0 = np.rint((m[:, 1:2] * ys + m[:, 2:3]) * 1024).astype(np.int64) + 16  # (N, H)
+    y0 = np.rint((m[:, 4:5] * ys + m[:, 5:6]) * 1024).astype(np.int64) + 16
+    dev = x32.device
+    X = (torch.as_tensor(x0, device=dev)[:, :, None] + torch.as_tensor(adelta, device=dev)[:, None, :]) >> 5
+    Y = (torch.as_tensor(y0, device=dev)[:, :, None] + torch.as_tensor(bdelta, device=dev)[:, None, :]) >> 5
+    ix, fx = X >> 5, X & 31
+    iy, fy = Y >> 5, Y & 31
+    tx = fx.to(torch.float32) * 0.03125
+    ty = fy.to(torch.float32) * 0.03125
+    wx = (1.0 - tx, tx)
+    wy = (1.0 - ty, ty)
+    flat = to_planes(x32)
+    acc = None
+    for a in range(2):
+        rows = _mirror_idx(iy + a, h) * w
+        for b in range(2):
+            pix = (rows + _mirror_idx(ix + b, w)).view(n, h * w)
+            wgt = (wy[a] * wx[b]).view(n, 1, h * w)
+            term = take_pixels(flat, pix, c, h * w) * wgt
+            acc = term if acc is None else acc + term
+    return from_planes(acc, n, c, h, w)
+
+
+def _reflect_idx(i: torch.Tensor, n: int) -> torch.Tensor:
+    """Half-sample symmetric index (SciPy 'reflect': cba|abcd|dcb)."""
+    p = 2 * n
+    i = torch.remainder(i, p)
+    return torch.where(i >= n, p - 1 - i, i)
+
+
+def _scipy_reflect_coordinate(cc: torch.Tensor, n: int) -> torch.Tensor:
+    """``map_coordinate(in, len, NI_EXTEND_REFLECT)`` of SciPy's ni_interpolation.c (SciPy >= 1.6)."""
+    if n <= 1:
+        return torch.zeros_like(cc)
+    sz2 = float(2 * n)
+    neg = cc < 0
+    lo = torch.where(cc < -sz2, sz2 * torch.trunc(-cc / sz2) + cc, cc)
+    lo = torch.where(lo < -n, lo + sz2, torch.where(lo > -1e-15, torch.full_like(lo, 1e-15), -lo) - 1)
+    hi = cc - sz2 * torch.trunc(cc / sz2)
+    hi = torch.where(hi >= n, sz2 - hi - 1, hi)
+    return torch.where(neg, lo, torch.where(cc > n - 1, hi, cc))
+
+
+def scipy_map_coordinates_reflect(img: torch.Tensor, cy: torch.Tensor, cx: torch.Tensor) -> torch.Tensor:
+    """``map_coordinates(img, (cy, cx, channel), order=1, mode='reflect')`` for (N, H, W, C) float32 images.
+
+    Per point and axis: the coordinate is folded with SciPy's 'reflect' rule, the 2 taps are floor(cc)
+    and floor(cc)+1 with weights (1 - t, 1 - (1 - t)), taps outside the axis are reflected
+    (half-sample), and t = sum in C order of ((p * wy) * wx) in float64, cast to float32. The channel
+    coordinate is an integer, so its weights are (1, 0) and add nothing. This is SciPy >= 1.6; the
+    SciPy of 2019 mirrored (whole-sample) the out-of-range taps, which changes border pixels whose
+    displaced coordinate falls in (-1, 0) or (n-1, n): a property of the random field, not testable
+    against the published arrays.
+    """
+    n, h, w, c = img.shape
+    ry = _scipy_reflect_coordinate(cy, h)
+    rx = _scipy_reflect_coordinate(cx, w)
+    valid = (ry > -1.0) & (rx > -1.0)
+    sy, sx = torch.floor(ry), torch.floor(rx)
+    wy0 = 1.0 - (ry - sy)
+    wx0 = 1.0 - (rx - sx)
+    wys, wxs = (wy0, 1.0 - wy0), (wx0, 1.0 - wx0)
+    sy, sx = sy.to(torch.int64), sx.to(torch.int64)
+    flat = to_planes(img.to(torch.float64))
+    acc = None
+    for a in range(2):
+        rows = _reflect_idx(sy + a, h) * w
+        for b in range(2):
+            pix = (rows + _reflect_idx(sx + b, w)).view(n, h * w)
+            term = (take_pixels(flat, pix, c, h * w) * wys[a].view(n, 1, h * w)) * wxs[b].view(n, 1, h * w)
+            acc = term if acc is None else acc + term
+    acc = torch.where(valid.view(n, 1, h * w), acc, torch.zeros_like(acc))
+    return from_planes(acc.to(torch.float32), n, c, h, w)
+
+
+def elastic_draws(rng: KeyedRandom, params, h: int, w: int):
+    """Affine jitter U(-affine, affine) (N, 3, 2) as float32, and the two U(-1, 1) noise fields (dx first)."""
+    _, _, aff = params
+    j = rng.uniform_cpu(6, stream=0)
+    jitter = (-aff + (aff - -aff) * j).astype(np.float32).reshape(-1, 3, 2)
+    ndx = -1.0 + 2.0 * rng.uniform(h * w, stream=1).view(-1, h, w)
+    ndy = -1.0 + 2.0 * rng.uniform(h * w, stream=2).view(-1, h, w)
+    return jitter, ndx, ndy
+
+
+def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx: torch.Tensor, ndy: torch.Tensor):
+    import cv2
+
+    alpha, sigma, _ = params
+    n, h, w, c = x.shape
+    pts1 = elastic_control_points(h, w)
+    mats = np.stack([cv2.getAffineTransform(pts1, pts1 + jitter[i]) for i in range(n)])
+    warped = cv2_warp_affine_linear(u8_to_unit32(x), mats)
+    dx = (scipy_gaussian(ndx, sigma, dims=(1, 2), mode="reflect", truncate=3) * alpha).to(torch.float32)
+    dy = (scipy_gaussian(ndy, sigma, dims=(1, 2), mode="reflect", truncate=3) * alpha).to(torch.float32)
+    dev = x.device
+    yy = torch.arange(h, device=dev, dtype=torch.float64).view(1, h, 1)
+    xx = torch.arange(w, device=dev, dtype=torch.float64).view(1, 1, w)
+    out = scipy_map_coordinates_reflect(warped, yy + dy.to(torch.float64), xx + dx.to(torch.float64))
+    return floor_u8(out)
+
+
+def elastic_transform(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
+    _, h, w, _ = x.shape
+    return elastic_apply(x, params, *elastic_draws(rng, params, h, w))

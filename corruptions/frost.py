@@ -1,0 +1,184 @@
+"""Frost textures: the reference's frost1..frost5 photographs, resized x0.2 as the generator does.
+
+Lookup order of :func:`load_frost_textures`:
+
+1. a directory the caller names (``frost1.png frost2.png frost3.png frost4.jpg frost5.jpg``; frost6.jpg is
+   never used by the reference, ``randint(5)`` picks 0..4);
+2. the package data of an installed ``imagecorruptions`` distribution (byte-identical copies), found
+   through ``importlib.metadata`` without importing the package (its import fails on recent NumPy);
+3. a clearly labelled, deterministic procedural substitute, with a warning.
+
+``FrostTextures.source`` says which: ``"dir:<path>"``, ``"imagecorruptions:<version>"`` or ``"procedural"``.
+"""
+from __future__ import annotations
+
+import hashlib
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import CorruptionError
+
+FROST_FILES = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")
+# sizes (H, W) after cv2.resize(fx=0.2, fy=0.2) of the real textures
+FROST_SHAPES = ((120, 180), (63, 112), (63, 112), (70, 105), (99, 132))
+PROCEDURAL = "procedural"
+
+
+@dataclass
+class FrostTextures:
+    """The 5 textures in use, RGB uint8, already resized x0.2 (INTER_LINEAR), plus where they came from."""
+
+    source: str
+    textures: tuple  # 5 arrays (H, W, 3) uint8, RGB
+    file_sha256: dict = field(default_factory=dict)  # file name -> sha256 of the bytes read (empty if procedural)
+    _stacked: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def shapes(self) -> tuple:
+        return tuple(t.shape[:2] for t in self.textures)
+
+    @property
+    def is_procedural(self) -> bool:
+        return self.source == PROCEDURAL
+
+    @property
+    def digest(self) -> str:
+        """sha256 over the resized texture pixels (identifies what the corruption actually used)."""
+        h = hashlib.sha256()
+        for t in self.textures:
+            h.update(str(t.shape).encode())
+            h.update(np.ascontiguousarray(t).tobytes())
+        return h.hexdigest()
+
+    def stacked(self, device) -> torch.Tensor:
+        """(5, Hmax, Wmax, 3) uint8 tensor on ``device`` (zero padded; crops never reach the padding)."""
+        key = str(torch.device(device))
+        if key not in self._stacked:
+            hm = max(s[0] for s in self.shapes)
+            wm = max(s[1] for s in self.shapes)
+            arr = np.zeros((len(self.textures), hm, wm, 3), dtype=np.uint8)
+            for i, t in enumerate(self.textures):
+                arr[i, : t.shape[0], : t.shape[1]] = t
+            self._stacked[key] = torch.from_numpy(arr).to(device)
+        return self._stacked[key]
+
+
+def _prepare(data: bytes, name: str) -> np.ndarray:
+    """cv2.imread semantics (3-channel BGR, alpha dropped), resize x0.2 INTER_LINEAR, then BGR -> RGB."""
+    import cv2
+
+    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    if img is None:
+        raise CorruptionError(f"frost texture {name} cannot be decoded as an image")
+    img = cv2.resize(img, (0, 0), fx=0.2, fy=0.2)
+    return np.ascontiguousarray(img[..., ::-1])
+
+
+def _from_files(paths: dict, source: str) -> FrostTextures:
+    textures, sums = [], {}
+    for name in FROST_FILES:
+        try:
+            data = Path(paths[name]).read_bytes()
+        except OSError as e:
+            raise CorruptionError(f"frost texture {paths[name]} cannot be read: {e.strerror or e}") from None
+        sums[name] = hashlib.sha256(data).hexdigest()
+        textures.append(_prepare(data, name))
+    return FrostTextures(source=source, textures=tuple(textures), file_sha256=sums)
+
+
+def _imagecorruptions_files():
+    """(version, {name: path}) from an installed imagecorruptions distribution, or None."""
+    try:
+        from importlib.metadata import PackageNotFoundError, distribution
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        dist = distribution("imagecorruptions")
+    except PackageNotFoundError:
+        return None
+    found = {}
+    for f in dist.files or ():
+        parts = Path(str(f)).parts
+        if len(parts) >= 2 and parts[-2] == "frost" and parts[-1] in FROST_FILES:
+            p = Path(dist.locate_file(f))
+            if p.is_file():
+                found[parts[-1]] = p
+    if len(found) != len(FROST_FILES):
+        return None
+    return dist.version, found
+
+
+def procedural_textures() -> tuple:
+    """A deterministic ice-crystal-like stand-in for the 5 textures (same resized sizes).
+
+    Bright, slightly blue-tinted, with clusters of thin straight needles branching at 60 degrees on a soft
+    fractal haze. It is a substitute, not the reference: results made with it are labelled 'procedural'.
+    """
+    import cv2
+
+    rng = np.random.default_rng(20190108)
+    out = []
+    for h, w in FROST_SHAPES:
+        s = 4  # draw at 4x, then downsample (anti-aliased needles)
+        big = np.zeros((h * s, w * s), np.float32)
+        for _ in range(int(h * w / 60)):
+            cy, cx = rng.uniform(0, h * s), rng.uniform(0, w * s)
+            base = rng.uniform(0, np.pi)
+            length = rng.uniform(4, 22) * s
+            inten = rng.uniform(0.25, 1.0)
+            for k in range(3):  # hexagonal symmetry of ice needles
+                a = base + k * np.pi / 3
+                dy, dx = np.sin(a) * length / 2, np.cos(a) * length / 2
+                p0 = (int(cx - dx), int(cy - dy))
+                p1 = (int(cx + dx), int(cy + dy))
+                cv2.line(big, p0, p1, float(inten), thickness=max(1, s // 2), lineType=cv2.LINE_AA)
+        needles = cv2.resize(big, (w, h), interpolation=cv2.INTER_AREA)
+        haze = np.zeros((h, w), np.float32)
+        for octave in range(1, 5):
+            g = rng.random((max(2, h // (2**octave * 2)), max(2, w // (2**octave * 2)))).astype(np.float32)
+            haze += cv2.resize(g, (w, h), interpolation=cv2.INTER_CUBIC) / octave
+        haze = (haze - haze.min()) / max(float(np.ptp(haze)), 1e-6)
+        lum = np.clip(0.45 * haze + 0.9 * needles + 0.15, 0, 1)
+        rgb = np.stack([lum * 0.88, lum * 0.95, lum], axis=-1) * 255.0
+        out.append(np.ascontiguousarray(np.clip(rgb, 0, 255).astype(np.uint8)))
+    return tuple(out)
+
+
+_DEFAULT = None
+
+
+def load_frost_textures(frost_dir=None) -> FrostTextures:
+    """Frost textures from ``frost_dir``, else from an installed imagecorruptions, else procedural (warns).
+
+    A given directory must hold frost1.png, frost2.png, frost3.png, frost4.jpg and frost5.jpg; missing
+    files raise CorruptionError naming them. The default lookup (no directory) is cached.
+    """
+    global _DEFAULT
+    if frost_dir is not None:
+        d = Path(frost_dir).expanduser()
+        if not d.is_dir():
+            raise CorruptionError(f"frost directory {d} does not exist")
+        missing = [f for f in FROST_FILES if not (d / f).is_file()]
+        if missing:
+            raise CorruptionError(f"frost directory {d} lacks {', '.join(missing)}")
+        return _from_files({f: d / f for f in FROST_FILES}, f"dir:{d.resolve()}")
+    if _DEFAULT is not None:
+        return _DEFAULT
+    found = _imagecorruptions_files()
+    if found is not None:
+        version, paths = found
+        _DEFAULT = _from_files(paths, f"imagecorruptions:{version}")
+    else:
+        warnings.warn(
+            "frost: no texture directory given and no imagecorruptions distribution installed; using a "
+            "PROCEDURAL substitute for the frost photographs (results are not the reference's frost; "
+            "pass frost_dir=... or `pip install imagecorruptions` to use the real textures)",
+            UserWarning,
+            stacklevel=2,
+        )
+        _DEFAULT = FrostTextures(source=PROCEDURAL, textures=procedural_textures())
+    return _DEFAULT
