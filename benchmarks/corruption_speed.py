@@ -68,14 +68,17 @@ def run(device: str, x: np.ndarray, names, severities, frost) -> dict:
     setup = time.perf_counter() - t0
     rows = []
     for name in names:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         for s in severities:
             C.corrupt(xin, name, s, frost=frost)
         sync(device)
         dt = time.perf_counter() - t
-        rows.append({"corruption": name, "seconds": dt, "images_per_s": len(x) * len(severities) / dt})
+        rows.append({"corruption": name, "seconds": dt, "cpu_seconds": time.process_time() - c,
+                     "images_per_s": len(x) * len(severities) / dt})
     total = setup + sum(r["seconds"] for r in rows)
-    return {"device": device, "setup_s": setup, "rows": rows, "total_s": total}
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return {"device": device, "setup_s": setup, "rows": rows, "total_s": total,
+            "cpu_total_s": sum(r["cpu_seconds"] for r in rows), "load_average_1min_after": load}
 
 
 def main(argv=None) -> int:
@@ -109,12 +112,14 @@ def main(argv=None) -> int:
         res["label"] = label
         results.append(res)
         print(f"\n{label}")
-        print(f"{'corruption':20s} {'seconds':>9s} {'images/s':>10s}")
+        print(f"{'corruption':20s} {'seconds':>9s} {'images/s':>10s} {'cpu s':>8s}")
         for r in res["rows"]:
-            print(f"{r['corruption']:20s} {r['seconds']:9.2f} {r['images_per_s']:10.0f}")
+            print(f"{r['corruption']:20s} {r['seconds']:9.2f} {r['images_per_s']:10.0f} {r['cpu_seconds']:8.1f}")
         print(f"{'(set-up)':20s} {res['setup_s']:9.2f}")
         print(f"TOTAL {len(names)} corruptions x {len(sevs)} severities x {len(x)} images on {dev}: "
-              f"{res['total_s']:.1f} s")
+              f"{res['total_s']:.1f} s (process CPU time {res['cpu_total_s']:.1f} s; 1-min load average "
+              f"{res['load_average_1min_after']:.1f} on {os.cpu_count()} cores: other processes share the CPU when "
+              f"it exceeds the worker count)")
     if args.json:
         Path(args.json).write_text(json.dumps({"n": len(x), "source": source, "severities": sevs,
                                                "frost": frost.source, "results": results}, indent=2))

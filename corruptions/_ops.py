@@ -335,6 +335,10 @@ def rgb2hsv(arr: torch.Tensor):
     return h, s, v
 
 
+# skimage's np.choose table: hi -> (R, G, B) as indices into (v, p, q, t)
+_HSV_SELECT = torch.tensor([[0, 3, 1], [2, 0, 1], [1, 0, 3], [1, 2, 0], [3, 1, 0], [0, 1, 2]])
+
+
 def hsv2rgb(h: torch.Tensor, s: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """skimage hsv2rgb: hi = floor(6h) % 6 selects among (v,t,p), (q,v,p), (p,v,t), (p,q,v), (t,p,v), (v,p,q)."""
     hi = torch.floor(h * 6)
@@ -343,16 +347,5 @@ def hsv2rgb(h: torch.Tensor, s: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     q = v * (1 - f * s)
     t = v * (1 - (1 - f) * s)
     hi = torch.remainder(hi.to(torch.int64), 6)  # .astype(np.uint8) % 6 (hi is in 0..6)
-    table = (
-        (v, t, p),
-        (q, v, p),
-        (p, v, t),
-        (p, q, v),
-        (t, p, v),
-        (v, p, q),
-    )
-    out = []
-    for ch in range(3):
-        cand = torch.stack([table[k][ch] for k in range(6)], dim=-1)
-        out.append(torch.gather(cand, -1, hi.unsqueeze(-1)).squeeze(-1))
-    return torch.stack(out, dim=-1)
+    sel = _HSV_SELECT.to(h.device)[hi]  # (..., 3)
+    return torch.gather(torch.stack((v, p, q, t), dim=-1), -1, sel)

@@ -164,7 +164,7 @@ def zoom_blur(x: torch.Tensor, factors, rng=None) -> torch.Tensor:
     one is computed once and added as often as the reference adds it, in the reference's order.
     """
     n, h, w, c = x.shape
-    if n > _ZOOM_SUBCHUNK:
+    if n > _ZOOM_SUBCHUNK and x.device.type == "cpu":
         return torch.cat([zoom_blur(x[s : s + _ZOOM_SUBCHUNK], factors) for s in range(0, n, _ZOOM_SUBCHUNK)])
     x32 = to_hwb((x.to(torch.float64) / 255.0).to(torch.float32))  # (np.array(x) / 255.).astype(np.float32)
     x64 = x32.to(torch.float64)

@@ -128,7 +128,7 @@ def procedural_textures() -> tuple:
         for _ in range(int(h * w / 60)):
             cy, cx = rng.uniform(0, h * s), rng.uniform(0, w * s)
             base = rng.uniform(0, np.pi)
-            length = rng.uniform(4, 22) * s
+            length = rng.uniform(3, 12) * s
             inten = rng.uniform(0.25, 1.0)
             for k in range(3):  # hexagonal symmetry of ice needles
                 a = base + k * np.pi / 3
@@ -142,7 +142,7 @@ def procedural_textures() -> tuple:
             g = rng.random((max(2, h // (2**octave * 2)), max(2, w // (2**octave * 2)))).astype(np.float32)
             haze += cv2.resize(g, (w, h), interpolation=cv2.INTER_CUBIC) / octave
         haze = (haze - haze.min()) / max(float(np.ptp(haze)), 1e-6)
-        lum = np.clip(0.45 * haze + 0.9 * needles + 0.15, 0, 1)
+        lum = np.clip(0.35 + 0.35 * haze + 0.6 * needles, 0, 1)
         rgb = np.stack([lum * 0.88, lum * 0.95, lum], axis=-1) * 255.0
         out.append(np.ascontiguousarray(np.clip(rgb, 0, 255).astype(np.uint8)))
     return tuple(out)

@@ -20,7 +20,7 @@ from scipy.ndimage import map_coordinates
 from scipy.ndimage import zoom as scizoom
 
 import corruptions as C
-from corruptions import _ops, blur, digital, noise, weather
+from corruptions import _ops, blur, digital, weather
 from corruptions.frost import FROST_FILES, load_frost_textures
 from corruptions.rng import KeyedRandom
 
@@ -347,11 +347,19 @@ def test_gaussian_blur_tap_counts_and_constant():
         assert np.abs(C.corrupt(x, "gaussian_blur", s).astype(int) - 200).max() <= 1
 
 
-def test_jpeg_is_420_reencode():
+@pytest.mark.parametrize("opencv_decode", [True, False])
+def test_jpeg_is_420_reencode(opencv_decode, monkeypatch):
+    if not opencv_decode:
+        monkeypatch.setattr(digital, "_CV2_DECODE_OK", False)  # force PIL's decoder
+    elif not digital._cv2_decodes_like_pil():
+        pytest.skip("OpenCV's JPEG decoder differs from PIL's here; the library decodes with PIL")
     rng = np.random.default_rng(1)
-    x = rng.integers(0, 256, (2, 32, 32, 3)).astype(np.uint8)
+    x = np.concatenate([rng.integers(0, 256, (2, 32, 32, 3)).astype(np.uint8), SYN[:8]])
     for s, q in enumerate(P["jpeg_compression"], 1):
         assert np.array_equal(C.corrupt(x, "jpeg_compression", s), np.stack([ref_jpeg(im, q) for im in x]))
+        buf = io.BytesIO()
+        Image.fromarray(x[0]).save(buf, "JPEG", quality=q)
+        assert Image.open(buf).layer[1][1:3] == (1, 1) and Image.open(buf).layer[0][1:3] == (2, 2)  # 4:2:0
 
 
 # ---------------------------------------------------------------------------------------------- noise
@@ -382,6 +390,31 @@ def test_shot_noise_level_set_and_variance():
         y = C.corrupt(mid, "shot_noise", s).astype(float) / 255
         assert y.var() * c / (100 / 255) == pytest.approx(1.0, rel=0.08)
     assert len(np.unique(C.corrupt(x, "shot_noise", 5))) <= 51
+
+
+@pytest.mark.parametrize("name,v", [("gaussian_noise", 3), ("gaussian_noise", 128), ("shot_noise", 9),
+                                    ("shot_noise", 200), ("speckle_noise", 250)])
+def test_noise_output_distribution_matches_reference_sampling(name, v):
+    """Per element, the output level has the same distribution as the reference's draw-then-floor,
+    estimated with NumPy's own generators (total variation distance at Monte Carlo precision)."""
+    g = np.random.default_rng(0)
+    for s, c in ((1, P[name][0]), (5, P[name][4])):
+        x = np.full((96, 32, 32, 3), v, np.uint8)
+        ours = np.bincount(C.corrupt(x, name, s, seed=1).ravel(), minlength=256) / x.size
+        xf = v / 255.0
+        m = x.size
+        if name == "gaussian_noise":
+            ref = np.clip(xf + g.normal(size=m, scale=c), 0, 1) * 255
+        elif name == "speckle_noise":
+            ref = np.clip(xf + xf * g.normal(size=m, scale=c), 0, 1) * 255
+        else:
+            ref = np.clip(g.poisson(xf * c, size=m) / c, 0, 1) * 255
+        theirs = np.bincount(np.uint8(ref), minlength=256) / m
+        # two independent samples of size m: E[TV] ~ 0.5 * sqrt(4 / (pi m)) * sum(sqrt(p)); allow 2.5x
+        bound = 2.5 * 0.5 * np.sqrt(4 / (np.pi * m)) * np.sqrt(theirs).sum()
+        assert 0.5 * np.abs(ours - theirs).sum() < bound, (name, v, s)
+        assert abs((ours * np.arange(256)).sum() - (theirs * np.arange(256)).sum()) < 0.1 + 6 * np.sqrt(
+            (theirs * np.arange(256) ** 2).sum() - (theirs * np.arange(256)).sum() ** 2) / np.sqrt(m)
 
 
 def test_impulse_noise_bernoulli():
