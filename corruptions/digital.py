@@ -320,15 +320,17 @@ def scipy_map_coordinates_reflect(img: torch.Tensor, cy: torch.Tensor, cx: torch
 
 def elastic_draws(rng: KeyedRandom, params, h: int, w: int):
     """Affine jitter U(-affine, affine) (N, 3, 2) as float32, and the two U(-1, 1) noise fields (dx first)."""
-    _, _, aff = params
+    alpha, _, aff = params
     j = rng.uniform_cpu(6, stream=0)
     jitter = (-aff + (aff - -aff) * j).astype(np.float32).reshape(-1, 3, 2)
+    if alpha == 0:  # severity 1: the fields are multiplied by 0, so they are not drawn
+        return jitter, None, None
     ndx = -1.0 + 2.0 * rng.uniform(h * w, stream=1).view(-1, h, w)
     ndy = -1.0 + 2.0 * rng.uniform(h * w, stream=2).view(-1, h, w)
     return jitter, ndx, ndy
 
 
-def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx: torch.Tensor, ndy: torch.Tensor):
+def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy):
     import cv2
 
     alpha, sigma, _ = params
@@ -336,6 +338,10 @@ def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx: torch.Tensor
     pts1 = elastic_control_points(h, w)
     mats = np.stack([cv2.getAffineTransform(pts1, pts1 + jitter[i]) for i in range(n)])
     warped = cv2_warp_affine_linear(u8_to_unit32(x), mats)
+    if alpha == 0:
+        # zero displacement: map_coordinates samples integer coordinates with weights (1, 0), which
+        # returns every value exactly (p*1*1 + 0 + 0 + 0)
+        return floor_u8(warped)
     dx = (scipy_gaussian(ndx, sigma, dims=(1, 2), mode="reflect", truncate=3) * alpha).to(torch.float32)
     dy = (scipy_gaussian(ndy, sigma, dims=(1, 2), mode="reflect", truncate=3) * alpha).to(torch.float32)
     dev = x.device
