@@ -96,7 +96,15 @@ class RunConfig:
                    data=_build(DataConfig, d.get("data", {})))
 
     def hash(self) -> str:
-        return config_hash(self.to_dict())
+        """Identity of the experiment: where it runs (data folder, device) does not change it,
+        so a run moved to another machine or folder still resumes and groups with its peers."""
+        d = self.to_dict()
+        for section, key in _WHERE_IT_RUNS:
+            d[section].pop(key, None)
+        return config_hash(d)
+
+
+_WHERE_IT_RUNS = (("data", "data_root"), ("data", "download"), ("train", "device"))
 
 
 def config_hash(d: dict[str, Any]) -> str:
@@ -135,6 +143,8 @@ def _coerce(cls, name: str, value: Any) -> Any:
         try:
             return json.loads(text)
         except json.JSONDecodeError:
+            if default is None:  # optional free-form fields (paths, device names) stay strings
+                return value
             raise UserError(f"{cls.__name__}.{name}: cannot read {value!r} as {type(default).__name__}") from None
     if isinstance(default, tuple) and isinstance(value, list):
         return tuple(value)

@@ -1,0 +1,236 @@
+"""Dataset registry and the one entry point :func:`load_dataset`.
+
+Names: ``cifar10``, ``cifar100``, ``fashion-mnist``, ``svhn``, ``imdb``, ``20newsgroups``, ``rotten-tomatoes``,
+``agnews``, ``mnli``, ``synthetic-vision``, ``synthetic-text``.
+
+Generic sources (no registry entry):
+
+* ``folder:PATH`` — an image folder ``PATH/<split>/<class>/*.png|jpg`` (see :func:`.vision.load_image_folder`);
+* ``csv:PATH``, ``tsv:PATH``, ``jsonl:PATH``, ``json:PATH`` — text files with ``text`` and ``label`` columns
+  (options ``text_column``, ``label_column``, ``classes``, ``test_fraction``); PATH may contain ``{split}``
+  or be a folder with ``train.csv``/``test.csv`` (see :func:`.text.load_text_file`);
+* a bare path is detected: a file ending in .csv/.tsv/.jsonl/.json -> text file; a folder with
+  ``train.*``/``test.*`` text files -> text files; a folder with ``<split>/<class>/`` image sub-folders -> image
+  folder.
+
+``data_root``: ``None`` means ``$DGSA_DATA_ROOT`` or ``./data``. Every loader also looks in dataset sub-folders
+(``<root>/cifar10``, ``<root>/fashion-mnist``, ``<root>/text``, ...), so ``--data-root ../shared/data`` works.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import DataError, UserError
+from . import synthetic, text, vision
+from .locate import resolve_root
+from .text import TextData
+from .vision import ImageData
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    modality: str                      # "image" | "text"
+    num_classes: int
+    classes: list[str] | None          # None until loaded (generic sources)
+    description: str
+    layout_hint: str                   # one line: which files to put where (<root> = the data root)
+    splits: tuple[str, ...] = ("train", "test")
+    downloadable: bool = False         # torchvision can fetch it (--download)
+
+
+_SYN_HINT = "embedded in the code; no files needed"
+
+DATASETS: dict[str, DatasetInfo] = {
+    "cifar10": DatasetInfo("cifar10", "image", 10, list(vision.CIFAR10_CLASSES),
+                           "CIFAR-10, 32x32 RGB, 50,000 train / 10,000 test (split test-exact: the 1,017 exact "
+                           "test images of the shared JPEG copy)", vision.HINTS["cifar10"],
+                           vision.CIFAR10_SPLITS, True),
+    "cifar100": DatasetInfo("cifar100", "image", 100, list(vision.CIFAR100_FINE),
+                            "CIFAR-100 (fine labels), 32x32 RGB, 50,000 / 10,000", vision.HINTS["cifar100"],
+                            ("train", "test"), True),
+    "fashion-mnist": DatasetInfo("fashion-mnist", "image", 10, list(vision.FASHION_CLASSES),
+                                 "Fashion-MNIST, 28x28 grayscale, 60,000 / 10,000", vision.HINTS["fashion-mnist"],
+                                 ("train", "test"), True),
+    "svhn": DatasetInfo("svhn", "image", 10, list(vision.SVHN_CLASSES),
+                        "SVHN cropped digits, 32x32 RGB, 73,257 / 26,032", vision.HINTS["svhn"],
+                        ("train", "test", "extra"), True),
+    "imdb": DatasetInfo("imdb", "text", 2, list(text.IMDB_CLASSES),
+                        "IMDB movie reviews (Maas et al. 2011), 25,000 / 25,000, neg/pos", text.HINTS["imdb"]),
+    "20newsgroups": DatasetInfo("20newsgroups", "text", 20, list(text.NEWSGROUPS_CLASSES),
+                                "20 Newsgroups by date, 11,314 / 7,532, headers/footers/quotes removed by default",
+                                text.HINTS["20newsgroups"]),
+    "rotten-tomatoes": DatasetInfo("rotten-tomatoes", "text", 2, list(text.RT_CLASSES),
+                                   "Rotten Tomatoes sentence polarity v1.0; no official split: the Hugging Face "
+                                   "split 8,530 / 1,066 / 1,066 (train / validation / test)",
+                                   text.HINTS["rotten-tomatoes"], text.RT_SPLITS),
+    "agnews": DatasetInfo("agnews", "text", 4, list(text.AGNEWS_CLASSES),
+                          "AG News topic classification, 120,000 / 7,600", text.HINTS["agnews"]),
+    "mnli": DatasetInfo("mnli", "text", 3, list(text.MNLI_CLASSES),
+                        "MultiNLI (GLUE), test = dev_matched; premise <sep> hypothesis", text.HINTS["mnli"],
+                        ("train", "test", "test-mismatched")),
+    "synthetic-vision": DatasetInfo("synthetic-vision", "image", 6, list(synthetic.VISION_CLASS_NAMES[:6]),
+                                    "embedded: 32x32 noisy textured images with one 8x8 patch striped in the "
+                                    "class colour, class = colour x stripe orientation (salient region known); "
+                                    "2,000 / 500 by default, num_classes 2-10 (default 6)", _SYN_HINT),
+    "synthetic-text": DatasetInfo("synthetic-text", "text", 4, list(synthetic.TEXT_CLASS_NAMES),
+                                  "embedded: filler sentences with 1-3 class keywords (salient tokens known); "
+                                  "2,000 / 500 by default", _SYN_HINT),
+}
+
+GENERIC_PREFIXES = ("folder:", "csv:", "tsv:", "jsonl:", "json:", "text:")
+
+
+def valid_names_line() -> str:
+    return ", ".join(DATASETS) + "; or folder:PATH (image folder), csv:PATH / tsv:PATH / jsonl:PATH (text files)"
+
+
+def _classify_generic(name: str) -> tuple[str, str] | None:
+    """``("folder"|"textfile", path spec)`` for a generic source name, else None."""
+    for prefix in GENERIC_PREFIXES:
+        if name.startswith(prefix):
+            spec = name[len(prefix):]
+            if not spec:
+                raise UserError(f"dataset {name!r}: give a path after {prefix!r}")
+            return ("folder" if prefix == "folder:" else "textfile", spec)
+    looks_like_path = os.sep in name or "/" in name or name.startswith((".", "~")) or \
+        name.lower().endswith(text.TEXT_FILE_EXTS)
+    p = Path(name).expanduser()
+    if not (looks_like_path or p.exists()):
+        return None
+    if name.lower().endswith(text.TEXT_FILE_EXTS) or "{split}" in name:
+        return ("textfile", name)
+    if p.is_dir():
+        if any((p / f"{s}{ext}").is_file() for s in ("train", "test") for ext in text.TEXT_FILE_EXTS):
+            return ("textfile", name)
+        return ("folder", name)
+    if p.is_file():
+        raise UserError(f"dataset path {name!r}: files must end in .csv, .tsv, .jsonl or .json "
+                        "(or use folder:PATH for an image folder)")
+    raise DataError(f"dataset path {name!r} does not exist (a folder:PATH needs PATH/<split>/<class>/*.png|jpg, "
+                    "a text file PATH.csv/.jsonl needs text and label columns)")
+
+
+def get_info(name: str) -> DatasetInfo:
+    """The :class:`DatasetInfo` of a registry name or a generic source (classes None until loaded)."""
+    if name in DATASETS:
+        return DATASETS[name]
+    kind = _classify_generic(name)
+    if kind is None:
+        raise UserError(f"unknown dataset {name!r} (valid: {valid_names_line()})")
+    if kind[0] == "folder":
+        return DatasetInfo(name, "image", 0, None, f"image folder {kind[1]}",
+                           f"{kind[1]}/<split>/<class>/*.png|jpg")
+    return DatasetInfo(name, "text", 0, None, f"text file(s) {kind[1]}",
+                       f"{kind[1]} with columns text,label (CSV header row, or JSONL objects)")
+
+
+def modality_of(name: str) -> str:
+    return get_info(name).modality
+
+
+# --- loading ---------------------------------------------------------------------------------------------------
+
+def _synthetic_vision(split: str, root: Path, download: bool, *, seed: int = 0, n_train: int = 2000,
+                      n_test: int = 500, num_classes: int = 6, image_size: int = 32, noise: float = 0.06,
+                      n_distractors: int = 2) -> ImageData:
+    kw = dict(n_train=n_train, n_test=n_test, num_classes=num_classes, image_size=image_size, noise=noise,
+              n_distractors=n_distractors)
+    x, y, sal = synthetic.make_synthetic_vision(split, seed, **kw)
+    mean, std = _synthetic_stats(seed, kw, x if split == "train" and n_train == _STATS_N else None)
+    opts = ", ".join(f"{k}={v}" for k, v in kw.items())
+    return ImageData(x, y, list(synthetic.VISION_CLASS_NAMES[:num_classes]), "synthetic-vision",
+                     f"embedded generator (seed {seed}, {opts})", salient=sal, mean=mean, std=std)
+
+
+_STATS_MEMO: dict[tuple, tuple] = {}
+_STATS_N = 2000
+
+
+def _synthetic_stats(seed: int, kw: dict[str, Any], x_train: np.ndarray | None) -> tuple:
+    """Per-channel mean/std of the synthetic training split generated with ``n_train=2000`` and the same
+    seed and options, so that every split and size of one configuration normalises alike."""
+    ref = {k: v for k, v in kw.items() if k not in ("n_train", "n_test")}
+    key = (seed, tuple(sorted(ref.items())))
+    if key not in _STATS_MEMO:
+        if x_train is None:
+            x_train = synthetic.make_synthetic_vision("train", seed, n_train=_STATS_N, **ref)[0]
+        _STATS_MEMO[key] = vision.channel_stats(x_train)
+    return _STATS_MEMO[key]
+
+
+def _synthetic_text(split: str, root: Path, download: bool, *, seed: int = 0, n_train: int = 2000,
+                    n_test: int = 500, num_classes: int = 4, min_words: int = 12, max_words: int = 30,
+                    max_keywords: int = 3, max_distractors: int = 2) -> TextData:
+    kw = dict(n_train=n_train, n_test=n_test, num_classes=num_classes, min_words=min_words, max_words=max_words,
+              max_keywords=max_keywords, max_distractors=max_distractors)
+    texts, y, sal = synthetic.make_synthetic_text(split, seed, **kw)
+    opts = ", ".join(f"{k}={v}" for k, v in kw.items())
+    return TextData(texts, y, list(synthetic.TEXT_CLASS_NAMES[:num_classes]), "synthetic-text",
+                    f"embedded generator (seed {seed}, {opts})", salient=sal)
+
+
+_LOADERS: dict[str, Callable[..., Any]] = {
+    "cifar10": vision.load_cifar10,
+    "cifar100": vision.load_cifar100,
+    "fashion-mnist": vision.load_fashion_mnist,
+    "svhn": vision.load_svhn,
+    "imdb": text.load_imdb,
+    "20newsgroups": text.load_20newsgroups,
+    "rotten-tomatoes": text.load_rotten_tomatoes,
+    "agnews": text.load_agnews,
+    "mnli": text.load_mnli,
+    "synthetic-vision": _synthetic_vision,
+    "synthetic-text": _synthetic_text,
+}
+
+
+def _call(loader: Callable[..., Any], label: str, args: tuple, seed: int, options: dict[str, Any]) -> Any:
+    params = inspect.signature(loader).parameters
+    valid = [p.name for p in params.values() if p.kind == inspect.Parameter.KEYWORD_ONLY]
+    unknown = sorted(set(options) - set(valid))
+    if unknown:
+        raise UserError(f"{label}: unknown option(s) {', '.join(unknown)} "
+                        f"(valid: {', '.join(v for v in valid if v != 'seed') or 'none'})")
+    kwargs = dict(options)
+    if "seed" in valid:
+        kwargs["seed"] = seed
+    return loader(*args, **kwargs)
+
+
+def load_dataset(name: str, split: str = "train", *, data_root: str | os.PathLike | None = None,
+                 download: bool = False, seed: int = 0, **options: Any) -> ImageData | TextData:
+    """Load one split of a dataset as :class:`ImageData` or :class:`TextData`.
+
+    ``split``: "train" or "test" (the official partitions); also "test-exact" (cifar10), "extra" (svhn),
+    "validation" (rotten-tomatoes), "test-mismatched" (mnli) — see ``DATASETS[name].splits``.
+    ``download``: let torchvision fetch CIFAR-10/100, Fashion-MNIST or SVHN when the files are absent.
+    ``seed``: used by the synthetic generators, the seeded Rotten Tomatoes split and single-file text splits.
+    ``options``: per-dataset keyword options (unknown ones are a UserError that lists the valid ones), e.g.
+    ``source="jpeg"`` (cifar10), ``label_mode="coarse"`` (cifar100), ``remove=()`` (20newsgroups),
+    ``split_mode="seeded"`` / ``encoding="latin-1"`` (rotten-tomatoes), ``n_train=`` / ``num_classes=``
+    (synthetic), ``text_column=`` / ``label_column=`` (text files), ``image_size=`` (image folders).
+
+    Raises UserError for an unknown name/split/option and DataError (one line, saying which files to put
+    where) for missing, misplaced or inconsistent files.
+    """
+    if not isinstance(name, str) or not name:
+        raise UserError(f"dataset name must be a non-empty string (valid: {valid_names_line()})")
+    if name in _LOADERS:
+        info = DATASETS[name]
+        if split not in info.splits:
+            raise UserError(f"{name}: unknown split {split!r} (valid: {', '.join(info.splits)})")
+        root = resolve_root(data_root) if name not in ("synthetic-vision", "synthetic-text") else Path(".")
+        return _call(_LOADERS[name], name, (split, root, download), seed, options)
+    kind = _classify_generic(name)
+    if kind is None:
+        raise UserError(f"unknown dataset {name!r} (valid: {valid_names_line()})")
+    if kind[0] == "folder":
+        return _call(vision.load_image_folder, name, (kind[1], split), seed, options)
+    return _call(text.load_text_file, name, (kind[1], split), seed, options)
