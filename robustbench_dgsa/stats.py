@@ -520,7 +520,8 @@ def plot_cd_diagram(avg_ranks: dict[str, float] | pd.Series, cd: float, out_path
     left, right = items[:half], items[half:]
     cliques = cd_cliques(dict(items), cd) if np.isfinite(cd) else []
     n_lines = max(len(left), len(right))
-    height = 1.2 + 0.28 * n_lines + 0.12 * len(cliques)
+    y_top = 1.35 if title else 1.0  # room for a title line above the CD bar
+    height = 1.2 + 0.28 * n_lines + 0.12 * len(cliques) + (0.3 if title else 0.0)
     width = 6.0
     with matplotlib.rc_context({"svg.hashsalt": "dgsa-bench", "pdf.fonttype": 42, "font.size": 9}):
         fig = Figure(figsize=(width, height))
@@ -530,7 +531,7 @@ def plot_cd_diagram(avg_ranks: dict[str, float] | pd.Series, cd: float, out_path
         ax.set_xlim(lo - margin, hi + margin)
         top = 0.0
         bottom = -(0.55 + 0.35 * n_lines + 0.18 * len(cliques))
-        ax.set_ylim(bottom, 1.0)
+        ax.set_ylim(bottom, y_top)
         # axis with ticks
         ax.plot([lo, hi], [top, top], color="black", lw=1)
         for r in range(lo, hi + 1):
@@ -560,7 +561,7 @@ def plot_cd_diagram(avg_ranks: dict[str, float] | pd.Series, cd: float, out_path
             ax.plot([r, r, hi + 0.15], [top, y, y], color="black", lw=0.8)
             ax.text(hi + 0.2, y, f"({r:.2f}) {name}", ha="left", va="center")
         if title:
-            ax.text((lo + hi) / 2, 0.98, title, ha="center", va="top", fontweight="bold")
+            ax.text((lo + hi) / 2, y_top - 0.02, title, ha="center", va="top", fontweight="bold")
         metadata: dict[str, Any] | None
         if fmt == "pdf":
             metadata = {"CreationDate": None, "ModDate": None, "Creator": "dgsa-bench", "Producer": None}
