@@ -310,7 +310,7 @@ def sweep_status(sweep_dir: Path = typer.Argument(...),
 def sweep_slurm(
     sweep_dir: Path = typer.Argument(..., help="Sweep folder."),
     submitit_: bool = typer.Option(False, "--submitit", help="Submit through submitit (pip install "
-                                                            "'robustbench-dgsa[slurm]') instead of writing a script."),
+                                                            "'robustbench-dgsa\\[slurm]') instead of writing a script."),
     time_limit: str = typer.Option("24:00:00", "--time", help="Time limit per job (HH:MM:SS)."),
     gpus: int = typer.Option(1, "--gpus", help="GPUs per job (0 for CPU jobs)."),
     cpus: int = typer.Option(8, "--cpus", help="CPUs per job."),
