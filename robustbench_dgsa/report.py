@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -612,7 +611,7 @@ def _published_tables(rep: _Report, pub: pd.DataFrame, pub_sha: str) -> None:
 def _significance(rep: _Report, datasets: dict[str, str], reference: str | None) -> None:
     """The tables of ``dgsa-bench compare`` (:func:`cli.compare_cmd.run_compare`), formatted for the report."""
     from . import stats
-    from .cli.compare_cmd import run_compare
+    from .compare import run_compare
 
     for ds, modality in datasets.items():
         label = dataset_label(ds)
@@ -906,7 +905,7 @@ def _display_width(png: Path) -> str:
 
 def _md_inline(text: str) -> str:
     """The little Markdown the header lines use: `code`."""
-    out, code = [], False
+    out = []
     for i, chunk in enumerate(text.split("`")):
         out.append(f"<code>{html.escape(chunk)}</code>" if i % 2 else html.escape(chunk))
     return "".join(out)

@@ -1,7 +1,6 @@
 """Training: schedules, loss falls, exact resume, NaN handling, rows and files."""
 from __future__ import annotations
 
-import json
 import math
 import shutil
 
