@@ -20,6 +20,16 @@ def shared_data_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """Also for when torch was imported before OMP_NUM_THREADS took effect (e.g. by a plugin)."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     path = shared_data_dir()

@@ -12,16 +12,6 @@ from robustbench_dgsa.models import get_model_config
 TINY = {"model.dim": 16, "model.depth": 1, "model.heads": 2, "model.head_hidden": 16, "train.epochs": 1,
         "train.batch_size": 32, "train.device": "cpu", "data.max_train": 160, "data.max_test": 48}
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models train fastest on one thread (and do not fight other processes for cores)."""
-    import torch
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 
 @pytest.fixture(scope="module")
 def vision_ckpt(tmp_path_factory):

@@ -16,16 +16,6 @@ from robustbench_dgsa.sweep import (EvalSettings, is_finished, job_id, load_jobs
 TINY = {"model.dim": "16", "model.depth": "1", "model.heads": "2", "model.head_hidden": "16",
         "train.epochs": "1", "train.batch_size": "32", "data.max_train": "96", "data.max_test": "32"}
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models train fastest on one thread (and do not fight other processes for cores)."""
-    import torch
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 
 def test_plan_ids_stable_and_distinct():
     a = plan(["vit", "dgvit"], [0, 1], ["synthetic-vision"], "tiny", TINY)

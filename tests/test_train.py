@@ -16,16 +16,6 @@ from robustbench_dgsa.errors import UserError
 TINY = {"model.dim": 16, "model.depth": 1, "model.heads": 2, "model.head_hidden": 16, "train.epochs": 3,
         "train.batch_size": 32, "train.device": "cpu", "data.max_train": 192, "data.max_test": 64}
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models train fastest on one thread (and do not fight other processes for cores)."""
-    import torch
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 
 def tiny_cfg(model="vit", dataset="synthetic-vision", **extra):
     return resolve_config(get_model_config(model), dataset, "tiny", overrides={**TINY, **extra})
