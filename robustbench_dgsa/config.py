@@ -125,6 +125,11 @@ def _build(cls, d: dict[str, Any]):
     return obj
 
 
+def _annotation(cls, name: str) -> str:
+    """The field's annotation as written (a string under ``from __future__ import annotations``)."""
+    return str(next(f.type for f in fields(cls) if f.name == name))
+
+
 def _coerce(cls, name: str, value: Any) -> Any:
     """Coerce a value (possibly a CLI string) to the type of the field's default."""
     default = getattr(cls(), name)
@@ -132,6 +137,8 @@ def _coerce(cls, name: str, value: Any) -> Any:
         text = value.strip()
         if text.lower() in ("none", "null"):
             return None
+        if default is None and _annotation(cls, name).startswith("str"):
+            return value  # optional text fields (paths) stay strings, even "123" or "[x]"
         if isinstance(default, bool):
             if text.lower() in ("1", "true", "yes", "on"):
                 return True
@@ -143,9 +150,8 @@ def _coerce(cls, name: str, value: Any) -> Any:
         try:
             return json.loads(text)
         except json.JSONDecodeError:
-            if default is None:  # optional free-form fields (paths, device names) stay strings
-                return value
-            raise UserError(f"{cls.__name__}.{name}: cannot read {value!r} as {type(default).__name__}") from None
+            expected = _annotation(cls, name) if default is None else type(default).__name__
+            raise UserError(f"{cls.__name__}.{name}: cannot read {value!r} as {expected}") from None
     if isinstance(default, tuple) and isinstance(value, list):
         return tuple(value)
     if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):

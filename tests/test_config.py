@@ -1,5 +1,6 @@
 """The config system: presets, overrides from CLI strings and files, hashing."""
 import json
+import re
 
 import pytest
 
@@ -69,3 +70,17 @@ def test_hash_is_stable_and_sensitive():
     assert a.hash() == b.hash() and len(a.hash()) == 12
     apply_overrides(b, {"train.lr": 0.123})
     assert a.hash() != b.hash()
+
+
+def test_optional_text_fields_stay_strings_and_optional_numbers_are_checked():
+    cfg = apply_overrides(RunConfig(), {"data.data_root": "/data/x", "data.max_train": "100"})
+    assert cfg.data.data_root == "/data/x" and cfg.data.max_train == 100
+    assert apply_overrides(RunConfig(), {"data.data_root": "123"}).data.data_root == "123"
+    with pytest.raises(UserError, match=re.escape("grad_clip: cannot read 'abc' as float | None")):
+        apply_overrides(RunConfig(), {"train.grad_clip": "abc"})
+
+
+def test_hash_ignores_where_a_run_executes():
+    a = resolve_config(ModelConfig(), "cifar10", "tiny")
+    b = apply_overrides(RunConfig.from_dict(a.to_dict()), {"data.data_root": "/elsewhere", "train.device": "cpu"})
+    assert a.hash() == b.hash()
