@@ -43,7 +43,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from robustbench_dgsa.flops import count_flops, count_params  # noqa: E402
+from robustbench_dgsa.models.flops import count_flops, count_params  # noqa: E402
 from robustbench_dgsa.models import create_model  # noqa: E402
 
 GEOMETRIES = {"32/4": (32, 4, 128), "224/16": (224, 16, 64)}    # image size, patch size, paper batch

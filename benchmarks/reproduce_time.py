@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from robustbench_dgsa.reproduce import reproduce
+    from robustbench_dgsa.jobs.reproduce import reproduce
 
     out = args.out or Path(tempfile.mkdtemp(prefix="dgsa-reproduce-"))
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]

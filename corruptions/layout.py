@@ -319,7 +319,7 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
     ``labels``: N integer labels or None; written tiled per block (uint8 when all < 256, as the official file).
     ``frost``: None (default textures), a directory, or a loaded ``FrostTextures``; its ``source`` is recorded.
     ``progress``: optional wrapper ``progress(iterable, total=..., description=...) -> iterable`` (e.g.
-    ``robustbench_dgsa.progress.track``); the library prints nothing itself.
+    ``robustbench_dgsa.util.progress.track``); the library prints nothing itself.
 
     An existing output file (or a manifest from a different run) without ``overwrite`` raises CorruptionError
     naming it, and nothing is touched. Regenerating further corruptions into a directory whose manifest has the

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from robustbench_dgsa.util.errors import UserError
 
 PRESETS = ("tiny", "small", "paper")
 

@@ -23,8 +23,9 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from . import atomic, provenance
-from .errors import UserError
+from robustbench_dgsa.util import atomic
+from robustbench_dgsa.util import provenance
+from robustbench_dgsa.util.errors import UserError
 
 # name -> dtype; every row has all of them (missing values: "" / -1 / NaN).
 COLUMNS: dict[str, str] = {

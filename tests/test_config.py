@@ -6,7 +6,7 @@ import pytest
 
 from robustbench_dgsa.config import (ModelConfig, RunConfig, apply_overrides, load_config_file,
                                      parse_set_options, resolve_config)
-from robustbench_dgsa.errors import UserError
+from robustbench_dgsa.util.errors import UserError
 
 
 def test_paper_preset_matches_spec_tables():

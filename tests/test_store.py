@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from robustbench_dgsa import store
-from robustbench_dgsa.errors import UserError
+from robustbench_dgsa.util.errors import UserError
 
 
 def _write_run(store_dir, run_id, *, seed=0, n_rows=3):

@@ -21,7 +21,7 @@ for _name in _COMMAND_MODULES:
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
-    from ..errors import UserError
+    from robustbench_dgsa.util.errors import UserError
     types: list[type[BaseException]] = [UserError]
     try:
         from corruptions.errors import CorruptionError

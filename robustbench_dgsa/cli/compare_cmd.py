@@ -1,6 +1,6 @@
 """``dgsa-bench compare``: statistics between models from the results store (SPEC §6).
 
-The work is done by :func:`robustbench_dgsa.compare.run_compare`; this command parses options, prints Rich
+The work is done by :func:`robustbench_dgsa.analysis.compare.run_compare`; this command parses options, prints Rich
 tables (or JSON) and writes CSV / LaTeX.
 """
 from __future__ import annotations
@@ -15,8 +15,9 @@ import numpy as np
 import pandas as pd
 import typer
 
-from .. import atomic, stats
-from ..compare import Comparison, run_compare, split_list
+from robustbench_dgsa.util import atomic
+from robustbench_dgsa.analysis import stats
+from robustbench_dgsa.analysis.compare import Comparison, run_compare, split_list
 from .app import app
 
 # ------------------------------------------------------------------------------------------------ output

@@ -25,7 +25,7 @@ _TEXT_SUFFIXES = {".csv", ".tsv", ".jsonl", ".txt"}
 
 
 def _log(message: str) -> None:
-    from ..progress import log
+    from robustbench_dgsa.util.progress import log
     log(message)
 
 
@@ -185,7 +185,7 @@ def _load_image_input(spec: str, split: str, data_root: Path | None, limit: int 
         try:
             from ..data import load_dataset
         except ImportError as e:
-            from ..errors import UserError
+            from robustbench_dgsa.util.errors import UserError
             raise UserError(f"{spec!r} is not a file or folder, and dataset loading is unavailable ({e})") from None
         ds = load_dataset(spec, split, data_root=data_root)
         x, y = getattr(ds, "x", None), getattr(ds, "y", None)
@@ -209,7 +209,7 @@ def _load_image_input(spec: str, split: str, data_root: Path | None, limit: int 
 
 
 def _device(device: str) -> str | None:
-    from ..errors import UserError
+    from robustbench_dgsa.util.errors import UserError
     d = device.strip().lower()
     if d == "auto":
         import torch
@@ -293,8 +293,8 @@ def corrupt(
     from corruptions import layout
     from corruptions.errors import CorruptionError
 
-    from ..errors import UserError
-    from ..progress import track
+    from robustbench_dgsa.util.errors import UserError
+    from robustbench_dgsa.util.progress import track
 
     started = time.monotonic()
     summary: dict[str, Any] = {}
@@ -448,7 +448,7 @@ def _load_text_input(spec: str, split: str, data_root: Path | None, text_column:
         try:
             from ..data import load_dataset
         except ImportError as e:
-            from ..errors import UserError
+            from robustbench_dgsa.util.errors import UserError
             raise UserError(f"{spec!r} is not a file, and dataset loading is unavailable ({e})") from None
         ds = load_dataset(spec, split, data_root=data_root)
         texts = next((getattr(ds, a) for a in ("texts", "text", "x") if isinstance(getattr(ds, a, None), list)),
@@ -496,7 +496,7 @@ def corrupt_text(
     from corruptions import text as tn
     from corruptions.errors import CorruptionError
 
-    from ..progress import track
+    from robustbench_dgsa.util.progress import track
 
     started = time.monotonic()
     types = tn.resolve_text_noise(noise)

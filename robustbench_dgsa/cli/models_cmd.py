@@ -17,7 +17,7 @@ def model_table(names: list[str] | None = None, *, image_size: int = 32, patch_s
                 num_classes: int = 10, proj: str | float = 4, vocab_size: int = 30000, max_len: int = 256,
                 overrides: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One row per model: name, modality, attention, ffn, ffn_ratio, tokens, params, flops, macs, config."""
-    from ..flops import count_flops, count_params, num_tokens
+    from robustbench_dgsa.models.flops import count_flops, count_params, num_tokens
     from ..models import MODEL_NAMES, apply_model_overrides, create_model, get_model_config, parse_ratio
 
     ratio = parse_ratio(proj)

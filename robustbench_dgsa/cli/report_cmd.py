@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import UserError
+from robustbench_dgsa.util.errors import UserError
 from .app import app
 
 
@@ -27,7 +27,7 @@ def report_command(
     """Regenerate the figures and tables of SPEC §8 from a results store alone (never re-running a model):
     Figures 2-5, Tables 1, 3 and 9 beside the paper's published numbers, significance tables, robustness
     summary, rollout numbers; PNG + PDF, Markdown + LaTeX, linked from index.md / index.html."""
-    from ..report import build_report
+    from robustbench_dgsa.report.build import build_report
 
     if out is not None and name is not None:
         raise UserError("give either --out or --name, not both")
@@ -41,7 +41,7 @@ def _print_summary(store: Path, folder: Path, as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ..reproduce import summary_table
+    from robustbench_dgsa.jobs.reproduce import summary_table
 
     summ = summary_table(store)
     index = folder / "index.html"
@@ -91,7 +91,7 @@ def reproduce_command(
     write the report into --out. Re-running resumes: finished work is skipped."""
     from corruptions.registry import parse_severities
 
-    from ..reproduce import reproduce
+    from robustbench_dgsa.jobs.reproduce import reproduce
     from .train_cmd import parse_seeds
 
     folder = reproduce(out, preset=preset, seeds=parse_seeds(None, seeds), data_root=data_root,

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import typer
 
-from ..errors import UserError
+from robustbench_dgsa.util.errors import UserError
 from .app import app
 
 UNTRAINED_OVERRIDES = {"dim": 64, "depth": 4, "heads": 4, "head_hidden": 64, "num_classes": 10}
@@ -31,7 +31,7 @@ Examples:
   dgsa-bench rollout --metrics --checkpoint dgvit.safetensors --store runs/store
 
 Images of any size and mode are read with Pillow (grayscale replicated to RGB, RGBA composited on white,
-palette expanded) and prepared exactly as in training (robustbench_dgsa.inputs: bilinear antialiased resize to
+palette expanded) and prepared exactly as in training (robustbench_dgsa.engine.predict: bilinear antialiased resize to
 the checkpoint's input size, its own mean/std).
 Writes the figure (--out, default <image stem>_rollout.png), the heatmap(s) at the image's resolution as .npy
 ((H,W), or (M,H,W) for M models in --compare order) and a .json summary beside it. Text: PNG + HTML with
@@ -76,8 +76,8 @@ def _untrained(name: str, text: Optional[str]) -> tuple[Any, dict[str, Any], dic
 
 
 def _load_sources(checkpoints: list[Path], models: list[str], text: Optional[str]) -> list[dict[str, Any]]:
-    from ..checkpoint import load_checkpoint
-    from ..inputs import preprocess_from_meta
+    from robustbench_dgsa.models.checkpoint import load_checkpoint
+    from robustbench_dgsa.engine.predict import preprocess_from_meta
 
     out = []
     for p in checkpoints:
@@ -103,9 +103,9 @@ def _image_mode(image: Path, sources: list[dict[str, Any]], out: Optional[Path],
                 head_fusion: str, discard_ratio: float, device: str, as_json: bool) -> None:
     import numpy as np
 
-    from .. import atomic
-    from ..rollout_plots import display_name, plot_image_rollout, plot_rollout_grid
-    from ..rollout_runs import image_rollout_full, load_image_file, resolve_spec, top_fraction_mass
+    from robustbench_dgsa.util import atomic
+    from robustbench_dgsa.rollout.plots import display_name, plot_image_rollout, plot_rollout_grid
+    from robustbench_dgsa.rollout.runs import image_rollout_full, load_image_file, resolve_spec, top_fraction_mass
 
     for s in sources:
         if s["model"].config.modality != "image":
@@ -155,9 +155,9 @@ def _text_mode(text: str, sources: list[dict[str, Any]], out: Optional[Path], mo
                head_fusion: str, discard_ratio: float, device: str, as_json: bool) -> None:
     import numpy as np
 
-    from .. import atomic
-    from ..rollout_plots import plot_text_rollout, render_text_rollout_html
-    from ..rollout_runs import resolve_spec, text_rollout_full, top_fraction_mass
+    from robustbench_dgsa.util import atomic
+    from robustbench_dgsa.rollout.plots import plot_text_rollout, render_text_rollout_html
+    from robustbench_dgsa.rollout.runs import resolve_spec, text_rollout_full, top_fraction_mass
 
     if not text.strip():
         raise UserError("--text is empty")
@@ -174,7 +174,7 @@ def _text_mode(text: str, sources: list[dict[str, Any]], out: Optional[Path], mo
         key = f"{i}:{s['name']}"
         toks[key], scores[key], signed[key] = r.tokens[0], r.scores[0], spec.signed
         pred = int(r.preds[0])
-        from ..rollout_plots import display_name
+        from robustbench_dgsa.rollout.plots import display_name
         labels.append(f"({chr(ord('a') + i)}) {display_name(s['name'])} [{spec.mode}] — pred "
                       f"{_class_name(s['meta'], pred)} ({float(r.probs[0, pred]):.2f})")
         sc = r.scores[0]
@@ -211,7 +211,7 @@ def _report(doc: dict[str, Any], as_json: bool, files: list[Path]) -> None:
 def _metrics_mode(sources: list[dict[str, Any]], store: Path, dataset: Optional[str], corruptions: Optional[str],
                   severities: str, max_examples: int, mode: Optional[str], head_fusion: str, discard_ratio: float,
                   device: str, as_json: bool) -> None:
-    from ..rollout_runs import rollout_metrics_run
+    from robustbench_dgsa.rollout.runs import rollout_metrics_run
 
     try:
         sev = [int(s) for s in _parse_csv(severities) or []]
@@ -274,7 +274,7 @@ def rollout_command(
     severities: str = typer.Option("1,2,3,4,5", "--severities", help="--metrics: comma-separated severities."),
     max_examples: int = typer.Option(200, "--max-examples", help="--metrics: test examples used."),
 ) -> None:
-    from ..rollout import HEAD_FUSIONS, MODES
+    from robustbench_dgsa.rollout.core import HEAD_FUSIONS, MODES
 
     if mode is not None and mode not in MODES:
         raise UserError(f"unknown --mode {mode!r} (valid: {', '.join(MODES)})")
@@ -298,7 +298,7 @@ def rollout_command(
     if not ckpts and not model:
         raise UserError("give --checkpoint CKPT (or --model NAME for an untrained model)")
     if image is not None:
-        from ..rollout_runs import load_image_file
+        from robustbench_dgsa.rollout.runs import load_image_file
         load_image_file(image)  # fail on a bad image before loading any model
     sources = _load_sources(ckpts, list(model or []), text)
     if metrics:

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import typer
 
-from ..errors import UserError
+from robustbench_dgsa.util.errors import UserError
 from .app import app
 
 
@@ -114,7 +114,7 @@ def train_command(
     """Train a model (per seed): checkpoint every epoch, rows in the results store, clean test accuracy."""
     from ..config import load_config_file, resolve_config
     from ..models import get_model_config
-    from ..train import train
+    from robustbench_dgsa.engine.train import train
 
     seed_list = parse_seeds(seed, seeds)
     _check_data_root(data_root)
@@ -123,7 +123,7 @@ def train_command(
                          overrides=_overrides(epochs, batch_size, lr, device, data_root, download, set_))
     if data_root is not None:
         cfg.data.data_root = str(data_root)
-    from ..inputs import dataset_info
+    from robustbench_dgsa.engine.predict import dataset_info
     dataset_info(cfg.data.dataset)  # unknown name -> one clear line before anything starts
     store_dir = store if store is not None else out / "store"
     results = []
@@ -186,7 +186,7 @@ def evaluate_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     """Accuracy of a checkpoint: clean, per corruption and severity, and under text noise (into the store)."""
-    from ..evaluate import evaluate
+    from robustbench_dgsa.engine.evaluate import evaluate
 
     _check_data_root(data_root)
     if corruption_dir is not None and not corruption_dir.is_dir():
@@ -240,7 +240,7 @@ def sweep_plan(
 ) -> None:
     """Write jobs.jsonl (stable job ids) and sweep.json; planning again adds only new jobs."""
     from ..config import parse_set_options
-    from ..sweep import EvalSettings, plan, write_plan
+    from robustbench_dgsa.jobs.sweep import EvalSettings, plan, write_plan
     _check_data_root(data_root)
     if corruption_dir is not None and not corruption_dir.is_dir():
         raise UserError(f"corruption directory not found: {corruption_dir}")
@@ -267,7 +267,7 @@ def sweep_run(
     progress: bool = typer.Option(False, "--progress", help="Progress bars for in-process jobs."),
 ) -> None:
     """Run every unfinished job (finished ones are skipped; half-trained ones resume)."""
-    from ..sweep import run
+    from robustbench_dgsa.jobs.sweep import run
     summary = run(sweep_dir, workers=workers, devices=_split_list(devices) or None, progress=progress)
     if json_:
         _dump(summary)
@@ -286,7 +286,7 @@ def sweep_run_one(
     json_: bool = typer.Option(False, "--json"),
 ) -> None:
     """Run one job (what each Slurm array task calls)."""
-    from ..sweep import run_one
+    from robustbench_dgsa.jobs.sweep import run_one
     record = run_one(sweep_dir, index, progress=False)
     if json_:
         _dump(record)
@@ -296,7 +296,7 @@ def sweep_run_one(
 def sweep_status(sweep_dir: Path = typer.Argument(...),
                  json_: bool = typer.Option(False, "--json")) -> None:
     """Finished / failed / pending jobs."""
-    from ..sweep import status
+    from robustbench_dgsa.jobs.sweep import status
     st = status(sweep_dir)
     if json_:
         _dump(st)
@@ -322,7 +322,7 @@ def sweep_slurm(
                                                                     "'source .venv/bin/activate' (repeatable)."),
 ) -> None:
     """Write slurm/sweep.sbatch (submit with sbatch), or submit with --submitit."""
-    from ..sweep import submit_submitit, write_slurm_script
+    from robustbench_dgsa.jobs.sweep import submit_submitit, write_slurm_script
     if submitit_:
         h, m, s = (list(map(int, time_limit.split(":"))) + [0, 0])[:3] if time_limit.count(":") == 2 else (0, 0, 0)
         minutes = h * 60 + m + (1 if s else 0) or 24 * 60

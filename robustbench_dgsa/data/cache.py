@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..errors import DataError
+from robustbench_dgsa.util.errors import DataError
 
 FORMAT_VERSION = 1
 _MARKER = ".complete"

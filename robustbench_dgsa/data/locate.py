@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ..errors import DataError
+from robustbench_dgsa.util.errors import DataError
 
 DEFAULT_DATA_ROOT = "data"
 

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import DataError, UserError
+from robustbench_dgsa.util.errors import DataError, UserError
 from . import synthetic, text, vision
 from .locate import resolve_root
 from .text import TextData

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UserError
+from robustbench_dgsa.util.errors import UserError
 
 
 def _class_rng(seed: int, label: int) -> np.random.Generator:

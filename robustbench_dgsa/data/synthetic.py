@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UserError
+from robustbench_dgsa.util.errors import UserError
 
 _SPLIT_CODE = {"train": 0, "test": 1}
 

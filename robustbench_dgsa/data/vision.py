@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import DataError, UserError
+from robustbench_dgsa.util.errors import DataError, UserError
 from . import cache
 from .locate import bases, find_first, missing_error
 

@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from typing import Iterable, Sequence
 
-from ..errors import UserError
+from robustbench_dgsa.util.errors import UserError
 
 PAD, UNK, SEP = "<pad>", "<unk>", "<sep>"
 SPECIALS = (PAD, UNK, SEP)

@@ -14,9 +14,9 @@ from __future__ import annotations
 from torch import Tensor, nn
 import torch.nn.functional as F
 
-from ..attention import ATTENTION_TYPES, GATE_BIAS_INITS, LAMBDA_INIT_MODES, build_attention
+from robustbench_dgsa.models.attention import ATTENTION_TYPES, GATE_BIAS_INITS, LAMBDA_INIT_MODES, build_attention
 from ..config import ModelConfig
-from ..errors import UserError
+from robustbench_dgsa.util.errors import UserError
 
 FFN_TYPES = ("gelu", "swiglu")
 MODALITIES = ("image", "text")
@@ -60,7 +60,7 @@ def check_config(cfg: ModelConfig) -> None:
     if cfg.attention in ("diff", "dgsa") and cfg.dim % (2 * cfg.heads):
         bad(f"dim {cfg.dim} must be divisible by 2*heads = {2 * cfg.heads} for {cfg.attention} attention")
     if cfg.attention in ("diff", "dgsa"):
-        from ..attention import lambda_init_for
+        from robustbench_dgsa.models.attention import lambda_init_for
         for layer in range(cfg.depth):
             lam = lambda_init_for(cfg, layer)
             if not 0.0 < lam < 1.0:
@@ -175,5 +175,5 @@ class ClassifierBase(nn.Module):
 
     def set_attention_impl(self, impl: str) -> "ClassifierBase":
         """"fused" (SDPA, default) or "explicit" (forms the maps) for every layer."""
-        from ..attention import set_attention_impl
+        from robustbench_dgsa.models.attention import set_attention_impl
         return set_attention_impl(self, impl)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from torch import nn
 
 from ..config import ModelConfig, _coerce
-from ..errors import UserError
+from robustbench_dgsa.util.errors import UserError
 from .text import TextTransformer
 from .vision import VisionTransformer
 

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from ..errors import UserError
+from robustbench_dgsa.util.errors import UserError
 from .blocks import ClassifierBase, check_config
 
 PAD_ID = 0

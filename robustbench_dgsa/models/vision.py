@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from ..config import ModelConfig
-from ..errors import UserError
+from robustbench_dgsa.util.errors import UserError
 from .blocks import ClassifierBase, check_config
 
 
@@ -37,7 +37,7 @@ class VisionTransformer(ClassifierBase):
     def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, return_attention: bool = False):
         """x: float (B, C, H, W), already normalised. ``key_padding_mask`` (B, num_patches), True = ignore
         (rarely needed for images). Returns logits (B, C), or (logits, per-layer maps) with
-        ``return_attention=True`` (see ``robustbench_dgsa.attention``)."""
+        ``return_attention=True`` (see ``robustbench_dgsa.models.attention``)."""
         cfg = self.config
         if x.ndim != 4:
             raise UserError(f"{cfg.name}: expected images (B, C, H, W), got shape {tuple(x.shape)}")

@@ -1,0 +1,277 @@
+"""Statistics between models from the results store (SPEC §6): what ``dgsa-bench compare`` shows and the
+report's significance tables reuse.
+
+:func:`run_compare` takes store rows and returns a :class:`Comparison` (named tables, Holm families, honest
+warnings, critical-difference inputs); printing and writing files is the CLI's job.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from robustbench_dgsa.analysis import metrics
+from robustbench_dgsa.analysis import stats
+from robustbench_dgsa.util.errors import UserError
+
+
+_KEYWORDS = ("clean", "mca", "mce", "mna", "extra", *metrics.CORRUPTION_GROUPS)
+_LOWER_IS_BETTER_METRICS = {"loss", "error", "err", "cer", "wer", "nll", "ece"}
+
+
+@dataclass
+class Comparison:
+    """Everything ``compare`` shows: named tables, the Holm families, honest warnings, CD-diagram inputs."""
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    families: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    cd_diagrams: list[tuple[str, dict[str, float], float]] = field(default_factory=list)
+
+
+def split_list(s: str | None) -> list[str] | None:
+    if s is None:
+        return None
+    items = [x.strip() for x in s.split(",") if x.strip()]
+    return items or None
+
+
+def _labels_for(rows: pd.DataFrame, ds: str, wanted: list[str] | None) -> tuple[list[str], bool]:
+    """Measure labels for one dataset; the bool says whether the user named them (strict) or not."""
+    r = rows[rows["dataset"] == ds]
+    kinds = set(r["kind_of_condition"])
+    aggregate = "mCA" if "benchmark" in kinds else ("mNA" if "text" in kinds else None)
+    present = sorted(set(r.loc[r["condition"] != metrics.CLEAN, "condition"]))
+    if wanted is None:
+        return ["clean"] + ([aggregate] if aggregate else []), False
+    out: list[str] = []
+    for w in wanted:
+        key = w.lower()
+        if key == "all":
+            out += ["clean"] + ([aggregate] if aggregate else [])
+            if "extra" in kinds:
+                out.append("extra")
+            out += present
+        elif key == "mca" and aggregate == "mNA":
+            out.append("mNA")
+        elif key in ("mca", "mce", "mna", "extra") or key in metrics.CORRUPTION_GROUPS:
+            out.append({"mca": "mCA", "mce": "mCE", "mna": "mNA"}.get(key, key))
+        elif key == "clean":
+            out.append("clean")
+        elif w.partition(":")[0] in present:
+            out.append(w)
+        # else: a condition this dataset lacks (run_compare has checked that some dataset has it)
+    return list(dict.fromkeys(out)), "all" not in [w.lower() for w in wanted]
+
+
+def run_compare(results: pd.DataFrame, dataset: str | None = None, models: Sequence[str] | None = None,
+                reference: str | None = None, metric: str = "accuracy", condition: str | None = None,
+                paired: bool = False, alpha: float = 0.05, aso: bool = False, all_pairs: bool = False,
+                partial: bool = False, source: str | None = None, split: str = "test", tie_tol: float = 0.0,
+                store_label: str = "store") -> Comparison:
+    """All of ``compare`` without the printing. Raises :class:`UserError` for bad input."""
+    if not 0 < alpha < 1:
+        raise UserError(f"--alpha must be in (0, 1), got {alpha}")
+    ev = results[results["kind"] == "eval"]
+    if ev.empty:
+        raise UserError(f"no evaluation results in {store_label} (it holds no rows of kind 'eval')")
+    if metric not in set(ev["metric"]):
+        raise UserError(f"no {metric!r} results in {store_label}; metrics present: "
+                        f"{', '.join(sorted(set(ev['metric'])))}")
+    all_datasets = sorted(set(ev.loc[ev["metric"] == metric, "dataset"]))
+    if dataset is not None and dataset not in all_datasets:
+        raise UserError(f"unknown dataset {dataset!r}; the store has: {', '.join(all_datasets)}")
+    datasets = [dataset] if dataset else all_datasets
+    select = dict(metric=metric, split=split, source=source)
+    rows = metrics.eval_rows(results, dataset=dataset, **select)
+    if rows.empty:
+        raise UserError(f"no {metric!r} rows with split {split!r}"
+                        + (f" and source {source!r}" if source else "") + f" in {store_label}")
+    present_models = sorted(set(rows["model"]))
+    model_list = split_list(",".join(models)) if models else None
+    if model_list:
+        unknown = [m for m in model_list if m not in present_models]
+        if unknown:
+            raise UserError(f"unknown model(s) {', '.join(map(repr, unknown))}"
+                            + (f" on {dataset}" if dataset else "") + f"; the store has: {', '.join(present_models)}")
+    else:
+        model_list = present_models
+    model_list = list(dict.fromkeys(model_list))
+    reference = reference or model_list[0]
+    if reference not in model_list:
+        raise UserError(f"reference {reference!r} is not among the compared models ({', '.join(model_list)})")
+    rows = rows[rows["model"].isin(model_list)]
+    select["models"] = model_list
+    higher_better = metric.lower() not in _LOWER_IS_BETTER_METRICS
+    wanted = split_list(condition)
+
+    out = Comparison(info=dict(models=model_list, reference=reference, metric=metric, datasets=datasets,
+                               alpha=alpha, paired=paired, partial=partial, source=source, split=split,
+                               tie_tol=tie_tol))
+    out.warnings += metrics.source_warnings(rows)
+    if len(model_list) < 2:
+        out.warnings.append(f"only one model ({model_list[0]}): nothing to compare")
+
+    if wanted:
+        known = set(rows.loc[rows["condition"] != metrics.CLEAN, "condition"])
+        for w in wanted:
+            if w.lower() not in (*_KEYWORDS, "all") and w.partition(":")[0] not in known:
+                raise UserError(f"unknown condition {w!r}; choose {', '.join(_KEYWORDS)}, all, or one of the "
+                                f"conditions in the store: {', '.join(sorted(known)) or '(none)'}")
+            sev = w.partition(":")[2]
+            if sev and sev not in {"1", "2", "3", "4", "5"}:
+                raise UserError(f"bad severity in condition {w!r} (expected NAME:1..5)")
+
+    # ---- per-seed measures
+    frames = []
+    incomplete: set[tuple[str, str]] = set()
+    for ds in datasets:
+        labels, strict = _labels_for(rows, ds, wanted)
+        for label in labels:
+            m = metrics.seed_measures(rows, label, dataset=ds, partial=partial, **select)
+            if m.empty:
+                if strict:
+                    raise UserError(f"no results for {label} on {ds}")
+                continue
+            bad = m[m["value"].isna()]
+            if len(bad):
+                first = bad.iloc[0]
+                what = (f"{label} on {ds} needs all {first['n_expected']} cells; {len(bad)} (model, seed) "
+                        f"run(s) lack some, e.g. {first['model']} seed {first['seed']}"
+                        + (f" misses {first['missing']}" if strict else ""))
+                if strict:
+                    raise UserError(what + " (--partial averages the cells present, flagged as partial)")
+                out.warnings.append(f"{what}; left out (--partial averages the cells present)")
+                incomplete.add((ds, label))
+                m = m[m["value"].notna()]
+            if partial and (~m["complete"]).any():
+                out.warnings.append(f"{label} on {ds}: partial (over the cells present) for "
+                                    f"{', '.join(sorted(set(m.loc[~m['complete'], 'model'])))}; "
+                                    f"not comparable with a complete {label}")
+            frames.append(m)
+    if not frames:
+        raise UserError("nothing to compare: no results for the requested conditions")
+    meas = pd.concat(frames, ignore_index=True)
+    meas["model"] = pd.Categorical(meas["model"], categories=model_list, ordered=True)
+    meas = meas.sort_values(["dataset", "model", "seed"], kind="stable")
+    meas["model"] = meas["model"].astype(str)
+    # keep the order of labels as requested
+    label_order = list(dict.fromkeys(meas["condition"]))
+
+    summ = stats.seed_summary(meas, by=["dataset", "condition", "model"])
+    st = summ.table
+    st["condition"] = pd.Categorical(st["condition"], categories=label_order, ordered=True)
+    st = st.sort_values(["dataset", "condition"], kind="stable").reset_index(drop=True)
+    st["condition"] = st["condition"].astype(str)
+    out.tables["seed_summary"] = st
+    out.warnings += summ.warnings
+
+    if len(model_list) >= 2:
+        n_groups = meas.groupby(["dataset", "condition"]).ngroups
+        pairs = ([(a, b) for i, a in enumerate(model_list) for b in model_list[i + 1:]] if all_pairs
+                 else [(m, reference) for m in model_list if m != reference])
+        pw = stats.pairwise_tests(
+            meas[["dataset", "condition", "model", "seed", "value"]], pairs=pairs, paired=paired, alpha=alpha,
+            aso=aso, higher_is_better=lambda g: higher_better != (g.get("condition") == "mCE"),
+            family=("all model pairs" if all_pairs else f"each model vs {reference}")
+            + f" × {n_groups} (dataset, condition) group(s)")
+        out.tables["pairwise"] = pw.table
+        out.families.append(pw.family or "")
+        out.warnings += pw.warnings
+
+    # ---- robustness over cells
+    robust_frames, wil_frames, fr_frames, rank_frames, post_frames = [], [], [], [], []
+    for ds in datasets:
+        cells = metrics.benchmark_cells(rows, dataset=ds, **select)
+        if cells.empty:
+            continue
+        is_image = (cells["kind_of_condition"] == "benchmark").any()
+        rs = metrics.robustness_summary(rows, dataset=ds, partial=partial, **select)
+        agg = rs.groupby("model", sort=False).agg(
+            n_seeds=("seed", "nunique"), clean=("clean", "mean"), mCA=("mCA", "mean"), mCE=("mCE", "mean"),
+            mCA_complete=("mCA_complete", "all"), extra=("extra", "mean"), mNA=("mNA", "mean"),
+            retention=("retention", "mean")).reset_index()
+        if is_image:
+            agg = agg.drop(columns=["mNA"])
+            try:
+                _, rel = metrics.reference_ce(rows, reference, dataset=ds, **select)
+                agg = agg.merge(rel[["model", "rel_mCE", "n_corruptions"]], on="model", how="left")
+            except UserError as e:
+                out.warnings.append(f"{ds}: no relative CE: {e}")
+                agg["rel_mCE"], agg["n_corruptions"] = math.nan, 0
+            agg = agg.rename(columns={"rel_mCE": f"rel_mCE(ref={reference})"})
+            if not agg["mCA_complete"].all() and (ds, "mCA") not in incomplete:
+                out.warnings.append(f"{ds}: mCA incomplete for "
+                                    f"{', '.join(agg.loc[~agg['mCA_complete'], 'model'])}"
+                                    + ("" if partial else " (NaN; --partial averages the cells present)"))
+        else:
+            agg = agg.drop(columns=["mCA", "mCE", "mCA_complete", "extra"])
+        agg.insert(0, "dataset", ds)
+        agg["model"] = pd.Categorical(agg["model"], categories=model_list, ordered=True)
+        robust_frames.append(agg.sort_values("model").assign(model=lambda d: d["model"].astype(str)))
+
+        n_cells = cells.groupby(["condition", "severity"]).ngroups
+        if is_image and n_cells < 75:
+            out.warnings.append(f"{ds}: cell-level tests use {n_cells} benchmark cells, not the full 75")
+        cell_df = cells[["model", "seed", "condition", "severity", "value"]]
+        if len(model_list) >= 2:
+            others = [m for m in model_list if m != reference]
+            wil = stats.pairwise_wilcoxon(cell_df, pairs=[(m, reference) for m in others], tol=tie_tol,
+                                          alpha=alpha, block_cols=["condition", "severity"],
+                                          family=f"each model vs {reference} over the cells of {ds}")
+            wil_frames.append(wil.table.assign(dataset=ds))
+            out.families.append(wil.family or "")
+            out.warnings += wil.warnings
+        if len(model_list) >= 3:
+            fr = stats.friedman_test(cell_df, models=model_list, block_cols=["condition", "severity"],
+                                     higher_is_better=higher_better, alpha=alpha)
+            fr_frames.append(pd.DataFrame([{"dataset": ds, "blocks": "cells (condition, severity)",
+                                            **{k: v for k, v in fr.info.items() if k != "blocks"}}]))
+            rank_frames.append(fr.table.assign(dataset=ds, blocks="cells"))
+            out.warnings += [f"{ds}: {w}" for w in fr.warnings]
+            if np.isfinite(fr.info["cd"]):
+                out.cd_diagrams.append((f"{ds} (cells)", dict(zip(fr.table["model"], fr.table["avg_rank"])),
+                                        fr.info["cd"]))
+            post = stats.pairwise_wilcoxon(cell_df, models=model_list, tol=tie_tol, alpha=alpha,
+                                           block_cols=["condition", "severity"],
+                                           family=f"all model pairs over the cells of {ds} (post-hoc)")
+            post_frames.append(post.table.assign(dataset=ds))
+            out.families.append(post.family or "")
+            out.warnings += post.warnings
+
+    # ---- Friedman over datasets
+    if len(model_list) >= 3 and len(datasets) >= 2:
+        for label in label_order:
+            sub = meas[meas["condition"] == label]
+            if sub["dataset"].nunique() < 2:
+                continue
+            fr = stats.friedman_test(sub[["model", "dataset", "seed", "value"]], models=model_list,
+                                     block_cols=["dataset"], higher_is_better=higher_better
+                                     and label != "mCE", alpha=alpha)
+            fr_frames.append(pd.DataFrame([{"dataset": "(all)", "blocks": f"datasets ({label})",
+                                            **{k: v for k, v in fr.info.items() if k != "blocks"}}]))
+            rank_frames.append(fr.table.assign(dataset="(all)", blocks=f"datasets ({label})"))
+            out.warnings += [f"datasets ({label}): {w}" for w in fr.warnings]
+            if np.isfinite(fr.info["cd"]):
+                out.cd_diagrams.append((f"datasets ({label})", dict(zip(fr.table["model"], fr.table["avg_rank"])),
+                                        fr.info["cd"]))
+
+    def _cat(frames: list[pd.DataFrame], first: Sequence[str]) -> pd.DataFrame:
+        df = pd.concat(frames, ignore_index=True)
+        return df[[*first, *[c for c in df.columns if c not in first]]]
+
+    if robust_frames:
+        out.tables["robustness"] = _cat(robust_frames, ["dataset", "model"])
+    if wil_frames:
+        out.tables["wilcoxon_cells"] = _cat(wil_frames, ["dataset", "model_a", "model_b"])
+    if fr_frames:
+        out.tables["friedman"] = _cat(fr_frames, ["dataset", "blocks"])
+        out.tables["avg_ranks"] = _cat(rank_frames, ["dataset", "blocks", "model"])
+    if post_frames:
+        out.tables["posthoc_wilcoxon"] = _cat(post_frames, ["dataset", "model_a", "model_b"])
+    out.families = [f for f in out.families if f]
+    out.warnings = list(dict.fromkeys(out.warnings))
+    return out

@@ -1,0 +1,198 @@
+"""Raw data -> model inputs -> predictions, the one way (shared by train, evaluate and rollout).
+
+A checkpoint's meta carries a ``preprocess`` record written by the trainer::
+
+    {"modality": "image", "mean": [...], "std": [...], "image_size": 32, "in_chans": 3}
+    {"modality": "text", "vocab": [token, ...], "max_len": 256}
+
+``prepare_images`` / ``prepare_texts`` apply it; ``predict`` runs a model over prepared tensors in batches
+(no grad, bounded memory, bf16 autocast on CUDA); ``predict_raw`` converts batch by batch, so even a large
+uint8 array never exists as one float tensor.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from robustbench_dgsa.util.errors import UserError
+
+
+# --- devices and precision ---------------------------------------------------------------------------
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """"auto" -> cuda when available, else cpu. Asking for cuda without one is a user error."""
+    if isinstance(device, torch.device):
+        return device
+    name = (device or "auto").strip().lower()
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"device {device!r} requested but CUDA is not available (use --device cpu)")
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        raise UserError(f"unknown device {device!r} (valid: auto, cpu, cuda, cuda:N)") from None
+
+
+def use_bf16(device: torch.device, amp: str = "auto") -> bool:
+    """bf16 autocast: on by default on CUDA, off on CPU (CPU runs fp32 unless amp="bf16")."""
+    if amp == "off":
+        return False
+    if amp == "bf16":
+        return True
+    if amp != "auto":
+        raise UserError(f"unknown amp setting {amp!r} (valid: auto, bf16, off)")
+    return device.type == "cuda"
+
+
+def autocast(device: torch.device, amp: str = "auto"):
+    if use_bf16(device, amp):
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+# --- datasets --------------------------------------------------------------------------------------------
+
+def dataset_info(name: str):
+    """DatasetInfo of a registered name or a generic source (``folder:PATH``, ``csv:PATH``, ...); UserError if
+    unknown. ``num_classes`` is 0 for generic sources until they are loaded."""
+    from robustbench_dgsa.data.registry import get_info
+    return get_info(name)
+
+
+# --- preprocessing -----------------------------------------------------------------------------------
+
+def preprocess_record(data: Any, model_config: Any, vocab: Any = None) -> dict[str, Any]:
+    """The ``preprocess`` entry of a checkpoint's meta, from the training data and the model config."""
+    if model_config.modality == "image":
+        return {"modality": "image", "mean": [float(v) for v in np.atleast_1d(data.mean)],
+                "std": [float(v) for v in np.atleast_1d(data.std)],
+                "image_size": int(model_config.image_size), "in_chans": int(model_config.in_chans)}
+    return {"modality": "text", "vocab": list(vocab.to_list()), "max_len": int(model_config.max_len)}
+
+
+def preprocess_from_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    pre = meta.get("preprocess")
+    if not isinstance(pre, dict) or pre.get("modality") not in ("image", "text"):
+        from robustbench_dgsa.util.errors import CheckpointError
+        raise CheckpointError("checkpoint has no usable 'preprocess' record in its meta "
+                              "(not written by `dgsa-bench train`?)")
+    return pre
+
+
+def prepare_images(x_uint8: np.ndarray, preprocess: dict[str, Any]) -> torch.Tensor:
+    """uint8 (N,H,W[,C]) -> normalised float (N,C,H,W), resized / channel-replicated as the model expects."""
+    from robustbench_dgsa.data import to_model_input
+    return to_model_input(np.asarray(x_uint8), preprocess["mean"], preprocess["std"],
+                          image_size=preprocess.get("image_size"), in_chans=int(preprocess.get("in_chans", 3)))
+
+
+_VOCAB_CACHE: dict[int, Any] = {}
+
+
+def vocab_from_preprocess(preprocess: dict[str, Any]):
+    from robustbench_dgsa.data import Vocab
+    key = id(preprocess["vocab"])
+    cached = _VOCAB_CACHE.get(key)
+    if cached is None or cached[0] is not preprocess["vocab"]:
+        cached = (preprocess["vocab"], Vocab.from_list(preprocess["vocab"]))
+        _VOCAB_CACHE.clear()
+        _VOCAB_CACHE[key] = cached
+    return cached[1]
+
+
+def prepare_texts(texts: Sequence[str], preprocess: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Texts -> (ids LongTensor (N,L), key_padding_mask BoolTensor (N,L), True = padding)."""
+    vocab = vocab_from_preprocess(preprocess)
+    ids, mask = vocab.encode(list(texts), int(preprocess["max_len"]))
+    return torch.as_tensor(ids, dtype=torch.long), torch.as_tensor(mask, dtype=torch.bool)
+
+
+def prepare(raw: Any, preprocess: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Either modality: (inputs, key_padding_mask or None)."""
+    if preprocess["modality"] == "image":
+        return prepare_images(raw, preprocess), None
+    return prepare_texts(raw, preprocess)
+
+
+def select_test(y: np.ndarray, max_test: int | None) -> np.ndarray:
+    """Indices of the test examples to use: all, or the first ``max_test`` in official order.
+
+    When the first N would miss a class (test sets stored class by class, e.g. IMDB, 20 Newsgroups), a
+    stratified subsample with a fixed seed (0) is used instead, returned in official order. The choice
+    depends only on the labels and N, so every model and seed sees the same examples.
+    """
+    y = np.asarray(y)
+    n = len(y)
+    if max_test is None or max_test >= n:
+        return np.arange(n)
+    if max_test <= 0:
+        raise UserError(f"max_test must be positive, got {max_test}")
+    first = np.arange(max_test)
+    if len(np.unique(y[first])) == len(np.unique(y)):
+        return first
+    from robustbench_dgsa.data import stratified_subsample
+    return np.sort(np.asarray(stratified_subsample(y, max_test, 0), dtype=np.int64))
+
+
+def trim_padding(ids: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Cut the right padding that every row of a text batch shares (pads are masked keys, so the logits are
+    the same up to float rounding; batches of short texts run much faster)."""
+    if mask is None or mask.ndim != 2 or mask.shape[1] <= 1:
+        return ids, mask
+    length = int((~mask).sum(dim=1).max())
+    length = max(1, length)
+    if length == mask.shape[1]:
+        return ids, mask
+    return ids[:, :length], mask[:, :length]
+
+
+# --- prediction --------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None, *,
+            batch_size: int = 256, device: str | torch.device = "auto", amp: str = "auto",
+            return_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Predicted classes (np.int64) and optionally softmax probabilities (float32) for prepared inputs."""
+    dev = resolve_device(device)
+    was_training = model.training
+    model.eval()
+    preds, probs = [], []
+    try:
+        for start in range(0, len(inputs), batch_size):
+            xb = inputs[start:start + batch_size].to(dev, non_blocking=True)
+            mb = None if key_padding_mask is None else key_padding_mask[start:start + batch_size].to(dev)
+            xb, mb = trim_padding(xb, mb)
+            with autocast(dev, amp):
+                logits = model(xb, key_padding_mask=mb) if mb is not None else model(xb)
+            logits = logits.float()
+            preds.append(logits.argmax(dim=1).cpu())
+            if return_probs:
+                probs.append(torch.softmax(logits, dim=1).cpu())
+    finally:
+        model.train(was_training)
+    p = torch.cat(preds).numpy().astype(np.int64) if preds else np.zeros(0, dtype=np.int64)
+    if not return_probs:
+        return p, None
+    return p, (torch.cat(probs).numpy() if probs else np.zeros((0, 0), dtype=np.float32))
+
+
+def predict_raw(model: torch.nn.Module, raw: Any, preprocess: dict[str, Any], *, batch_size: int = 256,
+                device: str | torch.device = "auto", amp: str = "auto", chunk: int | None = None,
+                return_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Like :func:`predict` on raw uint8 images or texts, preparing ``chunk`` examples at a time."""
+    n = len(raw)
+    chunk = chunk or max(batch_size, 4096)
+    preds, probs = [], []
+    for start in range(0, n, chunk):
+        part = raw[start:start + chunk]
+        x, mask = prepare(part, preprocess)
+        p, q = predict(model, x, mask, batch_size=batch_size, device=device, amp=amp, return_probs=return_probs)
+        preds.append(p)
+        if q is not None:
+            probs.append(q)
+    p = np.concatenate(preds) if preds else np.zeros(0, dtype=np.int64)
+    return p, (np.concatenate(probs) if return_probs and probs else None)

@@ -1,0 +1,464 @@
+"""Training, top to bottom: data -> model -> AdamW + per-step schedule -> epochs -> checkpoint -> test accuracy.
+
+    result = train(cfg, seed=0, out_dir="runs/vit-cifar10-s0")
+
+Files in ``out_dir``:
+
+* ``checkpoint.safetensors``: weights + meta (run config, preprocess record, classes, metrics), every epoch;
+  the deliverable that ``evaluate`` and ``rollout`` read.
+* ``train_state.pt``: everything needed to continue exactly: weights, optimizer, scheduler, RNG states,
+  epoch, history. Written *after* the checkpoint. A kill between the two leaves the checkpoint one epoch
+  ahead of the state; ``resume`` restarts from the state (which holds its own weights), recomputes that
+  epoch bit for bit and overwrites the checkpoint with the same values. Both files are written atomically.
+* ``done.json``: written last, once the run finished (test accuracy recorded).
+
+Results rows (kind="train") go to the store: per epoch split="train"/"val" metrics "loss"/"accuracy"
+(train also "lr"); at the end split="test" metric "accuracy" (clean). Evaluation under corruption is
+:mod:`robustbench_dgsa.engine.evaluate`'s job.
+
+Determinism: python/numpy/torch are seeded with ``seed``; the model is initialised right after seeding;
+the data order (and augmentation) of epoch ``e`` comes from a generator keyed by (seed, e); the global torch
+RNG (dropout) is saved with each state. On CPU a resumed run therefore ends with bit-identical weights.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from robustbench_dgsa import store
+from robustbench_dgsa.util import atomic
+from robustbench_dgsa.config import RunConfig
+from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.engine.predict import autocast, preprocess_record, resolve_device, select_test, trim_padding
+from robustbench_dgsa.util.progress import log, track
+from robustbench_dgsa.engine.schedules import make_schedule
+
+CHECKPOINT_NAME = "checkpoint.safetensors"
+STATE_NAME = "train_state.pt"
+DONE_NAME = "done.json"
+STATE_VERSION = 1
+
+
+class TrainingDiverged(UserError):
+    """The loss became NaN/inf; the last good checkpoint is kept."""
+
+
+@dataclass
+class TrainResult:
+    checkpoint: Path
+    run_id: str
+    history: list[dict[str, Any]] = field(default_factory=list)
+    final: dict[str, Any] = field(default_factory=dict)
+    config_hash: str = ""
+
+
+def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Path | None = None,
+          resume: bool = False, progress: bool = True, stop_after_epoch: int | None = None) -> TrainResult:
+    """Train ``cfg.model`` on ``cfg.data.dataset`` with ``seed``; see the module docstring."""
+    cfg = copy.deepcopy(cfg)  # private copy: data-dependent fields are filled in below
+    out_dir = Path(out_dir)
+    store_dir = Path(store_dir) if store_dir is not None else out_dir / "store"
+    ckpt_path, state_path, done_path = out_dir / CHECKPOINT_NAME, out_dir / STATE_NAME, out_dir / DONE_NAME
+
+    # --- 0. fresh run or continuation --------------------------------------------------------------------
+    state = None
+    if resume and state_path.exists():
+        state = _load_state(state_path)
+        if done_path.exists() and state.get("finished"):
+            done = json.loads(done_path.read_text())
+            log(f"[train] {out_dir} already finished (run {done['run_id']}); nothing to do")
+            return TrainResult(ckpt_path, done["run_id"], state["history"], done["final"], done["config_hash"])
+    elif not resume and (state_path.exists() or ckpt_path.exists()):
+        raise UserError(f"{out_dir} already holds a training run; pass --resume to continue it "
+                        "or choose another --out")
+    device = resolve_device(cfg.train.device)
+    _seed_everything(seed)
+
+    # --- 1. data -------------------------------------------------------------------------------------------
+    data = prepare_data(cfg, seed)
+    cfg = data.cfg  # num_classes, image_size, vocab_size now come from the data
+    config_hash = cfg.hash()
+    if state is not None and (state["config_hash"] != config_hash or state["seed"] != seed):
+        raise UserError(f"cannot resume {out_dir}: it was trained with config {state['config_hash']} seed "
+                        f"{state['seed']}, now asked for config {config_hash} seed {seed}")
+    run_id = state["run_id"] if state is not None else store.new_run_id("train")
+    writer = store.RunWriter(store_dir, run_id, base=dict(kind="train", model=cfg.model.name,
+                                                          config_hash=config_hash, dataset=cfg.data.dataset,
+                                                          seed=seed, condition="clean", severity=0))
+    # Tensors live on the GPU when they fit there (CUDA), else on the CPU and move batch by batch.
+    x_tr, m_tr, y_tr = _place(data.x_train, device), _place(data.m_train, device), data.y_train.to(device)
+
+    # --- 2. model, optimizer, schedule ---------------------------------------------------------------------
+    from robustbench_dgsa.models import create_model
+    torch.manual_seed(seed)
+    model = create_model(cfg.model).to(device)
+    tc = cfg.train
+    optimizer = torch.optim.AdamW(_param_groups(model, tc.weight_decay, tc.decay_bias_and_norm), lr=tc.lr,
+                                  betas=tuple(tc.betas), eps=tc.eps)
+    steps_per_epoch = math.ceil(len(data.y_train) / tc.batch_size)
+    schedule = make_schedule(tc.schedule, tc.epochs * steps_per_epoch, tc.warmup_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    history: list[dict[str, Any]] = []
+    start_epoch = 0
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        _set_rng_state(state["rng"])
+        history, start_epoch = list(state["history"]), int(state["epoch"])
+        writer.clear()  # rewrite this run's rows from the saved history (drops rows of a half-done epoch)
+        for rec in history:
+            writer.add_rows(_epoch_rows(rec))
+        log(f"[train] resuming {run_id} after epoch {start_epoch}/{tc.epochs}")
+    else:
+        writer.clear()
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"[train] {cfg.model.name} on {cfg.data.dataset} seed {seed}: {n_params:,} parameters, "
+        f"{len(data.y_train)} train / {len(data.y_val)} val / {len(data.y_test)} test, device {device}, "
+        f"{'bf16' if _bf16(device, tc.amp) else 'fp32'}, run {run_id}")
+
+    # --- 3. epochs -----------------------------------------------------------------------------------------
+    meta_base = {"run_config": cfg.to_dict(), "model": cfg.model.name, "dataset": cfg.data.dataset,
+                 "classes": list(data.classes), "seed": int(seed), "run_id": run_id,
+                 "config_hash": config_hash, "preprocess": data.preprocess}
+    t_start = time.monotonic()
+    for epoch in range(start_epoch + 1, tc.epochs + 1):
+        t0 = time.monotonic()
+        model.train()
+        gen = torch.Generator().manual_seed(_epoch_key(seed, epoch))
+        order = torch.randperm(len(y_tr), generator=gen)
+        loss_sum = torch.zeros((), device=device, dtype=torch.float64)
+        correct = torch.zeros((), device=device, dtype=torch.long)
+        for step in track(range(steps_per_epoch), description=f"epoch {epoch}/{tc.epochs}", enabled=progress):
+            idx = order[step * tc.batch_size:(step + 1) * tc.batch_size]
+            xb, yb = _take(x_tr, idx, device), _take(y_tr, idx, device)
+            mb = None if m_tr is None else _take(m_tr, idx, device)
+            xb, mb = trim_padding(xb, mb)
+            if cfg.data.augment and cfg.model.modality == "image":
+                xb = _augment(xb, gen)
+            with autocast(device, tc.amp):
+                logits = model(xb, key_padding_mask=mb) if mb is not None else model(xb)
+            loss = F.cross_entropy(logits.float(), yb)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if tc.grad_clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            loss_sum += loss.detach().double() * len(yb)
+            correct += (logits.detach().argmax(1) == yb).sum()
+            # A non-finite loss ends the run; checked every 20 steps (a sync) and at the end of the epoch.
+            if (step % 20 == 0 or step == steps_per_epoch - 1) and not torch.isfinite(loss_sum):
+                _diverged(epoch, step, ckpt_path, history, writer)
+        val_loss, val_acc = evaluate_split(model, data.x_val, data.m_val, data.y_val, batch_size=tc.eval_batch_size,
+                                           device=device, amp=tc.amp)
+        if len(data.y_val) and not math.isfinite(val_loss):
+            _diverged(epoch, steps_per_epoch - 1, ckpt_path, history, writer, what="validation loss")
+        rec = {"epoch": epoch, "train_loss": float(loss_sum) / len(y_tr),
+               "train_accuracy": int(correct) / len(y_tr), "val_loss": val_loss, "val_accuracy": val_acc,
+               "lr": float(optimizer.param_groups[0]["lr"]), "n_train": len(y_tr), "n_val": len(data.y_val),
+               "seconds": round(time.monotonic() - t0, 3)}
+        history.append(rec)
+        # Checkpoint first, state second (see module docstring), rows last (rebuilt from state on resume).
+        from robustbench_dgsa.models.checkpoint import save_checkpoint
+        save_checkpoint(ckpt_path, model, {**meta_base, "epoch": epoch, "metrics": rec})
+        _save_state(state_path, model, optimizer, scheduler, run_id=run_id, seed=seed, epoch=epoch,
+                    config_hash=config_hash, history=history, finished=False)
+        writer.add_rows(_epoch_rows(rec))
+        log(f"[train] epoch {epoch}/{tc.epochs}: train loss {rec['train_loss']:.4f} acc {rec['train_accuracy']:.4f}"
+            f" | val loss {val_loss:.4f} acc {val_acc:.4f} | {rec['seconds']:.1f}s")
+        if stop_after_epoch is not None and epoch >= stop_after_epoch and epoch < tc.epochs:
+            return TrainResult(ckpt_path, run_id, history, {"stopped_after_epoch": epoch}, config_hash)
+
+    # --- 4. clean test accuracy, provenance ----------------------------------------------------------------
+    test_loss, test_acc = evaluate_split(model, data.x_test, data.m_test, data.y_test,
+                                         batch_size=tc.eval_batch_size, device=device, amp=tc.amp)
+    last = history[-1] if history else {}
+    final = {"test_accuracy": test_acc, "test_loss": test_loss, "n_test": len(data.y_test),
+             "val_accuracy": last.get("val_accuracy"), "val_loss": last.get("val_loss"),
+             "train_loss": last.get("train_loss"), "train_accuracy": last.get("train_accuracy"),
+             "epochs": tc.epochs, "params": n_params,
+             "train_seconds": round(sum(h["seconds"] for h in history), 3)}
+    writer.add_rows([dict(split="test", metric="accuracy", value=test_acc, n=len(data.y_test), epoch=tc.epochs,
+                          source=data.source),
+                     dict(split="test", metric="loss", value=test_loss, n=len(data.y_test), epoch=tc.epochs,
+                          source=data.source)])
+    from robustbench_dgsa.models.checkpoint import save_checkpoint
+    save_checkpoint(ckpt_path, model, {**meta_base, "epoch": tc.epochs, "metrics": {**last, **final}})
+    _save_state(state_path, model, optimizer, scheduler, run_id=run_id, seed=seed, epoch=tc.epochs,
+                config_hash=config_hash, history=history, finished=True)
+    from robustbench_dgsa.util.provenance import sha256_file
+    writer.write_provenance({"kind": "train", "config": cfg.to_dict(), "config_hash": config_hash,
+                             "model": cfg.model.name, "dataset": cfg.data.dataset, "seed": int(seed),
+                             "device": str(device), "precision": "bf16" if _bf16(device, tc.amp) else "fp32",
+                             "data": data.summary, "params": n_params, "history": history, "final": final,
+                             "checkpoint": str(ckpt_path.resolve()), "checkpoint_sha256": sha256_file(ckpt_path),
+                             "wall_seconds": round(time.monotonic() - t_start, 3)})
+    atomic.write_json(done_path, {"run_id": run_id, "final": final, "checkpoint": str(ckpt_path),
+                                  "config_hash": config_hash, "seed": int(seed)})
+    store.compact(store_dir)
+    log(f"[train] done: test accuracy {test_acc:.4f} on {len(data.y_test)} examples -> {ckpt_path}")
+    return TrainResult(ckpt_path, run_id, history, final, config_hash)
+
+
+# === data ===============================================================================================
+
+@dataclass
+class PreparedData:
+    cfg: RunConfig                     # the run config with num_classes / image_size / vocab_size filled in
+    x_train: torch.Tensor
+    m_train: torch.Tensor | None       # text key-padding masks (True = pad); None for images
+    y_train: torch.Tensor
+    x_val: torch.Tensor
+    m_val: torch.Tensor | None
+    y_val: torch.Tensor
+    x_test: torch.Tensor
+    m_test: torch.Tensor | None
+    y_test: torch.Tensor
+    classes: list[str]
+    preprocess: dict[str, Any]
+    source: str
+    summary: dict[str, Any]
+
+
+def prepare_data(cfg: RunConfig, seed: int) -> PreparedData:
+    """Load the official splits; split train into train/val (stratified, seeded); build the text vocabulary.
+
+    * the official training fold is first subsampled (stratified, seeded) to ``max_train / (1 - val_fraction)``
+      examples when ``max_train`` is set, then split ``val_fraction`` stratified into validation, so the
+      training part has about ``max_train`` examples and validation keeps its proportion;
+    * the test split is the official one; ``max_test`` keeps the first N (see :func:`inputs.select_test`).
+    """
+    from robustbench_dgsa.data import load_dataset, stratified_split, stratified_subsample
+    from robustbench_dgsa.engine.predict import dataset_info, prepare_images
+    d = cfg.data
+    info = dataset_info(d.dataset)
+    if info.modality != cfg.model.modality:
+        raise UserError(f"model {cfg.model.name!r} takes {cfg.model.modality} input but dataset {d.dataset!r} "
+                        f"is {info.modality}")
+    train_full = load_dataset(d.dataset, "train", data_root=d.data_root, download=d.download)
+    test_full = load_dataset(d.dataset, "test", data_root=d.data_root, download=d.download)
+    y_all = np.asarray(train_full.y, dtype=np.int64)
+    pool = np.arange(len(y_all))
+    if d.max_train is not None:
+        want = int(math.ceil(d.max_train / max(1e-9, 1.0 - d.val_fraction)))
+        if want < len(y_all):
+            pool = np.sort(np.asarray(stratified_subsample(y_all, want, seed), dtype=np.int64))
+    if d.val_fraction > 0:
+        tr_rel, va_rel = stratified_split(y_all[pool], d.val_fraction, seed)
+        tr_idx, va_idx = pool[np.asarray(tr_rel)], pool[np.asarray(va_rel)]
+    else:
+        tr_idx, va_idx = pool, pool[:0]
+    te_idx = select_test(test_full.y, d.max_test)
+    if len(tr_idx) == 0:
+        raise UserError(f"dataset {d.dataset!r}: no training examples left after the split")
+
+    cfg.model.num_classes = int(len(train_full.classes))
+    if cfg.model.modality == "image":
+        from robustbench_dgsa.models import get_model_config
+        h = int(np.asarray(train_full.x).shape[1])
+        if cfg.model.image_size == get_model_config(cfg.model.name).image_size:  # not overridden by the user
+            cfg.model.image_size = h
+        preprocess = preprocess_record(train_full, cfg.model)
+        x_tr = _chunked(prepare_images, train_full.x, tr_idx, preprocess)
+        x_va = _chunked(prepare_images, train_full.x, va_idx, preprocess)
+        x_te = _chunked(prepare_images, test_full.x, te_idx, preprocess)
+        m_tr = m_va = m_te = None
+        content_hash = _hash_arrays(np.asarray(train_full.x), np.asarray(test_full.x))
+    else:
+        from robustbench_dgsa.data import Vocab
+        texts = list(train_full.texts)
+        vocab = Vocab.build([texts[i] for i in tr_idx], min_freq=d.min_freq, max_size=d.max_vocab)
+        cfg.model.vocab_size = int(len(vocab))
+        preprocess = preprocess_record(train_full, cfg.model, vocab)
+        from robustbench_dgsa.engine.predict import prepare_texts
+        x_tr, m_tr = prepare_texts([texts[i] for i in tr_idx], preprocess)
+        x_va, m_va = prepare_texts([texts[i] for i in va_idx], preprocess)
+        test_texts = list(test_full.texts)
+        x_te, m_te = prepare_texts([test_texts[i] for i in te_idx], preprocess)
+        content_hash = _hash_texts(texts, test_texts)
+    y_te_all = np.asarray(test_full.y, dtype=np.int64)
+    source = str(getattr(train_full, "source", "") or "")
+    summary = {"dataset": d.dataset, "source": source, "n_train": int(len(tr_idx)), "n_val": int(len(va_idx)),
+               "n_test": int(len(te_idx)), "n_train_official": int(len(y_all)), "n_test_official": int(len(y_te_all)),
+               "classes": list(train_full.classes), "content_sha256": content_hash,
+               "split_sha256": _hash_arrays(tr_idx, va_idx, te_idx), "data_root": d.data_root}
+    t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.long)  # noqa: E731
+    return PreparedData(cfg, x_tr, m_tr, t(y_all[tr_idx]), x_va, m_va, t(y_all[va_idx]), x_te, m_te,
+                        t(y_te_all[te_idx]), list(train_full.classes), preprocess, source, summary)
+
+
+def _chunked(fn, x: Any, idx: np.ndarray, preprocess: dict[str, Any], chunk: int = 8192) -> torch.Tensor:
+    """fn over x[idx] in chunks (bounded peak memory while converting uint8 -> float)."""
+    parts = [fn(np.asarray(x[idx[s:s + chunk]]), preprocess) for s in range(0, len(idx), chunk)]
+    if parts:
+        return torch.cat(parts)
+    return fn(np.asarray(x[idx[:1]]), preprocess)[:0]
+
+
+def _hash_arrays(*arrays: Any) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(str(a.dtype).encode() + str(a.shape).encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+def _hash_texts(*lists: list[str]) -> str:
+    h = hashlib.sha256()
+    for texts in lists:
+        for s in texts:
+            h.update(s.encode("utf-8", "surrogatepass"))
+            h.update(b"\0")
+        h.update(b"\1")
+    return h.hexdigest()
+
+
+def _place(t: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
+    """Move a whole tensor to the GPU when it fits comfortably (< 1/3 of free memory); else keep it on CPU."""
+    if t is None or device.type != "cuda":
+        return t
+    free, _ = torch.cuda.mem_get_info(device)
+    if t.numel() * t.element_size() < free / 3:
+        return t.to(device)
+    return t.pin_memory()
+
+
+def _take(t: torch.Tensor, idx: torch.Tensor, device: torch.device) -> torch.Tensor:
+    return t[idx.to(t.device)].to(device, non_blocking=True)
+
+
+def _augment(x: torch.Tensor, gen: torch.Generator, pad: int = 4) -> torch.Tensor:
+    """Random crop (zero padding of ``pad`` in normalised space, i.e. the mean colour) + horizontal flip."""
+    b, c, h, w = x.shape
+    shifts = torch.randint(0, 2 * pad + 1, (2, b), generator=gen).to(x.device)
+    flip = (torch.rand(b, generator=gen) < 0.5).to(x.device)
+    xp = F.pad(x, (pad, pad, pad, pad))
+    rows = shifts[0][:, None] + torch.arange(h, device=x.device)[None, :]
+    cols = shifts[1][:, None] + torch.arange(w, device=x.device)[None, :]
+    cols = torch.where(flip[:, None], cols.flip(1), cols)
+    bi = torch.arange(b, device=x.device)[:, None, None, None]
+    ci = torch.arange(c, device=x.device)[None, :, None, None]
+    return xp[bi, ci, rows[:, None, :, None], cols[:, None, None, :]]
+
+
+# === optimisation helpers ===============================================================================
+
+def _param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_and_norm: bool) -> list[dict]:
+    """AdamW groups; with ``decay_bias_and_norm=False`` biases and normalisation weights get no decay."""
+    if decay_bias_and_norm:
+        return [{"params": [p for p in model.parameters() if p.requires_grad], "weight_decay": weight_decay}]
+    no_decay: set[int] = set()
+    for module in model.modules():
+        is_norm = isinstance(module, (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.RMSNorm)) \
+            or "norm" in type(module).__name__.lower()
+        for name, p in module.named_parameters(recurse=False):
+            if name == "bias" or name.endswith("_bias") or is_norm:
+                no_decay.add(id(p))
+    decay = [p for p in model.parameters() if p.requires_grad and id(p) not in no_decay]
+    rest = [p for p in model.parameters() if p.requires_grad and id(p) in no_decay]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def _bf16(device: torch.device, amp: str) -> bool:
+    from robustbench_dgsa.engine.predict import use_bf16
+    return use_bf16(device, amp)
+
+
+@torch.no_grad()
+def evaluate_split(model: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None, y: torch.Tensor, *,
+                   batch_size: int, device: torch.device, amp: str = "auto") -> tuple[float, float]:
+    """(mean cross-entropy, accuracy) of prepared inputs; (nan, nan) for an empty split."""
+    if len(y) == 0:
+        return float("nan"), float("nan")
+    was = model.training
+    model.eval()
+    loss_sum, correct = 0.0, 0
+    for s in range(0, len(y), batch_size):
+        xb = x[s:s + batch_size].to(device)
+        yb = y[s:s + batch_size].to(device)
+        mb = None if mask is None else mask[s:s + batch_size].to(device)
+        xb, mb = trim_padding(xb, mb)
+        with autocast(device, amp):
+            logits = model(xb, key_padding_mask=mb) if mb is not None else model(xb)
+        logits = logits.float()
+        loss_sum += float(F.cross_entropy(logits, yb, reduction="sum"))
+        correct += int((logits.argmax(1) == yb).sum())
+    model.train(was)
+    return loss_sum / len(y), correct / len(y)
+
+
+def _epoch_rows(rec: dict[str, Any]) -> list[dict[str, Any]]:
+    e = int(rec["epoch"])
+    rows = [dict(split="train", metric="loss", value=rec["train_loss"], n=rec["n_train"], epoch=e),
+            dict(split="train", metric="accuracy", value=rec["train_accuracy"], n=rec["n_train"], epoch=e),
+            dict(split="train", metric="lr", value=rec["lr"], epoch=e)]
+    if rec["n_val"]:
+        rows += [dict(split="val", metric="loss", value=rec["val_loss"], n=rec["n_val"], epoch=e),
+                 dict(split="val", metric="accuracy", value=rec["val_accuracy"], n=rec["n_val"], epoch=e)]
+    return rows
+
+
+def _diverged(epoch: int, step: int, ckpt_path: Path, history: list[dict], writer: store.RunWriter,
+              what: str = "training loss") -> None:
+    kept = (f"kept the last good checkpoint {ckpt_path} (epoch {history[-1]['epoch']})" if history
+            else "no checkpoint was written")
+    writer.write_provenance({"kind": "train", "status": "diverged", "epoch": epoch, "history": history})
+    raise TrainingDiverged(f"training diverged: {what} became NaN/inf in epoch {epoch} (by step {step + 1}); "
+                           f"{kept}; try a lower learning rate (--lr) or gradient clipping (--set train.grad_clip=1)")
+
+
+# === seeds and state ====================================================================================
+
+def _epoch_key(seed: int, epoch: int) -> int:
+    return (int(seed) * 1_000_003 + int(epoch)) % (2 ** 63)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2 ** 32))
+    torch.manual_seed(seed)
+
+
+def _rng_state() -> dict[str, Any]:
+    st = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        st["cuda"] = torch.cuda.get_rng_state_all()
+    return st
+
+
+def _set_rng_state(st: dict[str, Any]) -> None:
+    random.setstate(st["python"])
+    np.random.set_state(st["numpy"])
+    torch.set_rng_state(st["torch"])
+    if "cuda" in st and torch.cuda.is_available() and len(st["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(st["cuda"])
+
+
+def _save_state(path: Path, model, optimizer, scheduler, **info: Any) -> None:
+    state = {"version": STATE_VERSION, "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+             "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": _rng_state(), **info}
+    with atomic.atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def _load_state(path: Path) -> dict[str, Any]:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any failure means an unreadable file
+        raise UserError(f"cannot read training state {path}: {e}; delete it to start over") from None
+    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+        raise UserError(f"{path} is not a training state of this version; delete it to start over")
+    return state

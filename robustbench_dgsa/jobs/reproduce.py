@@ -1,0 +1,495 @@
+"""The main job, ``dgsa-bench reproduce``: from nothing to a complete robustness report.
+
+With no options it trains ViT, DViT, DGViT on ``synthetic-vision`` and Transformer, DT, DGT on
+``synthetic-text`` over seeds 0 and 1 (``tiny`` preset), evaluates every model clean, on all 19 CIFAR-C
+corruptions × 5 severities (generated on the fly) and on every text-noise type × 5 severities, runs the
+rollouts (Figure 2 / 3 sets, salient mass, drift on a few corruptions), measures a small Table 9 benchmark
+(parameters, FLOPs, training throughput, latency, peak memory) and writes the report (:func:`report.build_report`)
+into ``out_dir``. Everything runs on a CPU without network and within minutes.
+
+Layout of ``out_dir``: ``store/`` (the one results store), ``runs/<job>/`` (checkpoints, training state,
+``job_done.json``, ``rollout_done.json``), ``corrupted/<dataset>-first<N>/`` (the corrupted test images,
+generated once for all models in the CIFAR-C layout), ``jobs.jsonl`` / ``sweep.json`` (the job list, as
+:mod:`robustbench_dgsa.jobs.sweep` writes it), ``timings.json``, and the report itself (``index.html`` …).
+
+It resumes: a finished job (checkpoint + evaluation rows in the store), a finished rollout and a finished
+benchmark are skipped, and a half-trained model continues from its last epoch, so re-running after a kill
+picks up where it stopped. ``preset="paper"`` with ``data_root`` runs the paper's protocol on real data
+(``image_dataset`` default cifar10, ``text_dataset`` default imdb); ``quick=True`` is the smallest size,
+for the test suite (1 epoch, 2 corruptions × 2 severities, 64 test examples). With the tiny preset the test
+split is cut to its first 200 examples (``max_test`` changes it).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from robustbench_dgsa import store
+from robustbench_dgsa.util import atomic
+from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.progress import log
+
+DEFAULT_MODELS = ("vit", "dvit", "dgvit", "transformer", "dt", "dgt")
+ROLLOUT_DONE = "rollout_done.json"
+TIMINGS_FILE = "timings.json"
+
+#: quick=True: the smallest main job (test suite)
+QUICK = dict(epochs=1, max_train=240, max_test=64, corruptions=("gaussian_noise", "fog"), severities=(1, 3),
+             text_noise=("char_swap", "word_dropout"), rollout_examples=16, rollout_corruptions=("fog",),
+             bench_steps=2)
+#: the default main job: drift on a few corruptions, a few rollout examples; with the tiny preset the test
+#: split is cut to 200 examples (95 image / 55 text conditions each), which keeps the job within 5 minutes
+FULL = dict(rollout_examples=64, rollout_corruptions=("gaussian_noise", "motion_blur", "fog", "contrast"),
+            bench_steps=4, tiny_max_test=200)
+
+
+@dataclass
+class Plan:
+    """What one reproduce run does (resolved from the options)."""
+    out: Path
+    preset: str
+    seeds: list[int]
+    datasets: dict[str, str]                  # modality -> dataset
+    models: list[str]
+    severities: list[int]
+    corruptions: list[str]
+    text_noise: list[str]
+    overrides: dict[str, str]
+    data_root: str | None
+    rollout_examples: int
+    rollout_corruptions: list[str]
+    bench_steps: int
+    device: str = "auto"
+    jobs: list[Any] = field(default_factory=list)
+
+
+def _split(spec: str | Sequence[str] | None) -> list[str] | None:
+    if spec is None:
+        return None
+    items = spec.split(",") if isinstance(spec, str) else list(spec)
+    return [s.strip() for s in items if str(s).strip()]
+
+
+def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int] = (0, 1),
+              data_root: str | Path | None = None, image_dataset: str | None = None,
+              text_dataset: str | None = None, models: Sequence[str] | str | None = None,
+              severities: Sequence[int] = (1, 2, 3, 4, 5), corruptions: str | Sequence[str] = "all",
+              text_noise: str | Sequence[str] = "all", max_test: int | None = None, quick: bool = False,
+              device: str = "auto") -> Plan:
+    """Resolve the options into a :class:`Plan` (validates names; nothing is run)."""
+    from corruptions.registry import parse_severities, resolve_corruptions
+    from corruptions.text import resolve_text_noise
+
+    from robustbench_dgsa.jobs import sweep
+    from robustbench_dgsa.config import PRESETS
+    from robustbench_dgsa.data import DATASETS
+    from robustbench_dgsa.models import get_model_config
+
+    if preset not in PRESETS:
+        raise UserError(f"unknown preset {preset!r} (valid: {', '.join(PRESETS)})")
+    seeds = sorted(dict.fromkeys(int(s) for s in seeds))
+    if not seeds:
+        raise UserError("reproduce needs at least one seed")
+    if data_root is not None and not Path(data_root).is_dir():
+        raise UserError(f"data root not found: {data_root}")
+    paper = preset == "paper"
+    defaults = {"image": "cifar10" if paper else "synthetic-vision", "text": "imdb" if paper else "synthetic-text"}
+    datasets: dict[str, str] = {}
+    for modality, given in (("image", image_dataset), ("text", text_dataset)):
+        name = given or defaults[modality]
+        if name.lower() == "none":
+            continue
+        if name not in DATASETS:
+            raise UserError(f"unknown dataset {name!r} (valid: {', '.join(sorted(DATASETS))}, none)")
+        if DATASETS[name].modality != modality:
+            raise UserError(f"{name!r} is not a{'n image' if modality == 'image' else ' text'} dataset")
+        datasets[modality] = name
+    if not datasets:
+        raise UserError("both --image-dataset and --text-dataset are 'none': nothing to reproduce")
+    model_list = _split(models) or list(DEFAULT_MODELS)
+    for m in model_list:
+        get_model_config(m)  # raises UserError for an unknown name
+    model_list = [m for m in model_list if get_model_config(m).modality in datasets]
+    if not model_list:
+        raise UserError("none of the models takes the modality of the datasets given")
+
+    sev = list(QUICK["severities"]) if quick else parse_severities(list(severities))
+    cors = list(QUICK["corruptions"]) if quick else resolve_corruptions(corruptions)
+    noise = list(QUICK["text_noise"]) if quick else resolve_text_noise(text_noise)
+    overrides: dict[str, str] = {"train.device": device}
+    if data_root is not None:
+        overrides["data.data_root"] = str(data_root)
+    if quick:
+        overrides.update({"train.epochs": str(QUICK["epochs"]), "data.max_train": str(QUICK["max_train"]),
+                          "data.max_test": str(QUICK["max_test"])})
+    if max_test is None and preset == "tiny" and not quick:
+        max_test = FULL["tiny_max_test"]
+    if max_test is not None:
+        overrides["data.max_test"] = str(int(max_test))
+    size = QUICK if quick else FULL
+    plan = Plan(out=Path(out_dir), preset=preset, seeds=seeds, datasets=datasets, models=model_list,
+                severities=sev, corruptions=cors, text_noise=noise, overrides=overrides,
+                data_root=str(data_root) if data_root is not None else None,
+                rollout_examples=int(size["rollout_examples"]),
+                rollout_corruptions=[c for c in size["rollout_corruptions"] if c in cors] or cors[:1],
+                bench_steps=int(size["bench_steps"]), device=device)
+    plan.jobs = sweep.plan(model_list, seeds, list(datasets.values()), preset, overrides)
+    return plan
+
+
+# ------------------------------------------------------------------------------------------- phases
+def _job_done(plan: Plan, job) -> bool:
+    from robustbench_dgsa.jobs import sweep
+    return sweep.is_finished(plan.out, job)
+
+
+def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path | None:
+    """Generate the corrupted test images once for all models and seeds (CIFAR-C layout under
+    ``<out>/corrupted/<dataset>``), instead of once per evaluation. Same images, same random draws (keyed by
+    image index) as on-the-fly corruption; the rows say ``source="regenerated"``. None when the test images
+    are not RGB (evaluation then corrupts on the fly)."""
+    from corruptions.layout import read_manifest, regenerate
+
+    from robustbench_dgsa.config import resolve_config
+    from robustbench_dgsa.data import load_dataset
+    from robustbench_dgsa.engine.predict import select_test
+    from robustbench_dgsa.models import get_model_config
+    from robustbench_dgsa.util.progress import track
+
+    model = next(m for m in plan.models if get_model_config(m).modality == "image")
+    cfg = resolve_config(get_model_config(model), dataset, plan.preset, overrides=plan.overrides)
+    data = load_dataset(dataset, "test", data_root=cfg.data.data_root)
+    x = np.asarray(data.x)
+    if x.dtype != np.uint8 or x.ndim != 4 or x.shape[-1] != 3:
+        return None
+    y = np.asarray(data.y, dtype=np.int64)
+    n = int(select_test(y, cfg.data.max_test).max()) + 1
+    out = plan.out / "corrupted" / f"{dataset}-first{n}"
+    man = read_manifest(out) if out.is_dir() else None
+    if man is not None and man.n == n and list(man.severities) == list(plan.severities) \
+            and set(plan.corruptions) <= set(man.corruptions):
+        return out
+    missing = [c for c in plan.corruptions if man is None or c not in man.corruptions]
+    regenerate(x[:n], y[:n], out, missing, plan.severities, seed=0,
+               progress=(lambda it, total=None, description="": track(it, total, description, enabled=progress)),
+               input_description=f"{dataset} test split, first {n} images")
+    return out
+
+
+def _train_and_evaluate(plan: Plan, job, progress: bool, corruption_dirs: dict[str, Path | None]) -> dict[str, Any]:
+    """One job: train (resuming a half-done run), then evaluate clean + corruptions / text noise."""
+    from robustbench_dgsa.jobs import sweep
+    from robustbench_dgsa.config import resolve_config
+    from robustbench_dgsa.engine.evaluate import evaluate
+    from robustbench_dgsa.models import get_model_config
+    from robustbench_dgsa.engine.train import train
+
+    out = sweep.job_dir(plan.out, job)
+    if _job_done(plan, job):
+        return json.loads((out / sweep.JOB_DONE).read_text())
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    cfg = resolve_config(get_model_config(job.model), job.dataset, job.preset, overrides=job.overrides)
+    store_dir = plan.out / "store"
+    tr = train(cfg, job.seed, out, store_dir=store_dir, resume=True, progress=progress)
+    image = cfg.model.modality == "image"
+    ev = evaluate(tr.checkpoint, store_dir=store_dir, corruptions=plan.corruptions if image else None,
+                  text_noise=None if image else plan.text_noise, severities=plan.severities,
+                  corruption_dir=corruption_dirs.get(job.dataset) if image else None,
+                  device=plan.device, progress=progress)
+    record = {"job": job.to_dict(), "train_run_id": tr.run_id, "eval_run_id": ev.run_id,
+              "checkpoint": str(tr.checkpoint), "final": tr.final, "evaluation": ev.summary(),
+              "seconds": round(time.monotonic() - t0, 3)}
+    atomic.write_json(out / sweep.JOB_DONE, record)
+    return record
+
+
+def _rollout(plan: Plan, job, progress: bool) -> None:
+    """Rollout sets (Figures 2/3), salient mass and drift for one trained model (the first seed only)."""
+    from robustbench_dgsa.jobs import sweep
+    from robustbench_dgsa.rollout.runs import rollout_metrics_run
+
+    out = sweep.job_dir(plan.out, job)
+    marker = out / ROLLOUT_DONE
+    store_dir = plan.out / "store"
+    if marker.is_file():
+        rid = json.loads(marker.read_text()).get("run_id")
+        if rid and (store_dir / "rows" / f"{rid}.jsonl").is_file():
+            return
+    ckpt = out / "checkpoint.safetensors"
+    if job.dataset.startswith("synthetic"):
+        summary = rollout_metrics_run(ckpt, store_dir, job.dataset, corruptions=plan.rollout_corruptions,
+                                      severities=plan.severities, max_examples=plan.rollout_examples,
+                                      n_figure=4, device=None, progress=False)
+        rid = summary["run_id"]
+    else:
+        rid = _figure_rollout_set(plan, job, ckpt, store_dir)
+    atomic.write_json(marker, {"run_id": rid})
+
+
+def _figure_rollout_set(plan: Plan, job, ckpt: Path, store_dir: Path, k: int = 4) -> str:
+    """Real data (no known salient region): only a figure set of the first ``k`` test inputs."""
+    from robustbench_dgsa.models.checkpoint import load_checkpoint
+    from robustbench_dgsa.data import load_dataset
+    from robustbench_dgsa.engine.predict import preprocess_from_meta
+    from robustbench_dgsa.rollout.runs import image_rollout_full, save_rollout_set, text_rollout_full
+
+    model, meta = load_checkpoint(ckpt)
+    pre = preprocess_from_meta(meta)
+    data = load_dataset(job.dataset, "test", data_root=plan.data_root)
+    run_id = store.new_run_id("rollout")
+    common = dict(model=job.model, dataset=job.dataset, seed=job.seed, labels=np.asarray(data.y)[:k],
+                  meta={"classes": meta.get("classes"), "config_hash": meta.get("config_hash", ""),
+                        "checkpoint": str(ckpt), "indices": list(range(k)), "split": "test"})
+    if model.config.modality == "image":
+        imgs = np.asarray(data.x)[:k]
+        r = image_rollout_full(model, imgs, pre)
+        save_rollout_set(store_dir, run_id, kind="image", mode=r.spec, images=imgs, heatmaps=r.heatmaps,
+                         preds=r.preds, probs=r.probs, **common)
+    else:
+        r = text_rollout_full(model, list(data.texts)[:k], pre)
+        save_rollout_set(store_dir, run_id, kind="text", mode=r.spec, tokens=r.tokens, scores=r.scores,
+                         preds=r.preds, probs=r.probs, **common)
+    # a row so the run is known to the store (the report's sources name it)
+    store.RunWriter(store_dir, run_id, dict(kind="rollout", model=job.model, dataset=job.dataset, seed=job.seed,
+                                            config_hash=str(meta.get("config_hash", "")), split="test")
+                    ).add("rollout_examples", float(k), condition="clean", severity=0, n=k, source=r.spec.tag)
+    return run_id
+
+
+def measure_model(model, cfg, *, batch_size: int, steps: int = 4, device: str = "cpu") -> dict[str, float]:
+    """Table 9 numbers of one model at its trained size, on random inputs of the right shape.
+
+    params; flops (analytic forward FLOPs per sample, :func:`flops.count_flops`); train_throughput (samples/s
+    over ``steps`` AdamW steps after one warm-up step); latency_ms (median forward of one batch, eval mode,
+    no grad); peak_memory_mb (CUDA: ``max_memory_allocated`` during a training step; CPU: parameters + gradients
+    + AdamW state + the activations autograd saves for backward, counted with saved-tensor hooks).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from robustbench_dgsa.models.flops import count_flops, count_params
+
+    dev = torch.device(device)
+    model = model.to(dev)
+    gen = torch.Generator().manual_seed(0)
+    if cfg.modality == "image":
+        x = torch.randn(batch_size, cfg.in_chans, cfg.image_size, cfg.image_size, generator=gen).to(dev)
+        kw: dict[str, Any] = {}
+    else:
+        x = torch.randint(4, max(5, cfg.vocab_size), (batch_size, cfg.max_len), generator=gen).to(dev)
+        kw = {"key_padding_mask": torch.zeros(batch_size, cfg.max_len, dtype=torch.bool, device=dev)}
+    y = torch.randint(0, cfg.num_classes, (batch_size,), generator=gen).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step() -> None:
+        loss = F.cross_entropy(model(x, **kw), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    model.train()
+    saved = [0]
+
+    def pack(t):
+        saved[0] += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        if dev.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(dev)
+        step()  # warm-up; also allocates the optimizer state
+    sync()
+    if dev.type == "cuda":
+        peak = torch.cuda.max_memory_allocated(dev) / 2 ** 20
+    else:
+        state = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
+                    if torch.is_tensor(t))
+        params = sum(p.numel() * p.element_size() for p in model.parameters())
+        peak = (2 * params + state + saved[0]) / 2 ** 20
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    sync()
+    throughput = steps * batch_size / (time.perf_counter() - t0)
+    model.eval()
+    times = []
+    with torch.no_grad():
+        model(x, **kw)
+        for _ in range(max(3, steps)):
+            t0 = time.perf_counter()
+            model(x, **kw)
+            sync()
+            times.append(time.perf_counter() - t0)
+    return {"params": float(count_params(model)), "flops": float(count_flops(cfg)),
+            "train_throughput": float(throughput), "latency_ms": float(np.median(times) * 1e3),
+            "peak_memory_mb": float(peak)}
+
+
+def _bench(plan: Plan, model_name: str, job) -> None:
+    """Table 9 rows (kind="bench") for one model, measured once (skipped when the store has them)."""
+    import torch
+
+    from robustbench_dgsa.jobs import sweep
+    from robustbench_dgsa.models.checkpoint import load_checkpoint
+    from robustbench_dgsa.util.provenance import device_description
+
+    store_dir = plan.out / "store"
+    run_id = f"bench-{job.id}"
+    if (store_dir / "rows" / f"{run_id}.jsonl").is_file():
+        return
+    model, meta = load_checkpoint(sweep.job_dir(plan.out, job) / "checkpoint.safetensors")
+    cfg = model.config
+    run_cfg = meta.get("run_config") or {}
+    batch = int((run_cfg.get("train") or {}).get("batch_size", 32))
+    dev = "cuda" if plan.device in ("auto", "cuda") and torch.cuda.is_available() else \
+        (plan.device if plan.device.startswith("cuda") else "cpu")
+    torch.manual_seed(0)
+    numbers = measure_model(model, cfg, batch_size=batch, steps=plan.bench_steps, device=dev)
+    src = device_description(dev)
+    w = store.RunWriter(store_dir, run_id, dict(kind="bench", model=model_name, dataset=job.dataset, seed=-1,
+                                                config_hash=str(meta.get("config_hash", "")), source=src, n=batch))
+    w.write_provenance({"kind": "bench", "model": model_name, "dataset": job.dataset, "device": dev,
+                        "batch_size": batch, "steps": plan.bench_steps, "config_hash": meta.get("config_hash", ""),
+                        "definitions": measure_model.__doc__})
+    w.add_rows([dict(metric=k, value=v) for k, v in numbers.items()])
+
+
+# ------------------------------------------------------------------------------------------- entry point
+def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny", seeds: Sequence[int] = (0, 1),
+              data_root: str | Path | None = None, image_dataset: str | None = None, text_dataset: str | None = None,
+              models: Sequence[str] | str | None = None, severities: Sequence[int] = (1, 2, 3, 4, 5),
+              corruptions: str | Sequence[str] = "all", text_noise: str | Sequence[str] = "all",
+              max_test: int | None = None, progress: bool = True, quick: bool = False, device: str = "auto",
+              threads: int | None = None, on_phase: Callable[[str, float], None] | None = None) -> Path:
+    """Run the main job (see the module docstring); returns the report folder (``out_dir``).
+
+    ``on_phase(name, seconds)`` is called after each phase (train+evaluate, rollout, bench, report); the same
+    timings are written to ``<out_dir>/timings.json``. ``threads``: torch CPU threads while the job runs
+    (restored afterwards); default 1 for the tiny preset on a CPU — its models are so small that intra-op
+    threads cost more than they give, and on a busy machine spinning OpenMP threads slow it down many times —
+    otherwise torch's default.
+    """
+    import torch
+
+    if threads is None and preset == "tiny" and not (device != "cpu" and torch.cuda.is_available()):
+        threads = 1
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(int(threads))
+    try:
+        return _reproduce(out_dir, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
+                          text_dataset=text_dataset, models=models, severities=severities, corruptions=corruptions,
+                          text_noise=text_noise, max_test=max_test, progress=progress, quick=quick, device=device,
+                          on_phase=on_phase)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_root: str | Path | None,
+               image_dataset: str | None, text_dataset: str | None, models: Sequence[str] | str | None,
+               severities: Sequence[int], corruptions: str | Sequence[str], text_noise: str | Sequence[str],
+               max_test: int | None, progress: bool, quick: bool, device: str,
+               on_phase: Callable[[str, float], None] | None) -> Path:
+    import torch
+
+    from robustbench_dgsa.jobs import sweep
+    from robustbench_dgsa.report.build import build_report
+
+    plan = make_plan(out_dir, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
+                     text_dataset=text_dataset, models=models, severities=severities, corruptions=corruptions,
+                     text_noise=text_noise, max_test=max_test, quick=quick, device=device)
+    out = plan.out
+    out.mkdir(parents=True, exist_ok=True)
+    # the job list, in the sweep layout (runs/<job id>/, store/): `dgsa-bench sweep status --dir OUT` reads it
+    sweep.write_plan(out, plan.jobs, data_root=plan.data_root, device=device,
+                     evaluation=sweep.EvalSettings(corruptions=plan.corruptions, severities=plan.severities,
+                                                   text_noise=plan.text_noise))
+    timings: dict[str, float] = {}
+    t_all = time.monotonic()
+
+    def phase(name: str, t0: float) -> None:
+        timings[name] = round(time.monotonic() - t0, 2)
+        if on_phase is not None:
+            on_phase(name, timings[name])
+
+    n_done = sum(_job_done(plan, j) for j in plan.jobs)
+    log(f"[reproduce] {len(plan.jobs)} jobs ({', '.join(plan.models)} × seeds {plan.seeds} on "
+        f"{', '.join(plan.datasets.values())}; preset {plan.preset}{', quick' if quick else ''}); "
+        f"{n_done} already done -> {out}")
+    t0 = time.monotonic()
+    corruption_dirs: dict[str, Path | None] = {}
+    if "image" in plan.datasets and plan.corruptions and not all(_job_done(plan, j) for j in plan.jobs):
+        ds = plan.datasets["image"]
+        log(f"[reproduce] corrupting the {ds} test images once: {len(plan.corruptions)} corruptions × "
+            f"{len(plan.severities)} severities")
+        corruption_dirs[ds] = corrupted_test_set(plan, ds, progress)
+    phase("corrupt", t0)
+    t0 = time.monotonic()
+    for i, job in enumerate(plan.jobs, 1):
+        if not _job_done(plan, job):
+            log(f"[reproduce] job {i}/{len(plan.jobs)}: {job.model} on {job.dataset}, seed {job.seed}")
+        _train_and_evaluate(plan, job, progress, corruption_dirs)
+    phase("train_evaluate", t0)
+
+    first = {}
+    for job in plan.jobs:
+        first.setdefault(job.model, job)   # the lowest seed of each model (jobs are seed-ordered)
+    t0 = time.monotonic()
+    for model_name, job in first.items():
+        _rollout(plan, job, progress)
+    phase("rollout", t0)
+    t0 = time.monotonic()
+    for model_name, job in first.items():
+        _bench(plan, model_name, job)
+    phase("bench", t0)
+    t0 = time.monotonic()
+    store.compact(out / "store")
+    title = (f"dgsa-bench reproduce: {', '.join(plan.datasets.values())} — preset {plan.preset}"
+             f"{' (quick)' if quick else ''}, seeds {', '.join(map(str, plan.seeds))}")
+    build_report(out / "store", out, title=title)
+    phase("report", t0)
+    timings["total"] = round(time.monotonic() - t_all, 2)
+    atomic.write_json(out / TIMINGS_FILE, {"phases": timings, "phase_order": list(timings), "jobs": len(plan.jobs),
+                                           "torch_threads": torch.get_num_threads(), "preset": plan.preset,
+                                           "quick": quick, "seeds": plan.seeds, "models": plan.models,
+                                           "datasets": plan.datasets})
+    log(f"[reproduce] done in {timings['total']:.1f}s: {out / 'index.html'}")
+    return out
+
+
+def summary_table(store_dir: str | Path):
+    """Clean accuracy and mCA (images) / mNA (text) per dataset and model, mean ± SD over seeds (a DataFrame;
+    mCA / mNA over the cells present)."""
+    import pandas as pd
+
+    from robustbench_dgsa.analysis import metrics
+    from robustbench_dgsa.report.build import ACC_SCALE, _order
+    from robustbench_dgsa.rollout.plots import display_name
+
+    df = store.load_results(store_dir)
+    recs = []
+    for ds in sorted(set(df.loc[df["kind"] == "eval", "dataset"])):
+        d = df[df["dataset"] == ds]
+        summ = metrics.robustness_summary(d, dataset=ds, partial=True)
+        for m in _order(summ["model"]):
+            s = summ[summ["model"] == m]
+
+            def ms(col: str) -> str:
+                v = s[col].astype(float).dropna().to_numpy() * ACC_SCALE
+                if not len(v):
+                    return "—"
+                return f"{v.mean():.2f} ± {v.std(ddof=1):.2f}" if len(v) > 1 else f"{v.mean():.2f}"
+            robust = "mCA" if s["mCA"].notna().any() else "mNA"
+            recs.append({"dataset": ds, "model": display_name(m), "seeds": len(s),
+                         "clean (%)": ms("clean"), "robust": robust, "robust (%)": ms(robust)})
+    return pd.DataFrame(recs)

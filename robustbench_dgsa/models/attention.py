@@ -1,0 +1,272 @@
+"""Self-attention mechanisms side by side: MHSA, DiffAttn (Ye et al. 2024) and DGSA (this suite's subject).
+
+SPEC §1 in code. Notation: input X (B, N, D), h heads.
+
+* :class:`MultiheadSelfAttention` (``attention="mhsa"``): W_qkv D->3D with bias, W_o D->D with bias,
+  head dim d_h = D/h, map softmax(Q Kᵀ/√d_h).
+* :class:`DifferentialAttention` (``"diff"``): W_q, W_k, W_v, W_o D->D without bias. Each head has two
+  query/key branches of width d' = D/(2h) and one value of width 2d'. Maps A1, A2 = softmax(Q_i K_iᵀ/√d'),
+  combination (A1 − λ A2) V with λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init (four vectors in R^d', init
+  N(0, 0.1), one λ per layer shared by the heads). Head outputs: RMSNorm over 2d' (eps 1e-5, one affine
+  weight shared by the heads), times (1 − λ_init), concatenated, W_o.
+* :class:`GatedDifferentialAttention` (``"dgsa"``): DiffAttn's projections and head norm, no learnable λ;
+  combination (g ⊙ A+ − (1−g) ⊙ A−) V with g = σ(X W_g + b_g), W_g: D->h (one gate per query token and
+  head). Optional residual from the queries: Y = Q + O W_o (``q_residual``).
+
+Head layout (as in the reference DiffAttn code): the D outputs of W_q / W_k are read as (h, 2, d'), i.e. head i's
+branches are the consecutive sub-heads 2i (A1 / A+) and 2i+1 (A2 / A−); W_v's outputs are read as (h, 2d').
+
+Two numerically equivalent paths:
+
+* fused (default): ``scaled_dot_product_attention`` calls that never form the N×N maps. The gate and λ are
+  scalars per (query row, head), so (g A+ − (1−g) A−) V = g (A+ V) − (1−g) (A− V): one SDPA call per branch
+  sharing the 2d'-wide V, or, where a kernel needs equal head dims (PyTorch's CPU flash kernel; the default on
+  CPU, see ``value_split``), V in two d' halves. A key-padding mask goes into the same calls as a boolean
+  ``attn_mask``.
+* explicit: forms softmax maps, masks padded keys with −inf (so they get exactly 0 weight), combines them and
+  multiplies by V; returns the maps for rollout and analysis.
+
+In float64 both paths agree to ~1e-15 (outputs and gradients); ``tests/test_attention.py`` checks ≤1e-10.
+Attention dropout is not used (SPEC §1 has none), which keeps the two paths identical in training mode too.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from robustbench_dgsa.config import ModelConfig
+
+ATTENTION_TYPES = ("mhsa", "diff", "dgsa")
+LAMBDA_INIT_MODES = ("layer", "fixed")
+GATE_BIAS_INITS = ("default", "diff")
+
+Maps = dict[str, Tensor]
+
+
+def lambda_init_for(cfg: ModelConfig, layer_idx: int) -> float:
+    """λ_init of layer ``layer_idx`` (0-based): 0.8 − 0.6·exp(−0.3·l) ("layer") or ``cfg.lambda_init_value``."""
+    if cfg.lambda_init == "layer":
+        return 0.8 - 0.6 * math.exp(-0.3 * layer_idx)
+    if cfg.lambda_init == "fixed":
+        return float(cfg.lambda_init_value)
+    raise ValueError(f"lambda_init must be one of {LAMBDA_INIT_MODES}, got {cfg.lambda_init!r}")
+
+
+class HeadRMSNorm(nn.Module):
+    """RMSNorm over the last dim (2d' per head); one affine weight shared by all heads. Computed in float32
+    (or float64) even under bf16 autocast."""
+
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        xf = x if x.dtype in (torch.float32, torch.float64) else x.float()
+        out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return out.to(x.dtype) * self.weight.to(x.dtype)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.numel()}, eps={self.eps}"
+
+
+def _sdpa_mask(key_padding_mask: Tensor | None) -> Tensor | None:
+    """(B, N) True = padding  ->  (B, 1, 1, N) boolean attn_mask, True = may attend (SDPA's convention)."""
+    if key_padding_mask is None:
+        return None
+    return (~key_padding_mask.bool())[:, None, None, :]
+
+
+def _softmax_map(q: Tensor, k: Tensor, scale: float, key_padding_mask: Tensor | None) -> Tensor:
+    """Explicit softmax(q kᵀ · scale) over keys; padded keys get −inf scores, hence exactly 0 weight."""
+    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
+    if key_padding_mask is not None:
+        scores = scores.masked_fill(key_padding_mask.bool()[:, None, None, :], float("-inf"))
+    return torch.softmax(scores, dim=-1)
+
+
+class MultiheadSelfAttention(nn.Module):
+    """Vanilla multi-head self-attention (``attention="mhsa"``)."""
+
+    kind = "mhsa"
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int = 0) -> None:
+        super().__init__()
+        if cfg.dim % cfg.heads:
+            raise ValueError(f"dim {cfg.dim} is not divisible by heads {cfg.heads}")
+        self.dim, self.heads, self.layer_idx = cfg.dim, cfg.heads, layer_idx
+        self.head_dim = cfg.dim // cfg.heads
+        self.scale = self.head_dim ** -0.5
+        self.fused = True  # False: explicit path even when no maps are requested (benchmarks, tests)
+        self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=True)
+        self.proj = nn.Linear(cfg.dim, cfg.dim, bias=True)
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None,
+                return_maps: bool = False) -> Tensor | tuple[Tensor, Maps]:
+        B, N, D = x.shape
+        q, k, v = self.qkv(x).view(B, N, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        maps: Maps = {}
+        if self.fused and not return_maps:
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=_sdpa_mask(key_padding_mask), scale=self.scale)
+        else:
+            a = _softmax_map(q, k, self.scale, key_padding_mask)
+            o = torch.matmul(a, v)
+            maps = {"attn": a}
+        y = self.proj(o.transpose(1, 2).reshape(B, N, D))
+        return (y, maps) if return_maps else y
+
+
+class _DifferentialBase(nn.Module):
+    """Shared parts of DiffAttn and DGSA: bias-free projections, two branches per head, head RMSNorm."""
+
+    kind = ""
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int = 0) -> None:
+        super().__init__()
+        if cfg.dim % (2 * cfg.heads):
+            raise ValueError(f"dim {cfg.dim} is not divisible by 2*heads = {2 * cfg.heads} "
+                             f"(differential attention uses d' = D/(2h))")
+        self.dim, self.heads, self.layer_idx = cfg.dim, cfg.heads, layer_idx
+        self.branch_dim = cfg.dim // (2 * cfg.heads)          # d'
+        self.scale = self.branch_dim ** -0.5
+        self.lambda_init = lambda_init_for(cfg, layer_idx)
+        self.fused = True
+        # fused path, how V (width 2d') meets the d'-wide queries/keys: "shared" = one SDPA call per branch
+        # with the whole V; "split" = V in two d' halves, two calls per branch (for kernels that need equal
+        # head dims, e.g. PyTorch's CPU flash kernel and CUDA flash); "auto" = "split" on CPU, else "shared".
+        self.value_split = "auto"
+        self.q_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
+        self.k_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
+        self.v_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
+        self.out_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
+        self.subln = HeadRMSNorm(2 * self.branch_dim, eps=1e-5)
+
+    # -- subclass hooks ---------------------------------------------------------------------------------
+    def _coefficients(self, x: Tensor) -> tuple[Any, Any, Maps]:
+        """(c_pos, c_neg, extra maps): output = c_pos·(A_pos V) − c_neg·(A_neg V); c_* broadcast to (B,h,N,1)."""
+        raise NotImplementedError
+
+    def _residual(self, q_flat: Tensor) -> Tensor | None:
+        return None
+
+    # -- forward ----------------------------------------------------------------------------------------
+    def _branch(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+        """softmax(q kᵀ/√d') V without forming the map (fused path)."""
+        split = self.value_split == "split" or (self.value_split == "auto" and v.device.type == "cpu")
+        if not split:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
+        va, vb = v.split(self.branch_dim, dim=-1)
+        return torch.cat([F.scaled_dot_product_attention(q, k, va, attn_mask=mask, scale=self.scale),
+                          F.scaled_dot_product_attention(q, k, vb, attn_mask=mask, scale=self.scale)], dim=-1)
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None,
+                return_maps: bool = False) -> Tensor | tuple[Tensor, Maps]:
+        B, N, D = x.shape
+        h, dp = self.heads, self.branch_dim
+        q_flat = self.q_proj(x)
+        # (B, N, h, 2, d') -> (2, B, h, N, d'): branch 0 = A1 / A+, branch 1 = A2 / A-
+        q = q_flat.view(B, N, h, 2, dp).permute(3, 0, 2, 1, 4)
+        k = self.k_proj(x).view(B, N, h, 2, dp).permute(3, 0, 2, 1, 4)
+        v = self.v_proj(x).view(B, N, h, 2 * dp).transpose(1, 2)   # (B, h, N, 2d')
+        c_pos, c_neg, extra = self._coefficients(x)
+        maps: Maps = {}
+        if self.fused and not return_maps:
+            mask = _sdpa_mask(key_padding_mask)
+            o = c_pos * self._branch(q[0], k[0], v, mask) - c_neg * self._branch(q[1], k[1], v, mask)
+        else:
+            a_pos = _softmax_map(q[0], k[0], self.scale, key_padding_mask)
+            a_neg = _softmax_map(q[1], k[1], self.scale, key_padding_mask)
+            a = c_pos * a_pos - c_neg * a_neg
+            o = torch.matmul(a, v)
+            maps = {"attn": a, "a_pos": a_pos, "a_neg": a_neg, **extra}
+        o = self.subln(o) * (1.0 - self.lambda_init)
+        y = self.out_proj(o.transpose(1, 2).reshape(B, N, D))
+        res = self._residual(q_flat)
+        if res is not None:
+            y = y + res
+        return (y, maps) if return_maps else y
+
+
+class DifferentialAttention(_DifferentialBase):
+    """Multi-head differential attention (``attention="diff"``): (A1 − λ A2) V, λ learnable, shared by heads."""
+
+    kind = "diff"
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int = 0) -> None:
+        super().__init__(cfg, layer_idx)
+        self.lambda_q1 = nn.Parameter(torch.empty(self.branch_dim).normal_(0.0, 0.1))
+        self.lambda_k1 = nn.Parameter(torch.empty(self.branch_dim).normal_(0.0, 0.1))
+        self.lambda_q2 = nn.Parameter(torch.empty(self.branch_dim).normal_(0.0, 0.1))
+        self.lambda_k2 = nn.Parameter(torch.empty(self.branch_dim).normal_(0.0, 0.1))
+
+    def lambda_value(self) -> Tensor:
+        """λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init (0-dim tensor)."""
+        l1 = torch.exp(torch.sum(self.lambda_q1 * self.lambda_k1))
+        l2 = torch.exp(torch.sum(self.lambda_q2 * self.lambda_k2))
+        return l1 - l2 + self.lambda_init
+
+    def _coefficients(self, x: Tensor) -> tuple[Any, Any, Maps]:
+        lam = self.lambda_value().to(x.dtype)
+        return 1.0, lam, {"lambda": lam}
+
+
+class GatedDifferentialAttention(_DifferentialBase):
+    """Multi-head differential gated self-attention (``attention="dgsa"``): (g A+ − (1−g) A−) V."""
+
+    kind = "dgsa"
+
+    def __init__(self, cfg: ModelConfig, layer_idx: int = 0) -> None:
+        super().__init__(cfg, layer_idx)
+        self.gate = nn.Linear(cfg.dim, cfg.heads, bias=True)   # W_g, b_g: one gate per (token, head)
+        self.q_residual = bool(cfg.q_residual)
+        self.gate_bias_init = cfg.gate_bias_init
+        if cfg.gate_bias_init == "diff":
+            # g = 1/(1+λ_init) for every token: g A+ − (1−g) A− = (A+ − λ_init A−)/(1+λ_init), DiffAttn's
+            # combination up to a scale the head RMSNorm removes. W_g starts at 0 so this holds exactly.
+            with torch.no_grad():
+                self.gate.weight.zero_()
+                self.gate.bias.fill_(-math.log(self.lambda_init))   # logit(1/(1+λ)) = −log λ
+        elif cfg.gate_bias_init != "default":
+            raise ValueError(f"gate_bias_init must be one of {GATE_BIAS_INITS}, got {cfg.gate_bias_init!r}")
+
+    def gate_values(self, x: Tensor) -> Tensor:
+        """g = σ(X W_g + b_g) as (B, h, N)."""
+        return torch.sigmoid(self.gate(x)).transpose(1, 2)
+
+    def _coefficients(self, x: Tensor) -> tuple[Any, Any, Maps]:
+        g = self.gate_values(x)
+        g4 = g.unsqueeze(-1)                                    # (B, h, N, 1): scales query rows
+        return g4, 1.0 - g4, {"gate": g}
+
+    def _residual(self, q_flat: Tensor) -> Tensor | None:
+        return q_flat if self.q_residual else None
+
+
+_ATTENTION_CLASSES: dict[str, type[nn.Module]] = {
+    "mhsa": MultiheadSelfAttention,
+    "diff": DifferentialAttention,
+    "dgsa": GatedDifferentialAttention,
+}
+
+
+def build_attention(cfg: ModelConfig, layer_idx: int = 0) -> nn.Module:
+    """The attention module named by ``cfg.attention`` for layer ``layer_idx`` (0-based)."""
+    try:
+        cls = _ATTENTION_CLASSES[cfg.attention]
+    except KeyError:
+        raise ValueError(f"unknown attention {cfg.attention!r} (valid: {', '.join(ATTENTION_TYPES)})") from None
+    return cls(cfg, layer_idx)
+
+
+def set_attention_impl(model: nn.Module, impl: str) -> nn.Module:
+    """Switch every attention module of ``model`` to the "fused" (SDPA) or "explicit" (maps) path."""
+    if impl not in ("fused", "explicit"):
+        raise ValueError(f"impl must be 'fused' or 'explicit', got {impl!r}")
+    for m in model.modules():
+        if isinstance(m, (MultiheadSelfAttention, _DifferentialBase)):
+            m.fused = impl == "fused"
+    return model

@@ -1,0 +1,155 @@
+"""Checkpoints: ONE safetensors file per model, self-describing.
+
+The safetensors header metadata (strings only) holds:
+
+* ``format_version``: ``"1"``
+* ``model_config``: the :class:`~robustbench_dgsa.config.ModelConfig` as JSON, enough to rebuild the model
+* ``meta``: JSON chosen by the caller (run_config, preprocess, vocab, classes, dataset, seed, epoch, metrics, ...)
+
+``load_checkpoint`` rebuilds the model from the file alone and loads the weights strictly; every failure is a
+:class:`~robustbench_dgsa.util.errors.CheckpointError` with one clear line. Writes are atomic (temporary file, rename).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from robustbench_dgsa.util import atomic
+from robustbench_dgsa.config import ModelConfig
+from robustbench_dgsa.util.errors import CheckpointError, UserError
+
+FORMAT_VERSION = "1"
+_KEYS = ("format_version", "model_config", "meta")
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, (Path, os.PathLike)):
+        return os.fspath(obj)
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if hasattr(obj, "item") and callable(obj.item):      # numpy / torch scalars
+        try:
+            return obj.item()
+        except (TypeError, ValueError, RuntimeError):
+            pass
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    raise TypeError(f"checkpoint meta: {type(obj).__name__} is not JSON serialisable")
+
+
+def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict[str, Any] | None = None) -> Path:
+    """Write ``model``'s weights, its ModelConfig and ``meta`` to one safetensors file at ``path``."""
+    from safetensors.torch import save_file
+
+    model = getattr(model, "_orig_mod", model)          # a torch.compile'd model: save the original's weights
+    cfg = getattr(model, "config", None)
+    if not isinstance(cfg, ModelConfig):
+        raise TypeError("save_checkpoint needs a model built by robustbench_dgsa.models (with a .config)")
+    path = Path(path)
+    tensors = {name: t.detach().to("cpu").contiguous() for name, t in model.state_dict().items()}
+    metadata = {
+        "format_version": FORMAT_VERSION,
+        "model_config": json.dumps(dataclasses.asdict(cfg), sort_keys=True),
+        "meta": json.dumps(meta or {}, default=_json_default),
+    }
+    with atomic.atomic_path(path) as tmp:
+        save_file(tensors, str(tmp), metadata=metadata)
+    return path
+
+
+def _open_header(path: Path) -> dict[str, str]:
+    """The safetensors header metadata of ``path`` (CheckpointError if unreadable)."""
+    from safetensors import safe_open
+
+    if not path.exists():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint path is not a file: {path}")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata()
+    except Exception as e:  # safetensors raises its own error types for bad headers
+        raise CheckpointError(f"not a safetensors checkpoint, or the file is corrupt: {path} "
+                              f"({_one_line(e)})") from None
+    return metadata or {}
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return text[:200] if text else type(e).__name__
+
+
+def read_checkpoint_meta(path: str | os.PathLike) -> tuple[ModelConfig, dict[str, Any]]:
+    """(ModelConfig, meta) from the file's header, without loading any weights."""
+    path = Path(path)
+    metadata = _open_header(path)
+    missing = [k for k in _KEYS if k not in metadata]
+    if missing:
+        raise CheckpointError(f"checkpoint {path} lacks metadata {', '.join(missing)} "
+                              "(not written by dgsa-bench's save_checkpoint?)")
+    if metadata["format_version"] != FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint {path} has format_version {metadata['format_version']!r}; "
+                              f"this version of dgsa-bench reads {FORMAT_VERSION!r}")
+    try:
+        cfg_dict = json.loads(metadata["model_config"])
+        meta = json.loads(metadata["meta"])
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"checkpoint {path} has unreadable metadata JSON ({_one_line(e)})") from None
+    if not isinstance(cfg_dict, dict) or not isinstance(meta, dict):
+        raise CheckpointError(f"checkpoint {path}: model_config and meta must be JSON objects")
+    known = {f.name for f in dataclasses.fields(ModelConfig)}
+    unknown = sorted(set(cfg_dict) - known)
+    if unknown:
+        raise CheckpointError(f"checkpoint {path}: model_config has fields this version does not know: "
+                              f"{', '.join(unknown)}")
+    cfg = ModelConfig(**cfg_dict)
+    return cfg, meta
+
+
+def load_checkpoint(path: str | os.PathLike, *, expect_model: str | None = None,
+                    map_location: str | torch.device = "cpu") -> tuple[nn.Module, dict[str, Any]]:
+    """Rebuild the model stored in ``path`` and load its weights strictly. Returns (model in eval mode, meta).
+
+    ``expect_model``: the registry name the caller wants (e.g. "dgvit"); a checkpoint of another model is refused.
+    """
+    from safetensors.torch import load_file
+
+    from robustbench_dgsa.models import create_model
+
+    path = Path(path)
+    cfg, meta = read_checkpoint_meta(path)
+    if expect_model is not None and cfg.name != expect_model:
+        raise CheckpointError(f"checkpoint holds {cfg.name!r} but {expect_model!r} was requested ({path})")
+    try:
+        model = create_model(cfg)
+    except UserError as e:
+        raise CheckpointError(f"checkpoint {path}: cannot rebuild the model: {e}") from None
+    try:
+        tensors = load_file(str(path), device="cpu")
+    except Exception as e:
+        raise CheckpointError(f"cannot read the tensors of {path}, the file is corrupt or truncated "
+                              f"({_one_line(e)})") from None
+    expected = model.state_dict()
+    for name, ref in expected.items():
+        if name not in tensors:
+            raise CheckpointError(f"checkpoint {path} lacks tensor {name!r} (shape {tuple(ref.shape)}) "
+                                  f"needed by {cfg.name!r}")
+        if tuple(tensors[name].shape) != tuple(ref.shape):
+            raise CheckpointError(f"checkpoint {path}: tensor {name!r} has shape {tuple(tensors[name].shape)}, "
+                                  f"but {cfg.name!r} with this config needs {tuple(ref.shape)}")
+    extra = sorted(set(tensors) - set(expected))
+    if extra:
+        raise CheckpointError(f"checkpoint {path} has tensor {extra[0]!r} that {cfg.name!r} does not use"
+                              + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
+    model.load_state_dict(tensors, strict=True)
+    model.to(map_location)
+    model.eval()
+    return model, meta

@@ -1,0 +1,1017 @@
+"""``dgsa-bench report``: SPEC §8's figures and tables regenerated from the results store alone.
+
+:func:`build_report` reads a store (:mod:`robustbench_dgsa.store`) and the paper's published numbers
+(:func:`load_published`, ``results/paper_published.csv``) and writes, never running a model:
+
+* Table 1 / Table 3: clean accuracy mean ± SD over seeds per dataset and model, the paper's value beside ours;
+* Figure 4: accuracy vs severity per corruption (images) or noise type (text), one line per model, ±1 SD band;
+* Figure 5: training and validation curves per model, ±1 SD band;
+* robustness summary (clean, mCA, mCE, retention, corruption groups, extra corruptions, text mNA with
+  realised CER/WER) and the corruption error relative to a reference model;
+* significance tables (:mod:`robustbench_dgsa.analysis.stats`) and, for three or more models, a critical-difference
+  diagram;
+* Figure 2 / Figure 3 from stored rollout sets, and the rollout numbers (salient mass, drift);
+* Table 9: parameters, FLOPs, throughput, latency, peak memory (``kind="bench"`` rows) beside the paper's;
+* the paper's published Tables 1, 2, 3, 7, 8, 9 as typed in.
+
+Every figure comes as PNG + PDF (PDFs byte-identical across re-runs), every table as Markdown + LaTeX
+(booktabs); ``index.md`` and ``index.html`` link them all. Each artefact has a ``<stem>.sources.json``
+sidecar naming the runs, config hashes, git commits, store path and a SHA-256 of the rows it was made from.
+An artefact whose data is missing is skipped with a note in the index. Every file is written atomically.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from robustbench_dgsa import store
+from robustbench_dgsa.util import atomic
+from robustbench_dgsa.analysis import metrics
+from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.report.figures import curves_figure, save_figure, severity_figure
+from robustbench_dgsa.report.tables import Table, fmt_count, fmt_mean_sd, fmt_num, fmt_p
+from robustbench_dgsa.rollout.plots import display_name
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PUBLISHED_CSV = REPO_ROOT / "results" / "paper_published.csv"
+
+IMAGE_MODELS = ("vit", "dvit", "dgvit", "vit_swiglu")
+TEXT_MODELS = ("transformer", "dt", "dgt", "transformer_swiglu")
+MODEL_ORDER = IMAGE_MODELS + TEXT_MODELS
+
+DATASET_LABELS = {
+    "cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "fashion-mnist": "FashionMNIST", "svhn": "SVHN",
+    "imagenet": "ImageNet-1k", "synthetic-vision": "synthetic vision (embedded)",
+    "synthetic-text": "synthetic text (embedded)", "imdb": "IMDB", "rotten-tomatoes": "Rotten Tomatoes",
+    "agnews": "AG News", "20newsgroups": "20 Newsgroups", "mnli": "MNLI",
+}
+_SOURCE_LABELS = {"regenerated": "CIFAR-C corruptions, regenerated", "on-the-fly": "CIFAR-C corruptions, on the fly",
+                  "official": "official CIFAR-C files"}
+ACC_SCALE = 100.0   # store accuracies are fractions; the report prints percent
+
+SECTIONS = (
+    ("accuracy", "Clean accuracy (Tables 1 and 3)"),
+    ("severity", "Accuracy vs corruption severity (Figure 4)"),
+    ("robustness", "Robustness summary"),
+    ("significance", "Significance"),
+    ("curves", "Training and validation curves (Figure 5)"),
+    ("rollout", "Attention rollout (Figures 2 and 3)"),
+    ("efficiency", "Efficiency (Table 9)"),
+    ("published", "The paper's published numbers"),
+)
+
+
+# ------------------------------------------------------------------------------------------- published
+def load_published(path: str | os.PathLike | None = None) -> pd.DataFrame:
+    """The paper's published numbers (Tables 1, 2, 3, 7, 8, 9) as a tidy frame.
+
+    Columns: table, dataset, model, variant, proj, drop, metric, mean (float), sd (float, NaN when not
+    printed), unit, note, and mean_text / sd_text (the numbers as the paper prints them). ``dataset`` is a
+    suite name (``cifar10``, ``imdb``, ...); a value like ``fashion-mnist|svhn`` marks a cell whose column is
+    ambiguous in the paper's text (see ``note``).
+    """
+    path = Path(path) if path is not None else PUBLISHED_CSV
+    if not path.is_file():
+        raise UserError(f"published values not found: {path}")
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    df["mean_text"], df["sd_text"] = df["mean"], df["sd"]
+    df["mean"] = pd.to_numeric(df["mean"])
+    df["sd"] = pd.to_numeric(df["sd"].replace("", np.nan))
+    return df
+
+
+def proj_label(ratio: float) -> str:
+    """The paper's "proj." label of an FFN ratio: 2, 4, 16/3."""
+    for label, value in (("2", 2.0), ("4", 4.0), ("16/3", 16 / 3)):
+        if abs(float(ratio) - value) < 1e-3:
+            return label
+    return f"{float(ratio):g}"
+
+
+def paper_variant(model_cfg: dict[str, Any] | None) -> tuple[str, str]:
+    """(proj, drop) of a model config as the paper labels its rows; ("", "") for the GELU baselines."""
+    if not model_cfg or model_cfg.get("ffn", "swiglu") != "swiglu" or model_cfg.get("attention") == "mhsa":
+        return "", ""
+    return proj_label(model_cfg.get("ffn_ratio", 4.0)), "2" if model_cfg.get("ffn_dropout2") else "1"
+
+
+def published_value(pub: pd.DataFrame, dataset: str, model: str, *, tables: Sequence[str],
+                    metric: str = "accuracy", proj: str = "", drop: str = "") -> pd.Series | None:
+    """The published row for (dataset, model, variant) in one of ``tables``, or None.
+
+    A row whose ``drop`` is empty (Table 3 prints no dropout) matches any dropout count.
+    """
+    sub = pub[pub["table"].isin(list(tables)) & (pub["model"] == model) & (pub["metric"] == metric)]
+    sub = sub[[dataset in d.split("|") for d in sub["dataset"]]]
+    sub = sub[(sub["proj"] == proj) & ((sub["drop"] == drop) | (sub["drop"] == ""))]
+    return None if sub.empty else sub.iloc[0]
+
+
+# ------------------------------------------------------------------------------------------- helpers
+def _order(names, order: Sequence[str] = MODEL_ORDER) -> list[str]:
+    names = sorted(set(names))
+    return [n for n in order if n in names] + [n for n in names if n not in order]
+
+
+def dataset_label(name: str) -> str:
+    return DATASET_LABELS.get(name, name)
+
+
+def _model_labels(models) -> dict[str, str]:
+    return {m: display_name(m) for m in models}
+
+
+def _rows_sha256(rows: pd.DataFrame) -> str:
+    if rows.empty:
+        return hashlib.sha256(b"").hexdigest()
+    cols = sorted(rows.columns)
+    body = rows[cols].sort_values(cols, kind="stable").to_csv(index=False, lineterminator="\n")
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def _configs(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """config_hash -> config dict, from run provenance records that carry a config."""
+    out: dict[str, dict[str, Any]] = {}
+    for rec in runs.values():
+        cfg = rec.get("config")
+        if isinstance(cfg, dict) and "model" in cfg:
+            h = rec.get("config_hash")
+            if not h:
+                from robustbench_dgsa.config import RunConfig
+                h = RunConfig.from_dict(cfg).hash()
+            out.setdefault(str(h), cfg)
+    return out
+
+
+def _condition_order(conditions, modality: str) -> list[str]:
+    if modality == "text":
+        from corruptions.text import TEXT_NOISE_TYPES
+        order: Sequence[str] = TEXT_NOISE_TYPES
+    else:
+        order = metrics.IMAGE_CORRUPTIONS
+    conditions = set(conditions) - {metrics.CLEAN}
+    return [c for c in order if c in conditions] + sorted(c for c in conditions if c not in order)
+
+
+@dataclass
+class Artefact:
+    section: str
+    key: str
+    title: str
+    files: dict[str, str]                      # format -> path relative to the report folder
+    caption: str = ""
+    image: str | None = None                   # PNG shown inline
+    table_html: str | None = None              # table shown inline (HTML index)
+    table_md: str | None = None                # table shown inline (Markdown index)
+    sources: str | None = None                 # sidecar, relative
+    provenance: str = ""                       # one-line summary of the sidecar
+
+
+@dataclass
+class _Report:
+    store_dir: Path
+    out_dir: Path
+    df: pd.DataFrame
+    runs: dict[str, dict[str, Any]]
+    artefacts: list[Artefact] = field(default_factory=list)
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)   # (section, title, reason)
+    warnings: list[str] = field(default_factory=list)
+
+    _by_dataset: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    def rows_of(self, dataset: str) -> pd.DataFrame:
+        """All store rows of one dataset (cached: the metrics helpers then scan only these)."""
+        if dataset not in self._by_dataset:
+            self._by_dataset[dataset] = self.df[self.df["dataset"] == dataset].reset_index(drop=True)
+        return self._by_dataset[dataset]
+
+    # -- sources ---------------------------------------------------------------------------------------
+    def _write_sources(self, stem: str, rows: pd.DataFrame, extra: dict[str, Any] | None = None
+                       ) -> tuple[str, str]:
+        rows = rows if rows is not None else self.df.iloc[0:0]
+        run_ids = sorted(set(rows["run_id"])) if len(rows) else []
+        commits = sorted(set(rows["git_commit"]) - {""}) if len(rows) else []
+        info = {
+            "artefact": stem,
+            "store": str(self.store_dir.resolve()),
+            "n_rows": int(len(rows)),
+            "rows_sha256": _rows_sha256(rows),
+            "run_ids": run_ids,
+            "config_hashes": sorted(set(rows["config_hash"]) - {""}) if len(rows) else [],
+            "git_commits": commits,
+            "package_versions": sorted(set(rows["package_version"]) - {""}) if len(rows) else [],
+            "datasets": sorted(set(rows["dataset"]) - {""}) if len(rows) else [],
+            "models": sorted(set(rows["model"]) - {""}) if len(rows) else [],
+            "kinds": sorted(set(rows["kind"]) - {""}) if len(rows) else [],
+        }
+        if extra:
+            info.update(extra)
+        rel = f"{stem}.sources.json"
+        atomic.write_json(self.out_dir / rel, info)
+        short = ", ".join(c[:10] for c in commits[:3]) + (" …" if len(commits) > 3 else "")
+        summary = (f"{len(rows)} rows from {len(run_ids)} runs"
+                   + (f", git {short}" if commits else "")
+                   + f"; rows sha256 {info['rows_sha256'][:12]}")
+        if extra and "published_sha256" in extra:
+            summary += f"; published values sha256 {extra['published_sha256'][:12]}"
+        return rel, summary
+
+    # -- artefacts -------------------------------------------------------------------------------------
+    def figure(self, section: str, stem: str, title: str, fig, rows: pd.DataFrame, caption: str = "",
+               extra: dict[str, Any] | None = None) -> None:
+        png, pdf = save_figure(fig, self.out_dir, stem)
+        src, prov = self._write_sources(stem, rows, extra)
+        self.artefacts.append(Artefact(section, stem, title, {"PNG": png.name, "PDF": pdf.name}, caption,
+                                       image=png.name, sources=src, provenance=prov))
+
+    def files(self, section: str, stem: str, title: str, files: dict[str, str], rows: pd.DataFrame,
+              caption: str = "", image: str | None = None, extra: dict[str, Any] | None = None) -> None:
+        src, prov = self._write_sources(stem, rows, extra)
+        self.artefacts.append(Artefact(section, stem, title, files, caption, image=image, sources=src,
+                                       provenance=prov))
+
+    def table(self, section: str, stem: str, title: str, table: Table, rows: pd.DataFrame,
+              extra: dict[str, Any] | None = None) -> None:
+        if not table.caption:
+            table.caption = title
+        atomic.write_text(self.out_dir / f"{stem}.md", table.to_markdown())
+        atomic.write_text(self.out_dir / f"{stem}.tex", table.to_latex(label=f"tab:{stem}"))
+        src, prov = self._write_sources(stem, rows, extra)
+        self.artefacts.append(Artefact(section, stem, title, {"Markdown": f"{stem}.md", "LaTeX": f"{stem}.tex"},
+                                       table_html=table.to_html(caption=False),
+                                       table_md=table.to_markdown(caption=False),
+                                       sources=src, provenance=prov))
+
+    def skip(self, section: str, title: str, reason: str) -> None:
+        self.skipped.append((section, title, reason))
+
+    def attempt(self, section: str, title: str, fn: Callable[[], None]) -> None:
+        """Run one recipe; a data problem (UserError, ValueError, KeyError) skips it with a note."""
+        try:
+            fn()
+        except (UserError, ValueError, KeyError) as e:
+            self.skip(section, title, f"could not be made: {e}")
+
+
+# ------------------------------------------------------------------------------------------- recipes
+def _modality_of(df: pd.DataFrame, dataset: str, cfgs: dict[str, dict[str, Any]]) -> str:
+    rows = df[df["dataset"] == dataset]
+    for h in sorted(set(rows["config_hash"])):
+        cfg = cfgs.get(h)
+        if cfg:
+            return cfg["model"].get("modality", "image")
+    models = set(rows["model"])
+    if models & set(TEXT_MODELS) or (rows["metric"].isin(["cer", "wer"])).any():
+        return "text"
+    return "image"
+
+
+def _accuracy_tables(rep: _Report, pub: pd.DataFrame, pub_sha: str, datasets: dict[str, str],
+                     cfgs: dict[str, dict[str, Any]]) -> None:
+    for modality, stem, number, paper_tables in (("image", "table1_accuracy_vision", "1", ("1", "2")),
+                                                  ("text", "table3_accuracy_text", "3", ("3",))):
+        title = f"Table {number}: clean test accuracy (%), mean ± SD over seeds, ours beside the paper's"
+        dsets = [d for d, m in datasets.items() if m == modality]
+        if not dsets:
+            rep.skip("accuracy", f"Table {number}", f"no {'image' if modality == 'image' else 'text'} "
+                     "evaluation results in the store")
+            continue
+        records, notes, used_rows = [], [], []
+        ambiguous = False
+        for ds in dsets:
+            clean = metrics.clean_accuracy(rep.rows_of(ds), dataset=ds)
+            if clean.empty:
+                continue
+            d = rep.rows_of(ds)
+            raw = d[(d["kind"] == "eval") & (d["condition"] == "clean") & (d["metric"] == "accuracy")]
+            used_rows.append(raw)
+            for model in _order(clean["model"]):
+                vals = clean.loc[clean["model"] == model, "value"].to_numpy(float) * ACC_SCALE
+                sd = float(np.std(vals, ddof=1)) if len(vals) > 1 else float("nan")
+                h = sorted(set(raw.loc[raw["model"] == model, "config_hash"]))
+                cfg = cfgs.get(h[0]) if h else None
+                proj, drop = paper_variant(cfg["model"] if cfg else None)
+                p = published_value(pub, ds, model, tables=paper_tables, proj=proj, drop=drop)
+                if p is not None:
+                    ambiguous |= "|" in p["dataset"]
+                    ptxt = f"{p['mean_text']} ± {p['sd_text']}" + ("†" if "|" in p["dataset"] else "")
+                    pref = f"Table {p['table']}" + (f", {p['variant']}" if p["variant"] else "")
+                    delta = f"{float(np.mean(vals)) - p['mean']:+.2f}"
+                else:
+                    in_paper = bool(pub[[ds in d.split("|") for d in pub["dataset"]]].shape[0])
+                    ptxt, pref, delta = "—", ("no row for this model/variant" if in_paper
+                                               else "dataset not in the paper"), "—"
+                if len(h) > 1:
+                    rep.warnings.append(f"{ds}/{model}: {len(h)} different configs pooled in Table {number}")
+                records.append([dataset_label(ds), display_name(model), fmt_mean_sd(float(np.mean(vals)), sd),
+                                str(len(vals)), ptxt, pref, delta])
+        if not records:
+            rep.skip("accuracy", f"Table {number}", "no clean accuracy rows")
+            continue
+        notes.append("Ours: clean accuracy on the test split, mean ± sample SD (ddof 1) over training seeds; "
+                     "SD is blank with one seed. Paper: as printed (5 seeds).")
+        notes.append("Datasets the paper does not report (e.g. the embedded synthetic sets) have no paper value; "
+                     "the paper's full tables are under 'The paper's published numbers'.")
+        if ambiguous:
+            notes.append("† The paper's text gives three values for four dataset columns in the DViT/DGViT rows "
+                         "of Table 1; the third is FashionMNIST or SVHN.")
+        t = Table(["Dataset", "Model", "Ours (%)", "Seeds", "Paper (%)", "Paper row", "Δ ours − paper"],
+                  records, title, notes, align="llrrrlr")
+        rep.table("accuracy", stem, title, t, pd.concat(used_rows), extra={"published": str(PUBLISHED_CSV.name),
+                                                                         "published_sha256": pub_sha})
+
+
+def _severity_figures(rep: _Report, datasets: dict[str, str]) -> None:
+    for ds, modality in datasets.items():
+        title_short = f"Figure 4 — {dataset_label(ds)}"
+        rows = metrics.eval_rows(rep.rows_of(ds), dataset=ds)
+        if rows.empty or not (rows["condition"] != metrics.CLEAN).any():
+            rep.skip("severity", title_short, "no corrupted / noisy evaluation rows")
+            continue
+        rows = rows.assign(value=rows["value"] * ACC_SCALE)
+        clean = rows[rows["condition"] == metrics.CLEAN]
+        cor = rows[(rows["condition"] != metrics.CLEAN) & (rows["severity"] >= 1)]
+        conds = _condition_order(cor["condition"], modality)
+        models = _order(rows["model"])
+        if modality == "text":
+            mean_panel = (f"mean of {len(conds)} noise types", conds)
+            cond_labels = {c: c.replace("_", " ") for c in conds}
+            what = "text noise"
+        else:
+            bench = [c for c in conds if c in metrics.BENCHMARK_CORRUPTIONS]
+            mean_panel = (f"mean of {len(bench)} benchmark", bench) if bench else None
+            cond_labels = {c: c.replace("_", " ") + (" (extra)" if c in metrics.EXTRA_CORRUPTIONS else "")
+                           for c in conds}
+            srcs = sorted(set(cor["source"]) - {""})
+            what = ", ".join(_SOURCE_LABELS.get(s, s) for s in srcs) or "corruptions"
+        seeds = sorted(set(rows["seed"]))
+        title = (f"Figure 4: {dataset_label(ds)}: accuracy vs severity ({what}); "
+                 f"mean ± 1 SD over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}")
+        fig = severity_figure(cor, clean, conds, models, labels=_model_labels(models), title=title,
+                              mean_panel=mean_panel, condition_labels=cond_labels)
+        if fig is None:
+            rep.skip("severity", title_short, "nothing to draw")
+            continue
+        d = rep.rows_of(ds)
+        raw = d[(d["kind"] == "eval") & (d["metric"] == "accuracy")]
+        caption = (f"One panel per {'noise type' if modality == 'text' else 'corruption'} "
+                   f"(severity 0 = clean), one line per model, band = ±1 SD over seeds. ")
+        if mean_panel:
+            caption += (f"The first panel (bold) is the per-seed mean over the "
+                        f"{mean_panel[0].split('of ')[-1]}{' corruptions' if modality == 'image' else ''}.")
+        rep.figure("severity", f"fig4_severity_{ds}", title_short, fig, raw, caption)
+
+
+def _curve_figures(rep: _Report, datasets: dict[str, str]) -> None:
+    for ds in datasets:
+        title_short = f"Figure 5 — {dataset_label(ds)}"
+        tr = rep.rows_of(ds)
+        tr = tr[(tr["kind"] == "train") & (tr["epoch"] >= 0)]
+        sub = tr[tr["metric"].isin(["loss", "accuracy"]) & tr["split"].isin(["train", "val"])]
+        if sub.empty:
+            rep.skip("curves", title_short, "no per-epoch training rows")
+            continue
+        sub = sub.sort_values("created", kind="stable").drop_duplicates(
+            ["model", "seed", "split", "metric", "epoch"], keep="last")
+        plot = sub.assign(value=np.where(sub["metric"] == "accuracy", sub["value"] * ACC_SCALE, sub["value"]))
+        models = _order(sub["model"])
+        seeds = sorted(set(sub["seed"]))
+        title = (f"Figure 5: {dataset_label(ds)}: training (dashed) and validation (solid) curves; "
+                 f"mean ± 1 SD over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}")
+        fig = curves_figure(plot, models, labels=_model_labels(models), title=title)
+        if fig is None:
+            rep.skip("curves", title_short, "nothing to draw")
+            continue
+        rep.figure("curves", f"fig5_curves_{ds}", title_short, fig, sub,
+                   "Loss and accuracy per epoch on the training and validation splits.")
+
+
+def _robustness_tables(rep: _Report, datasets: dict[str, str], reference: str | None) -> None:
+    for ds, modality in datasets.items():
+        title = f"Robustness summary: {dataset_label(ds)}"
+        d = rep.rows_of(ds)
+        rows = metrics.eval_rows(d, dataset=ds)
+        if rows.empty or not (rows["condition"] != metrics.CLEAN).any():
+            rep.skip("robustness", title, "no corrupted / noisy evaluation rows")
+            continue
+        summ = metrics.robustness_summary(d, dataset=ds, partial=True)
+        models = _order(summ["model"])
+        raw = d[d["kind"] == "eval"]
+
+        def ms(model: str, col: str, scale: float = ACC_SCALE) -> str:
+            v = summ.loc[summ["model"] == model, col].astype(float).dropna().to_numpy() * scale
+            if not len(v):
+                return "—"
+            return fmt_mean_sd(float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else None)
+
+        notes = ["Mean ± SD over seeds, accuracies in %. Retention = robust accuracy / clean accuracy, in %."]
+        if modality == "image":
+            cols = ["Model", "Clean", "mCA", "mCE", "Retention", "noise", "blur", "weather", "digital",
+                    "extra (4)"]
+            recs = []
+            for m in models:
+                recs.append([display_name(m), ms(m, "clean"), ms(m, "mCA"), ms(m, "mCE"), ms(m, "retention"),
+                             *(ms(m, g) for g in metrics.CORRUPTION_GROUPS), ms(m, "extra")])
+            cells = summ["mCA_cells"].max()
+            if (~summ["mCA_complete"]).any():
+                notes.append(f"mCA over the benchmark cells present ({int(cells)} of 75): not comparable with a "
+                             "full 15 × 5 mCA. Missing: " + str(summ.loc[~summ["mCA_complete"], "mCA_missing"]
+                                                                   .iloc[0])[:300])
+            notes.append("mCE is unnormalised (1 − mCA). Groups: Hendrycks & Dietterich's noise / blur / weather / "
+                         "digital; the 4 extra corruptions never enter mCA.")
+        else:
+            cols = ["Model", "Clean", "mNA", "Retention"]
+            recs = [[display_name(m), ms(m, "clean"), ms(m, "mNA"), ms(m, "retention")] for m in models]
+            if (~summ["mNA_complete"]).any():
+                notes.append("mNA over the noise cells present (some types/severities missing).")
+            notes.append("mNA = mean accuracy over the noise types present × severities 1–5.")
+        t = Table(cols, recs, title, notes)
+        rep.table("robustness", f"robustness_{ds}", title, t, raw)
+        if modality == "image":
+            ref = reference if reference else None
+            if ref is None:
+                cand = [m for m in ("vit", "transformer") if m in models]
+                ref = cand[0] if cand else (models[0] if models else None)
+            if ref is not None and ref in models:
+                rep.attempt("robustness", f"Relative CE ({dataset_label(ds)})",
+                            lambda ds=ds, ref=ref, raw=raw: _relative_ce(rep, ds, ref, raw))
+        else:
+            _text_noise_table(rep, ds, raw)
+
+
+def _relative_ce(rep: _Report, ds: str, ref: str, raw: pd.DataFrame) -> None:
+    per, summary = metrics.reference_ce(rep.rows_of(ds), ref, dataset=ds)
+    if per.empty:
+        rep.skip("robustness", f"Relative CE ({dataset_label(ds)})", "no benchmark corruption cells")
+        return
+    conds = _condition_order(per["corruption"], "image")
+    models = _order(per["model"])
+    ce = {(r.model, r.corruption): r.ce for r in per.itertuples(index=False)}
+    rel = dict(zip(summary["model"], summary["rel_mCE"]))
+    recs = [["rel. mCE (mean)"] + [fmt_num(float(rel[m]) * 100, 1) if m in rel else "—" for m in models]]
+    for c in conds:
+        recs.append([c.replace("_", " ")] + [fmt_num(float(ce[(m, c)]) * 100, 1) if (m, c) in ce else "—"
+                                             for m in models])
+    title = f"Corruption error relative to {display_name(ref)}: {dataset_label(ds)}"
+    notes = [f"CE_c = Σ_s err_model(c, s) / Σ_s err_{display_name(ref)}(c, s) on seed-averaged errors, in %; "
+             f"rel. mCE = mean CE over the benchmark corruptions present. The reference is a user choice "
+             f"(--reference); this is not the AlexNet-normalised mCE."]
+    if not summary["complete"].all():
+        notes.append("Not all 15 benchmark corruptions × 5 severities are present: rel. mCE is partial.")
+    t = Table(["Corruption"] + [display_name(m) for m in models], recs, title, notes)
+    rep.table("robustness", f"relative_ce_{ds}", title, t, raw)
+
+
+def _text_noise_table(rep: _Report, ds: str, raw: pd.DataFrame) -> None:
+    title = f"Text noise: realised error rates and accuracy ({dataset_label(ds)})"
+    d = rep.rows_of(ds)
+    acc = metrics.cell_accuracy(d, dataset=ds, kinds=["text"])
+    if acc.empty:
+        return
+    rates = {}
+    for metric in ("cer", "wer"):
+        r = metrics.eval_rows(d, dataset=ds, metric=metric)
+        r = r[r["condition"] != metrics.CLEAN]
+        rates[metric] = r.groupby(["condition", "severity"])["value"].mean()
+    by = acc.groupby(["condition", "severity", "model"])["value"].mean().unstack("model")
+    models = _order(acc["model"])
+    recs = []
+    for (cond, sev) in sorted(by.index, key=lambda k: (_condition_order(acc["condition"], "text").index(k[0]), k[1])):
+        row = [cond.replace("_", " "), str(int(sev))]
+        for metric in ("cer", "wer"):
+            s = rates[metric]
+            row.append(fmt_num(float(s.loc[(cond, sev)]) * 100, 1) if (cond, sev) in s.index else "—")
+        for m in models:
+            v = by.loc[(cond, sev)].get(m, float("nan"))
+            row.append(fmt_num(float(v) * ACC_SCALE, 1))
+        recs.append(row)
+    notes = ["CER / WER: realised character / word error rate of the noisy test texts against the clean ones, "
+             "in %, averaged over the runs that measured it; accuracy: mean over seeds, in %."]
+    t = Table(["Noise", "Severity", "CER (%)", "WER (%)"] + [f"{display_name(m)} acc. (%)" for m in models],
+              recs, title, notes, align="lr" + "r" * (2 + len(models)))
+    rep.table("robustness", f"text_noise_{ds}", title, t, raw)
+
+
+def _efficiency_table(rep: _Report, pub: pd.DataFrame, pub_sha: str) -> None:
+    title = "Table 9: parameters, FLOPs, throughput, latency, peak memory"
+    bench = rep.df[rep.df["kind"] == "bench"]
+    ours_cols = [("params", "Params", fmt_count, 1.0),
+                 ("flops", "G mult-adds / sample", lambda v: fmt_num(v, 4), 0.5e-9),
+                 ("train_throughput", "Throughput (samples/s)", lambda v: fmt_num(v, 1), 1.0),
+                 ("latency_ms", "Latency (ms)", lambda v: fmt_num(v, 2), 1.0),
+                 ("peak_memory_mb", "Peak train memory (MB)", lambda v: fmt_num(v, 1), 1.0)]
+    recs = []
+    if not bench.empty:
+        bench = bench.sort_values("created", kind="stable")
+        for (ds, src), g in bench.groupby(["dataset", "source"], sort=True):
+            for m in _order(g["model"]):
+                gm = g[g["model"] == m]
+                row = [_device_label(src), dataset_label(ds), display_name(m)]
+                for metric, _, f, scale in ours_cols:
+                    v = gm.loc[gm["metric"] == metric, "value"]
+                    row.append(f(float(v.mean()) * scale) if len(v) else "—")
+                recs.append(row)
+    bench_ds = set(bench["dataset"]) if not bench.empty else set()
+    p9 = pub[pub["table"] == "9"]
+    paper_ds = [d for d in dict.fromkeys(p9["dataset"]) if d in bench_ds] or ["cifar10"]
+    for ds in paper_ds:
+        g = p9[p9["dataset"] == ds]
+        for m in _order(g["model"]):
+            gm = g[g["model"] == m]
+            val = dict(zip(gm["metric"], gm["mean_text"]))
+            recs.append(["paper (A10G, 224×224/16)", dataset_label(ds), display_name(m),
+                         fmt_count(float(val["params"])), val["flops"], val["throughput_img"], val["latency"],
+                         val["peak_train_memory"]])
+    if bench.empty:
+        rep.skip("efficiency", "Table 9 (ours)", "no benchmark rows (kind=bench) in the store: "
+                 "only the paper's values are shown")
+    notes = ["Ours: measured at the preset's model size (the trained checkpoint) on the device named in the first "
+             "column: throughput = training samples per second (forward + backward + AdamW step); latency = one "
+             "forward pass of one training-size batch; peak train memory = CUDA peak allocation during a training "
+             "step, or on CPU parameters + gradients + AdamW state + the activations saved for backward; "
+             "multiply-adds analytic per sample (robustbench_dgsa.models.flops: FLOPs / 2).",
+             "Paper: Table 9 as printed (ViT×4 / DViT×4 / DGViT×4 at 224×224, patch 16, on an A10G; its "
+             "'FLOPs / Img' are multiply-adds; throughput in img/s; memory = 'Peak Train Mem'). The absolute "
+             "numbers are not comparable (other size, device and data); the ratios between models are."]
+    t = Table(["Source", "Dataset", "Model"] + [c[1] for c in ours_cols], recs, title, notes, align="lll" + "r" * 5)
+    rep.table("efficiency", "table9_efficiency", title, t, bench,
+              extra={"published": PUBLISHED_CSV.name, "published_sha256": pub_sha})
+
+
+def _device_label(src: str) -> str:
+    """"cpu:x86_64x2" -> "ours (CPU, 2 threads)"; "cuda:NVIDIA H100" -> "ours (NVIDIA H100)"."""
+    kind, _, rest = src.partition(":")
+    if kind == "cpu" and "x" in rest:
+        threads = rest.rsplit("x", 1)[1]
+        return f"ours (CPU, {threads} thread{'' if threads == '1' else 's'})"
+    return f"ours ({rest or src})" if src else "ours"
+
+
+_PAPER_TITLES = {
+    "1": "Paper Table 1: accuracy (%) on small vision benchmarks, mean ± SD over 5 seeds",
+    "2": "Paper Table 2: accuracy (%) on ImageNet-1k, mean ± SD over 5 seeds",
+    "3": "Paper Table 3: accuracy (%) on language benchmarks, mean ± SD over 5 seeds",
+    "7": "Paper Table 7: learnable parameters (millions), language benchmarks",
+    "8": "Paper Table 8: MNLI parameters, memory and GFLOPs",
+    "9": "Paper Table 9: performance and resource metrics (224×224, patch 16)",
+}
+
+
+def _published_tables(rep: _Report, pub: pd.DataFrame, pub_sha: str) -> None:
+    empty = rep.df.iloc[0:0]
+    for table, title in _PAPER_TITLES.items():
+        g = pub[pub["table"] == table]
+        if g.empty:
+            continue
+        cell = {(r.dataset, r.model, r.variant, r.metric): r for r in g.itertuples(index=False)}
+        is9 = table == "9"
+        if table in ("1", "2", "3", "7"):
+            cols = list(dict.fromkeys(g["dataset"]))
+            metric = g["metric"].iloc[0]
+            recs = []
+            for m, v in dict.fromkeys(zip(g["model"], g["variant"])):
+                row = [display_name(m), v or "—"]
+                for d in cols:
+                    c = cell.get((d, m, v, metric))
+                    if c is None:
+                        row.append("—")
+                    elif table == "7":
+                        row.append(f"{c.mean_text}M")
+                    else:
+                        row.append(f"{c.mean_text} ± {c.sd_text}" if c.sd_text else c.mean_text)
+                recs.append(row)
+            header = ["Model", "Variant"] + [("FashionMNIST or SVHN†" if "|" in d else dataset_label(d)) for d in cols]
+        else:
+            metrics_order = list(dict.fromkeys(g["metric"]))
+            units = {m: g.loc[g["metric"] == m, "unit"].iloc[0] for m in metrics_order}
+            recs = []
+            for d, m, v in dict.fromkeys(zip(g["dataset"], g["model"], g["variant"])):
+                row = ([dataset_label(d)] if is9 else []) + [display_name(m), v or "—"]
+                for met in metrics_order:
+                    c = cell.get((d, m, v, met))
+                    row.append("—" if c is None else (fmt_count(c.mean) if units[met] == "count" else c.mean_text))
+                recs.append(row)
+            header = (["Dataset"] if is9 else []) + ["Model", "Variant"] + [
+                f"{met.replace('_', ' ')} ({units[met]})" for met in metrics_order]
+        notes = sorted(set(n for n in g["note"] if n))
+        n_left = 3 if is9 else 2
+        t = Table(header, recs, title, [f"Note: {n}" for n in notes] +
+                  ["Typed in from the paper's text; see results/README.md."],
+                  align="l" * n_left + "r" * (len(header) - n_left))
+        rep.table("published", f"paper_table{table}", title, t, empty,
+                  extra={"published": PUBLISHED_CSV.name, "published_sha256": pub_sha})
+
+
+def _significance(rep: _Report, datasets: dict[str, str], reference: str | None) -> None:
+    """The tables of ``dgsa-bench compare`` (:func:`cli.compare_cmd.run_compare`), formatted for the report."""
+    from robustbench_dgsa.analysis import stats
+    from robustbench_dgsa.analysis.compare import run_compare
+
+    for ds, modality in datasets.items():
+        label = dataset_label(ds)
+        d = rep.rows_of(ds)
+        raw = d[d["kind"] == "eval"]
+        models = _order(metrics.eval_rows(d, dataset=ds)["model"])
+        if len(models) < 2:
+            rep.skip("significance", f"Significance ({label})", "fewer than two models evaluated")
+            continue
+        ref = reference if reference in models else models[0]
+        # reversed order: every pair reads "later (gated / differential) model − earlier (vanilla) model"
+        cmp = run_compare(d, dataset=ds, models=list(reversed(models)), reference=ref, all_pairs=True,
+                          partial=True, store_label=str(rep.store_dir))
+        # 1. over seeds
+        pw = cmp.tables.get("pairwise")
+        if pw is not None and len(pw):
+            recs = [[r.condition, f"{display_name(r.model_a)} − {display_name(r.model_b)}", f"{r.n_a}/{r.n_b}",
+                     fmt_num(r.diff * ACC_SCALE, 2),
+                     f"[{r.ci_lo * ACC_SCALE:.2f}, {r.ci_hi * ACC_SCALE:.2f}]" if np.isfinite(r.ci_lo) else "—",
+                     fmt_num(r.t, 2), fmt_num(r.df, 1), fmt_p(r.p), fmt_p(r.p_holm), "yes" if r.reject else "no",
+                     fmt_num(r.g, 2)] for r in pw.itertuples(index=False)]
+            title = f"Pairwise tests over seeds: {label}"
+            fam = [f for f in cmp.families if "t-test" in f]
+            notes = ["Δ = A − B in percentage points (mCE: lower is better) with its 95% CI; g = Hedges' g; "
+                     "significant = Holm-adjusted p < 0.05."] + fam
+            t = Table(["Measure", "A − B", "Seeds A/B", "Δ (pp)", "95% CI", "t", "df", "p", "p (Holm)",
+                       "Significant", "g"], recs, title, notes, align="llrrrrrrrcr")
+            rep.table("significance", f"significance_seeds_{ds}", title, t, raw)
+        # 2. over cells
+        wil = cmp.tables.get("posthoc_wilcoxon", cmp.tables.get("wilcoxon_cells"))
+        kind = "text-noise" if modality == "text" else "benchmark corruption"
+        if wil is not None and len(wil):
+            recs = [[f"{display_name(r.model_a)} vs {display_name(r.model_b)}", str(r.n_cells),
+                     f"{r.wins}/{r.ties}/{r.losses}", fmt_num(r.mean_diff * ACC_SCALE, 2), fmt_num(r.W, 1),
+                     fmt_p(r.p), fmt_p(r.p_holm), "yes" if r.reject else "no", f"{r.min_p:.2g}"]
+                    for r in wil.itertuples(index=False)]
+            title = f"Wilcoxon signed-rank over {kind} cells: {label}"
+            fam = [f for f in cmp.families if "Wilcoxon" in f and ("post-hoc" in f) == ("posthoc_wilcoxon" in cmp.tables)]
+            notes = ["Cells = (condition, severity), accuracies averaged over seeds; W/T/L = cells where A is "
+                     "better / equal / worse than B; min p = the smallest p attainable with that many non-tied "
+                     "cells."] + fam
+            t = Table(["A vs B", "Cells", "W/T/L", "mean Δ (pp)", "W", "p", "p (Holm)", "Significant", "min p"],
+                      recs, title, notes, align="lrcrrrrcr")
+            rep.table("significance", f"significance_cells_{ds}", title, t, raw)
+        else:
+            rep.skip("significance", f"Wilcoxon over cells ({label})", "no corrupted / noisy cells")
+        # 3. Friedman + critical difference (three or more models)
+        fr, ranks = cmp.tables.get("friedman"), cmp.tables.get("avg_ranks")
+        if fr is not None and ranks is not None and len(fr[fr["dataset"] == ds]):
+            info = fr[fr["dataset"] == ds].iloc[0]
+            rk = ranks[ranks["dataset"] == ds]
+            recs = [[display_name(r.model), fmt_num(r.avg_rank, 2), fmt_num(r.mean * ACC_SCALE, 2)]
+                    for r in rk.itertuples(index=False)]
+            title = f"Friedman test over {kind} cells: {label}"
+            notes = [f"Friedman χ² = {info['statistic']:.3f}, {_p_eq(info['p'])}; Iman–Davenport F = "
+                     f"{info['iman_davenport_F']:.3f}, {_p_eq(info['iman_davenport_p'])}; k = {info['k']} "
+                     f"models, N = {info['n_blocks']} cells; Nemenyi CD (α = {info['alpha']:g}) = "
+                     f"{info['cd']:.3f}. Rank 1 = best."]
+            t = Table(["Model", "Average rank", "Mean acc. (%)"], recs, title, notes)
+            rep.table("significance", f"friedman_{ds}", title, t, raw)
+            for name, avg, cd in cmp.cd_diagrams:
+                if not name.startswith(f"{ds} "):
+                    continue
+                stem = f"cd_diagram_{ds}"
+                named = {display_name(m): float(v) for m, v in avg.items()}
+                for ext in ("png", "pdf"):
+                    stats.plot_cd_diagram(named, cd, rep.out_dir / f"{stem}.{ext}",
+                                          title=f"{label}: average rank over {int(info['n_blocks'])} cells")
+                rep.files("significance", stem, f"Critical-difference diagram: {label}",
+                          {"PNG": f"{stem}.png", "PDF": f"{stem}.pdf"}, raw, image=f"{stem}.png",
+                          caption="Average ranks (1 = best) over seed-averaged cells; models joined by a thick "
+                                  "bar are not significantly different (Nemenyi, α = 0.05).")
+        rep.warnings += [f"{label}: {w}" for w in cmp.warnings]
+
+
+def _p_eq(p: float) -> str:
+    """"p = 0.123" or "p < 0.001" for running text."""
+    text = fmt_p(p)
+    return f"p {text[0]} {text[1:]}" if text.startswith("<") else f"p = {text}"
+
+
+def _rollout_figures(rep: _Report) -> None:
+    """Figures 2 and 3 from the rollout sets stored under ``<store>/rollouts`` (never re-running a model)."""
+    from robustbench_dgsa.util.provenance import sha256_file
+    from robustbench_dgsa.rollout.plots import render_figure2, render_figure3
+    from robustbench_dgsa.rollout.runs import load_rollout_sets
+
+    allowed = set(rep.df["dataset"])
+    sets = [s for s in load_rollout_sets(rep.store_dir) if s.dataset in allowed]
+    for kind, fig_no in (("image", 2), ("text", 3)):
+        dsets = sorted({s.dataset for s in sets if s.kind == kind})
+        if not dsets:
+            rep.skip("rollout", f"Figure {fig_no}", f"no stored {kind} rollout sets in {rep.store_dir / 'rollouts'}")
+        for ds in dsets:
+            label = dataset_label(ds)
+            stem = f"fig{fig_no}_rollout_{ds}"
+            png, pdf = rep.out_dir / f"{stem}.png", rep.out_dir / f"{stem}.pdf"
+            files = {"PNG": png.name, "PDF": pdf.name}
+            if kind == "image":
+                desc = render_figure2(sets, png, pdf, dataset=ds, max_images=4,
+                                      title=f"Figure 2: attention rollout on {label}")
+                caption = ("Rows: test images (true class at the left); columns: the image, then each model's "
+                           "rollout overlaid, with the rollout mode in brackets. Signed modes use a diverging map "
+                           "centred at 0 (red = excitatory, blue = inhibitory); positive modes a sequential map. "
+                           "Each panel has its own colour scale.")
+            else:
+                html_path = rep.out_dir / f"{stem}.html"
+                desc = render_figure3(sets, png, pdf, html_path, dataset=ds,
+                                      title=None)
+                files["HTML"] = html_path.name
+                caption = ("One test text, tokens shaded by each model's rollout relevance (the HTML version shows "
+                           "each token's score on hover). Signed modes: red = positive, blue = negative.")
+            if desc is None:
+                continue
+            rows = rep.df[rep.df["run_id"].isin(desc["runs"])]
+            store_root = rep.store_dir.resolve()
+            extra = {"rollout_sets": [{"file": str(Path(f).resolve().relative_to(store_root))
+                                       if Path(f).resolve().is_relative_to(store_root) else str(f),
+                                       "sha256": sha256_file(f)} for f in desc["files"]],
+                     "figure": {k: v for k, v in desc.items() if k != "files"}}
+            rep.files("rollout", stem, f"Figure {fig_no} — {label}", files, rows, caption, image=png.name,
+                      extra=extra)
+
+
+def _rollout_numbers(rep: _Report) -> None:
+    ro = rep.df[rep.df["kind"] == "rollout"]
+    if ro.empty or not ro["metric"].isin(["rollout_mass", "rollout_drift"]).any():
+        rep.skip("rollout", "Rollout numbers", "no rollout rows (salient mass / drift) in the store")
+        return
+    ro = ro.assign(mode=[src.split("|")[0] for src in ro["source"]])
+
+    def cell(g: pd.DataFrame, m: str, digits: int = 3) -> str:
+        v = g.loc[g["model"] == m].groupby("seed")["value"].mean().to_numpy(float)
+        v = v[np.isfinite(v)]
+        if not len(v):
+            return "—"
+        return fmt_mean_sd(float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else None, digits)
+
+    for ds, d in ro.groupby("dataset", sort=True):
+        label = dataset_label(ds)
+        mass = d[d["metric"] == "rollout_mass"]
+        chance = d[d["metric"] == "rollout_mass_chance"]
+        if len(mass):
+            models = _order(mass["model"])
+            recs = []
+            for mode, g in mass.groupby("mode", sort=True):
+                ch = chance.loc[chance["mode"] == mode, "value"]
+                recs.append([mode, fmt_num(float(ch.mean()), 3) if len(ch) else "—"] + [cell(g, m) for m in models])
+            title = f"Rollout salient mass: {label}"
+            notes = ["Fraction of the rollout's positive relevance inside the known salient region (images) or "
+                     "tokens (text) of the synthetic test set; chance = the salient share of the input (what a "
+                     "uniform map scores). Higher = more focused on the signal. Mean ± SD over seeds. Mode (SPEC §7): "
+                     "positive = positive part, comparable across models; signed = L1-normalised signed rollout "
+                     "(the differential models' default); '—' = mode not run for that model."]
+            t = Table(["Mode", "Chance"] + [display_name(m) for m in models], recs, title, notes)
+            rep.table("rollout", f"rollout_mass_{ds}", title, t, pd.concat([mass, chance]).drop(columns="mode"))
+        drift = d[d["metric"] == "rollout_drift"]
+        if len(drift):
+            models = _order(drift["model"])
+            per_cond = drift.groupby(["mode", "model", "seed", "condition"], as_index=False)["value"].mean()
+            recs = []
+            for mode, g in per_cond.groupby("mode", sort=True):
+                for c in _condition_order(g["condition"], "image") + ["all"]:
+                    gc = g if c == "all" else g[g["condition"] == c]
+                    recs.append([mode, "mean of all" if c == "all" else c.replace("_", " ")]
+                                + [cell(gc, m) for m in models])
+            title = f"Rollout drift under corruption: {label}"
+            notes = ["Pearson correlation between each image's clean and corrupted rollout map (patch grid), "
+                     "averaged over images and severities (then mean ± SD over seeds). 1 = the map did not move; "
+                     "lower = the corruption moved the model's attention more."]
+            t = Table(["Mode", "Corruption"] + [display_name(m) for m in models], recs, title, notes,
+                      align="ll" + "r" * len(models))
+            rep.table("rollout", f"rollout_drift_{ds}", title, t, drift.drop(columns="mode"))
+
+
+# ------------------------------------------------------------------------------------------- index
+_CSS = """
+body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;max-width:1180px;margin:1.5em auto;
+padding:0 1.2em;color:#1d2125;line-height:1.45;background:#fff}
+h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.25em;margin-top:2em;border-bottom:2px solid #e3e6ea;padding-bottom:.2em}
+h3{font-size:1.02em;margin:1.4em 0 .4em}
+.meta{color:#5a6270;font-size:.9em}.meta code{font-size:.95em}
+nav{background:#f6f8fa;border:1px solid #e3e6ea;border-radius:6px;padding:.6em 1em;margin:1em 0;font-size:.92em;
+display:flex;flex-wrap:wrap;gap:.3em 1.2em}
+nav a{white-space:nowrap}
+a{color:#0b5cad;text-decoration:none}a:hover{text-decoration:underline}
+figure{margin:.6em 0 1.4em 0}figure img{max-width:100%;height:auto;border:1px solid #eceef1;border-radius:4px}
+figcaption,.caption{color:#4a515c;font-size:.88em;margin-top:.3em}
+.links{font-size:.85em;color:#5a6270}.links a{margin-right:.7em}
+.prov{font-size:.78em;color:#7a828e;margin-top:.15em}
+table{border-collapse:collapse;margin:.4em 0;font-size:.86em;font-variant-numeric:tabular-nums}
+caption{caption-side:top;text-align:left;font-weight:600;padding-bottom:.35em;color:#1d2125}
+th,td{padding:.28em .7em;border-bottom:1px solid #e3e6ea}thead th{border-bottom:2px solid #9aa3ad;background:#f6f8fa}
+td.r,th.r{text-align:right}td.l,th.l{text-align:left}td.c,th.c{text-align:center}
+tbody tr:hover{background:#fafbfc}
+ul.notes{font-size:.82em;color:#4a515c;margin:.3em 0 0 0;padding-left:1.2em}
+.skipped li{color:#7a4b00}.warn li{color:#9a2b2b}
+.tablewrap{overflow-x:auto}
+"""
+
+
+def _index(rep: _Report, title: str, header: list[str]) -> None:
+    by_section: dict[str, list[Artefact]] = {}
+    for a in rep.artefacts:
+        by_section.setdefault(a.section, []).append(a)
+    skipped_by: dict[str, list[tuple[str, str]]] = {}
+    for sec, t, reason in rep.skipped:
+        skipped_by.setdefault(sec, []).append((t, reason))
+
+    # Markdown
+    md = [f"# {title}", ""] + [f"- {h}" for h in header] + [""]
+    for sec, sec_title in SECTIONS:
+        arts = by_section.get(sec, [])
+        skips = skipped_by.get(sec, [])
+        if not arts and not skips:
+            continue
+        md += [f"## {sec_title}", ""]
+        for a in arts:
+            md.append(f"### {a.title}")
+            md.append("")
+            if a.image:
+                md.append(f"![{a.title}]({a.image})")
+                md.append("")
+            if a.caption:
+                md += [a.caption, ""]
+            if a.table_md:
+                md += [a.table_md, ""]
+            links = [f"[{fmt}]({path})" for fmt, path in a.files.items()]
+            if a.sources:
+                links.append(f"[sources]({a.sources})")
+            md.append(" · ".join(links))
+            md.append("")
+            if a.provenance:
+                md += [f"<sub>Made from {a.provenance}.</sub>", ""]
+        for t, reason in skips:
+            md += [f"- *Skipped: {t}* — {reason}", ""]
+    if rep.warnings:
+        md += ["## Warnings", ""] + [f"- {w}" for w in rep.warnings] + [""]
+    atomic.write_text(rep.out_dir / "index.md", "\n".join(md).rstrip() + "\n")
+
+    # HTML
+    e = html.escape
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             '<meta name="viewport" content="width=device-width, initial-scale=1">',
+             f"<title>{e(title)}</title>", f"<style>{_CSS}</style>", "</head><body>", f"<h1>{e(title)}</h1>"]
+    parts.append('<div class="meta">' + "<br>".join(_md_inline(h) for h in header) + "</div>")
+    nav = [f'<a href="#{sec}">{e(t)}</a>' for sec, t in SECTIONS if by_section.get(sec) or skipped_by.get(sec)]
+    parts.append("<nav>" + "\n".join(nav) + "</nav>")
+    for sec, sec_title in SECTIONS:
+        arts = by_section.get(sec, [])
+        skips = skipped_by.get(sec, [])
+        if not arts and not skips:
+            continue
+        parts.append(f'<h2 id="{sec}">{e(sec_title)}</h2>')
+        for a in arts:
+            parts.append(f'<h3 id="{e(a.key)}">{e(a.title)}</h3>')
+            if a.image:
+                size = _display_width(rep.out_dir / a.image)
+                parts.append(f'<figure><a href="{e(a.image)}"><img src="{e(a.image)}" alt="{e(a.title)}"{size}></a>'
+                             + (f"<figcaption>{e(a.caption)}</figcaption>" if a.caption else "") + "</figure>")
+            elif a.caption:
+                parts.append(f'<p class="caption">{e(a.caption)}</p>')
+            if a.table_html:
+                parts.append(f'<div class="tablewrap">{a.table_html}</div>')
+            links = [f'<a href="{e(p)}">{e(f)}</a>' for f, p in a.files.items()]
+            if a.sources:
+                links.append(f'<a href="{e(a.sources)}">sources</a>')
+            parts.append(f'<div class="links">{" ".join(links)}</div>')
+            if a.provenance:
+                parts.append(f'<div class="prov">Made from {e(a.provenance)}.</div>')
+        if skips:
+            parts.append('<ul class="skipped">' + "".join(f"<li><em>Skipped: {e(t)}</em> — {e(r)}</li>"
+                                                          for t, r in skips) + "</ul>")
+    if rep.warnings:
+        parts.append('<h2 id="warnings">Warnings</h2><ul class="warn">'
+                     + "".join(f"<li>{e(w)}</li>" for w in rep.warnings) + "</ul>")
+    parts.append("</body></html>")
+    atomic.write_text(rep.out_dir / "index.html", "\n".join(parts) + "\n")
+
+
+def _display_width(png: Path) -> str:
+    """``width`` attribute showing a PNG at its physical size (its pixels at its dpi, 96 CSS px per inch)."""
+    try:
+        from PIL import Image
+        with Image.open(png) as im:
+            dpi = float((im.info.get("dpi") or (96.0,))[0]) or 96.0
+            return f' width="{round(im.width * 96.0 / dpi)}"'
+    except (OSError, ValueError):
+        return ""
+
+
+def _md_inline(text: str) -> str:
+    """The little Markdown the header lines use: `code`."""
+    out = []
+    for i, chunk in enumerate(text.split("`")):
+        out.append(f"<code>{html.escape(chunk)}</code>" if i % 2 else html.escape(chunk))
+    return "".join(out)
+
+
+# ------------------------------------------------------------------------------------------- entry point
+def build_report(store_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None, *,
+                 name: str | None = None, datasets: Sequence[str] | None = None,
+                 reference: str | None = None, title: str | None = None) -> Path:
+    """Write the report of a results store; returns the report folder.
+
+    ``out_dir`` wins; otherwise ``reports/<name>`` (default name: the store folder's parent name).
+    ``datasets`` restricts the report; ``reference`` names the model the relative corruption error is
+    measured against (default: ViT / Transformer when present).
+    """
+    store_dir = Path(store_dir)
+    df = store.load_results(store_dir)
+    if df.empty:
+        raise UserError(f"results store {store_dir} has no rows: nothing to report")
+    all_ds = sorted(set(df["dataset"]) - {""})
+    if datasets:
+        unknown = sorted(set(datasets) - set(all_ds))
+        if unknown:
+            raise UserError(f"dataset(s) not in the store: {', '.join(unknown)} (present: {', '.join(all_ds)})")
+        df = df[df["dataset"].isin(list(datasets)) | (df["dataset"] == "")].reset_index(drop=True)
+    if reference is not None and reference not in set(df["model"]):
+        raise UserError(f"reference model {reference!r} has no results (present: "
+                        f"{', '.join(_order(set(df['model']) - {''}))})")
+    if out_dir is None:
+        out_dir = Path("reports") / (name or store_dir.resolve().parent.name or "report")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = store.load_runs(store_dir)
+    cfgs = _configs(runs)
+    rep = _Report(store_dir, out, df, runs)
+    pub = load_published()
+    pub_sha = hashlib.sha256(PUBLISHED_CSV.read_bytes()).hexdigest()
+
+    ds_all = sorted(set(df.loc[df["kind"].isin(["eval", "train"]), "dataset"]) - {""})
+    mods = {ds: _modality_of(df, ds, cfgs) for ds in ds_all}
+    datasets_m = {ds: mods[ds] for ds in sorted(ds_all, key=lambda d: (mods[d] != "image", d))}
+
+    try:
+        rep.warnings += metrics.source_warnings(metrics.eval_rows(df))
+    except UserError as e:
+        rep.warnings.append(str(e))
+    rep.attempt("accuracy", "Tables 1 and 3", lambda: _accuracy_tables(rep, pub, pub_sha, datasets_m, cfgs))
+    rep.attempt("severity", "Figure 4", lambda: _severity_figures(rep, datasets_m))
+    rep.attempt("robustness", "Robustness summary", lambda: _robustness_tables(rep, datasets_m, reference))
+    rep.attempt("significance", "Significance", lambda: _significance(rep, datasets_m, reference))
+    rep.attempt("curves", "Figure 5", lambda: _curve_figures(rep, datasets_m))
+    rep.attempt("rollout", "Figures 2 and 3", lambda: _rollout_figures(rep))
+    rep.attempt("rollout", "Rollout numbers", lambda: _rollout_numbers(rep))
+    rep.attempt("efficiency", "Table 9", lambda: _efficiency_table(rep, pub, pub_sha))
+    rep.attempt("published", "Published tables", lambda: _published_tables(rep, pub, pub_sha))
+
+    commits = sorted(set(df["git_commit"]) - {""})
+    header = [f"Store: `{store_dir.resolve()}` — {len(df)} rows, {df['run_id'].nunique()} runs",
+              "Datasets: " + (", ".join(f"{dataset_label(d)} ({m})" for d, m in datasets_m.items()) or "none"),
+              "Models: " + ", ".join(display_name(m) for m in _order(set(df["model"]) - {""})),
+              "Seeds: " + ", ".join(str(s) for s in sorted(set(df.loc[df["seed"] >= 0, "seed"]))),
+              *_setup_lines(df, cfgs, datasets_m),
+              "Code: " + (", ".join(f"`{c[:12]}`" for c in commits) or "unknown")
+              + f"; package {', '.join(sorted(set(df['package_version']) - {''})) or '?'}",
+              "Every artefact was regenerated from the stored results only; each links its `sources.json` "
+              "(runs, configs, commits, rows hash)."]
+    _index(rep, title or "dgsa-bench report", header)
+    _prune(out, rep)
+    return out
+
+
+def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
+    """One line per dataset: the model size and training schedule the runs used (from their configs)."""
+    out = []
+    for ds in datasets:
+        hashes = sorted(set(df.loc[(df["dataset"] == ds) & (df["kind"] == "train"), "config_hash"]) - {""})
+        cfg = next((cfgs[h] for h in hashes if h in cfgs), None)
+        if cfg is None:
+            continue
+        m, t, d = cfg["model"], cfg["train"], cfg["data"]
+        n = f", up to {d['max_train']:,} training examples" if d.get("max_train") else ""
+        n += f", first {d['max_test']:,} test examples" if d.get("max_test") else ""
+        out.append(f"Setup on {dataset_label(ds)}: D={m['dim']}, {m['depth']} layers, {m['heads']} heads; "
+                   f"{t['epochs']} epochs, batch {t['batch_size']}, lr {t['lr']:g}{n}"
+                   + (f" ({len(hashes)} configs)" if len(hashes) > 1 else ""))
+    return out
+
+
+def _prune(out: Path, rep: _Report) -> None:
+    """Remove files a previous build of this folder wrote that this build did not (skipped artefacts)."""
+    keep = {"index.md", "index.html", "manifest.json"}
+    for a in rep.artefacts:
+        keep.update(a.files.values())
+        if a.image:
+            keep.add(a.image)
+        if a.sources:
+            keep.add(a.sources)
+    manifest = out / "manifest.json"
+    if manifest.is_file():
+        try:
+            old = json.loads(manifest.read_text()).get("files", [])
+        except (json.JSONDecodeError, AttributeError):
+            old = []
+        for f in old:
+            if f not in keep and "/" not in f and (out / f).is_file():
+                (out / f).unlink()
+    atomic.write_json(manifest, {"files": sorted(keep)})

@@ -1,0 +1,136 @@
+"""Table recipes of the report (SPEC §8): Markdown, LaTeX (booktabs) and HTML from one table object.
+
+A :class:`Table` holds display strings (numbers already formatted), a caption and notes. The recipes
+below build them from tidy store rows and the paper's published values (:func:`report.load_published`).
+"""
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from robustbench_dgsa.analysis.stats import latex_escape as _stats_escape
+
+
+@dataclass
+class Table:
+    columns: list[str]
+    rows: list[list[str]]
+    caption: str = ""
+    notes: list[str] = field(default_factory=list)
+    align: str | None = None          # one letter per column: l / r / c; default: first l, rest r
+
+    @classmethod
+    def from_frame(cls, df: pd.DataFrame, caption: str = "", notes: Sequence[str] = (),
+                   align: str | None = None) -> "Table":
+        rows = [[_cell(v) for v in r] for r in df.itertuples(index=False, name=None)]
+        return cls([str(c) for c in df.columns], rows, caption, list(notes), align)
+
+    def _align(self) -> str:
+        if self.align and len(self.align) == len(self.columns):
+            return self.align
+        return "l" + "r" * (len(self.columns) - 1)
+
+    def to_markdown(self, caption: bool = True) -> str:
+        esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+        sep = {"l": ":--", "r": "--:", "c": ":-:"}
+        out = []
+        if self.caption and caption:
+            out += [f"**{self.caption}**", ""]
+        out.append("| " + " | ".join(esc(c) for c in self.columns) + " |")
+        out.append("|" + "|".join(sep[a] for a in self._align()) + "|")
+        for r in self.rows:
+            out.append("| " + " | ".join(esc(v) for v in r) + " |")
+        if self.notes:
+            out.append("")
+            out += [f"- {n}" for n in self.notes]
+        return "\n".join(out) + "\n"
+
+    def to_latex(self, label: str | None = None) -> str:
+        """A booktabs ``table`` environment (needs ``\\usepackage{booktabs}``)."""
+        lines = ["\\begin{table}[t]", "\\centering"]
+        if self.caption:
+            lines.append(f"\\caption{{{latex_escape(self.caption)}}}")
+        if label:
+            lines.append(f"\\label{{{label}}}")
+        lines.append(f"\\begin{{tabular}}{{{self._align()}}}")
+        lines.append("\\toprule")
+        lines.append(" & ".join(latex_escape(c) for c in self.columns) + " \\\\")
+        lines.append("\\midrule")
+        for r in self.rows:
+            lines.append(" & ".join(latex_escape(v) for v in r) + " \\\\")
+        lines.append("\\bottomrule")
+        lines.append("\\end{tabular}")
+        if self.notes:
+            lines.append("\\par\\smallskip\\footnotesize")
+            lines += [latex_escape(n) + "\\\\" for n in self.notes]
+        lines.append("\\end{table}")
+        return "\n".join(lines) + "\n"
+
+    def to_html(self, caption: bool = True) -> str:
+        cls = {"l": "l", "r": "r", "c": "c"}
+        al = self._align()
+        out = ["<table>"]
+        if self.caption and caption:
+            out.append(f"<caption>{html.escape(self.caption)}</caption>")
+        out.append("<thead><tr>" + "".join(f'<th class="{cls[a]}">{html.escape(c)}</th>'
+                                           for a, c in zip(al, self.columns)) + "</tr></thead>")
+        out.append("<tbody>")
+        for r in self.rows:
+            out.append("<tr>" + "".join(f'<td class="{cls[a]}">{html.escape(str(v))}</td>'
+                                        for a, v in zip(al, r)) + "</tr>")
+        out.append("</tbody></table>")
+        if self.notes:
+            out.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+                       + "</ul>")
+        return "\n".join(out)
+
+
+_LATEX_UNICODE = {"±": "$\\pm$", "×": "$\\times$", "−": "$-$", "Δ": "$\\Delta$", "κ": "$\\kappa$",
+                  "≥": "$\\geq$", "≤": "$\\leq$", "—": "---", "–": "--", "†": "$^\\dagger$", "λ": "$\\lambda$",
+                  "·": "$\\cdot$", "→": "$\\to$"}
+
+
+def latex_escape(s: object) -> str:
+    """:func:`stats.latex_escape` plus the few Unicode signs the report's tables use (±, ×, −, ...)."""
+    return "".join(_LATEX_UNICODE.get(ch) or _stats_escape(ch) for ch in str(s))
+
+
+def _cell(v: object) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, (float, np.floating)):
+        if math.isnan(v):
+            return "—"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def fmt_mean_sd(mean: float, sd: float | None, digits: int = 2) -> str:
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "—"
+    if sd is None or (isinstance(sd, float) and math.isnan(sd)):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}"
+
+
+def fmt_num(v: float | None, digits: int = 2) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{v:.{digits}f}"
+
+
+def fmt_count(v: float | None) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{int(round(v)):,}"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "—"
+    return "<0.001" if p < 1e-3 else f"{p:.3f}"

@@ -1,0 +1,428 @@
+"""Rendering of attention-rollout results: image overlays, the Figure-2 grid, text shading (Figure 3).
+
+Drawing only: every function takes arrays already computed (by :mod:`robustbench_dgsa.rollout.runs` or read
+from stored rollout sets) and writes files; nothing here runs a model.
+
+Colour conventions (SPEC §7):
+
+* signed heatmaps (modes ``signed``/``raw``) use the diverging colormap :data:`SIGNED_CMAP` with symmetric
+  limits ±max|h|, so 0 is always the white centre; red = excitatory (positive) relevance, blue = inhibitory;
+* non-negative heatmaps use :data:`POSITIVE_CMAP` stretched from min(h) to max(h) (classic rollout has a
+  large uniform floor; from 0 every map would look flat).
+
+Limits are per panel (each model's own scale), stated in the colour bars of the single-image figure; text
+tokens likewise (signed: white = 0, red +, blue −; non-negative: white = the text's minimum).
+
+Files are written atomically (a temporary file beside the target, then a rename). PDFs are byte-identical
+across re-runs: no creation/modification dates, a fixed SVG hash salt, and nothing taken from the clock or
+``SOURCE_DATE_EPOCH``.
+"""
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # noqa: E402  (headless; must precede pyplot)
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import Normalize  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+from robustbench_dgsa.util import atomic  # noqa: E402
+
+SIGNED_CMAP = "RdBu_r"
+POSITIVE_CMAP = "inferno"
+TEXT_POSITIVE_CMAP = "Reds"
+OVERLAY_ALPHA = 0.55
+
+DISPLAY_NAMES = {"vit": "ViT", "dvit": "DViT", "dgvit": "DGViT",
+                 "transformer": "Transformer", "dt": "DT", "dgt": "DGT"}
+
+_RC = {"svg.hashsalt": "dgsa-bench", "pdf.compression": 6, "path.simplify": True,
+       "font.family": "DejaVu Sans", "figure.dpi": 100}
+_PDF_META = {"CreationDate": None, "ModDate": None, "Producer": None}
+_PNG_META = {"Software": None}
+
+
+def display_name(name: str) -> str:
+    """Paper name of a registry model name (vit → ViT, dgt → DGT, ...); unknown names as they are."""
+    return DISPLAY_NAMES.get(name, name)
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+
+def _savefig(fig, path: str | os.PathLike, fmt: str, dpi: int = 150) -> Path:
+    path = Path(path)
+    meta = _PDF_META if fmt == "pdf" else _PNG_META if fmt == "png" else None
+    with atomic.atomic_path(path) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=dpi, metadata=meta, bbox_inches=None)
+    return path
+
+
+def _to_rgb(image: np.ndarray) -> np.ndarray:
+    """uint8 (H,W), (H,W,1), (H,W,3) or (H,W,4) → (H,W,3) uint8 for display."""
+    img = np.asarray(image)
+    if img.dtype != np.uint8:
+        img = np.clip(img, 0, 255).astype(np.uint8) if img.max() > 1.0 else (np.clip(img, 0, 1) * 255).astype(
+            np.uint8)
+    if img.ndim == 2:
+        img = img[..., None]
+    if img.shape[-1] == 1:
+        img = np.repeat(img, 3, axis=-1)
+    return img[..., :3]
+
+
+def heatmap_norm(heatmap: np.ndarray, signed: bool) -> tuple[str, Normalize]:
+    """(colormap name, norm): symmetric ±max|h| centred at 0 when signed, else [min h, max h]."""
+    h = np.asarray(heatmap, dtype=np.float64)
+    finite = h[np.isfinite(h)]
+    if signed:
+        m = float(np.abs(finite).max()) if finite.size else 1.0
+        m = m if m > 0 else 1.0
+        return SIGNED_CMAP, Normalize(vmin=-m, vmax=m)
+    lo = float(finite.min()) if finite.size else 0.0
+    hi = float(finite.max()) if finite.size else 1.0
+    if hi <= lo:
+        hi = lo + (abs(lo) if lo else 1.0)
+    return POSITIVE_CMAP, Normalize(vmin=lo, vmax=hi)
+
+
+def _show_heat(ax, heatmap: np.ndarray, signed: bool, extent, alpha: float = 1.0):
+    cmap, norm = heatmap_norm(heatmap, signed)
+    return ax.imshow(np.asarray(heatmap, dtype=np.float64), cmap=cmap, norm=norm, extent=extent, alpha=alpha,
+                     interpolation="bilinear")
+
+
+def _blank(ax) -> None:
+    ax.set_xticks([])
+    ax.set_yticks([])
+    for s in ax.spines.values():
+        s.set_visible(False)
+
+
+# --- images ------------------------------------------------------------------------------------------
+
+def plot_image_rollout(image_uint8: np.ndarray, heatmap: np.ndarray, out_png: str | os.PathLike, *,
+                       signed: bool, title: str | None = None, out_pdf: str | os.PathLike | None = None,
+                       alpha: float = OVERLAY_ALPHA) -> Path:
+    """One image: input | heatmap (with colour bar) | overlay. Returns the PNG path."""
+    img = _to_rgb(image_uint8)
+    H, W = img.shape[:2]
+    extent = (0, W, H, 0)
+    with matplotlib.rc_context(_RC):
+        fig, axes = plt.subplots(1, 3, figsize=(9.6, 3.5), layout="constrained")
+        axes[0].imshow(img, extent=extent, interpolation="nearest")
+        axes[0].set_title("input")
+        im = _show_heat(axes[1], heatmap, signed, extent)
+        axes[1].set_title("rollout (signed, 0 = white)" if signed else "rollout")
+        fig.colorbar(im, ax=axes[1], fraction=0.046, pad=0.04)
+        axes[2].imshow(img, extent=extent, interpolation="nearest")
+        _show_heat(axes[2], heatmap, signed, extent, alpha=alpha)
+        axes[2].set_title("overlay")
+        for ax in axes:
+            _blank(ax)
+        if title:
+            fig.suptitle(title, fontsize=10)
+        out = _savefig(fig, out_png, "png")
+        if out_pdf is not None:
+            _savefig(fig, out_pdf, "pdf")
+        plt.close(fig)
+    return out
+
+
+def plot_rollout_grid(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_model: Mapping[str, np.ndarray],
+                      out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None, *,
+                      signed_by_model: Mapping[str, bool] | None = None, row_labels: Sequence[str] | None = None,
+                      column_titles: Mapping[str, str] | None = None, title: str | None = None,
+                      overlay: bool = True, alpha: float = OVERLAY_ALPHA) -> Path:
+    """Figure 2: rows = images, columns = the image then one rollout per model (in the mapping's order).
+
+    ``heatmaps_by_model[name]`` is (K, H', W') for the K images (any H', W': stretched over the image).
+    ``signed_by_model[name]`` selects the diverging colormap (default: signed iff the maps have negatives).
+    Each cell has its own colour scale. Returns the PNG path; also writes ``out_pdf`` when given.
+    """
+    imgs = [_to_rgb(im) for im in images]
+    K = len(imgs)
+    names = list(heatmaps_by_model)
+    for n in names:
+        if len(heatmaps_by_model[n]) != K:
+            raise ValueError(f"model {n!r} has {len(heatmaps_by_model[n])} heatmaps for {K} images")
+    if K == 0:
+        raise ValueError("plot_rollout_grid needs at least one image")
+    signed_by_model = dict(signed_by_model or {})
+    cols = 1 + len(names)
+    with matplotlib.rc_context(_RC):
+        fig, axes = plt.subplots(K, cols, figsize=(1.9 * cols, 1.9 * K + (0.75 if title else 0.45)),
+                                 squeeze=False, layout="constrained")
+        for r, img in enumerate(imgs):
+            H, W = img.shape[:2]
+            extent = (0, W, H, 0)
+            axes[r, 0].imshow(img, extent=extent, interpolation="nearest")
+            if row_labels is not None:
+                axes[r, 0].set_ylabel(str(row_labels[r]), fontsize=8)
+            for c, n in enumerate(names, start=1):
+                hm = np.asarray(heatmaps_by_model[n][r], dtype=np.float64)
+                signed = signed_by_model.get(n, bool((hm < 0).any()))
+                ax = axes[r, c]
+                if overlay:
+                    ax.imshow(img, extent=extent, interpolation="nearest")
+                _show_heat(ax, hm, signed, extent, alpha=alpha if overlay else 1.0)
+        axes[0, 0].set_title("image", fontsize=10)
+        for c, n in enumerate(names, start=1):
+            label = (column_titles or {}).get(n, display_name(n))
+            axes[0, c].set_title(label, fontsize=10)
+        for ax in axes.flat:
+            _blank(ax)
+        if title:
+            fig.suptitle(title, fontsize=10)
+        out = _savefig(fig, out_png, "png")
+        if out_pdf is not None:
+            _savefig(fig, out_pdf, "pdf")
+        plt.close(fig)
+    return out
+
+
+# --- text --------------------------------------------------------------------------------------------
+
+def token_colors(scores: Sequence[float], signed: bool) -> np.ndarray:
+    """(T, 4) RGBA background per token: signed → RdBu_r at s/max|s| (0 = white); else Reds stretched from
+    min s (white) to max s."""
+    s = np.asarray(scores, dtype=np.float64)
+    if s.size == 0:
+        return np.zeros((0, 4))
+    if signed:
+        m = float(np.abs(s).max()) or 1.0
+        return plt.get_cmap(SIGNED_CMAP)(0.5 + 0.5 * s / m)
+    lo, hi = float(s.min()), float(s.max())
+    t = (s - lo) / (hi - lo) if hi > lo else np.zeros_like(s)
+    return plt.get_cmap(TEXT_POSITIVE_CMAP)(np.clip(t, 0, 1) * 0.85)  # keep the darkest end readable
+
+
+def _text_colour(rgba: np.ndarray) -> str:
+    lum = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2]
+    return "#000000" if lum > 0.5 else "#ffffff"
+
+
+def _hex(rgba: np.ndarray) -> str:
+    return "#%02x%02x%02x" % tuple(int(round(float(v) * 255)) for v in rgba[:3])
+
+
+def _check_text_inputs(tokens_by_model, scores_by_model) -> list[str]:
+    names = list(tokens_by_model)
+    for n in names:
+        if n not in scores_by_model:
+            raise ValueError(f"no scores for model {n!r}")
+        if len(tokens_by_model[n]) != len(scores_by_model[n]):
+            raise ValueError(f"model {n!r}: {len(tokens_by_model[n])} tokens but {len(scores_by_model[n])} scores")
+    return names
+
+
+def render_text_rollout_html(tokens_by_model: Mapping[str, Sequence[str]],
+                             scores_by_model: Mapping[str, Sequence[float]], out_html: str | os.PathLike, *,
+                             signed_by_model: Mapping[str, bool] | None = None, title: str | None = None,
+                             caption: str | None = None, labels: Sequence[str] | None = None) -> Path:
+    """Figure 3 as HTML: one block per model, each token's background shaded by its rollout relevance.
+
+    Hovering a token shows its score. Deterministic output (no dates). Returns the path.
+    """
+    names = _check_text_inputs(tokens_by_model, scores_by_model)
+    signed_by_model = dict(signed_by_model or {})
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>{html.escape(title or 'Attention rollout (text)')}</title>",
+             "<style>body{font-family:sans-serif;max-width:60em;margin:1em auto;line-height:1.9}"
+             ".tok{padding:0.1em 0.15em;margin:0 0.05em;border-radius:0.2em;white-space:pre}"
+             ".model{margin:1em 0 0.3em 0;font-weight:bold}.note{color:#555;font-size:0.9em}</style>",
+             "</head><body>"]
+    if title:
+        parts.append(f"<h2>{html.escape(title)}</h2>")
+    if caption:
+        parts.append(f'<p class="note">{html.escape(caption)}</p>')
+    for i, n in enumerate(names):
+        toks = list(tokens_by_model[n])
+        s = np.asarray(scores_by_model[n], dtype=np.float64)
+        signed = signed_by_model.get(n, bool((s < 0).any()))
+        cols = token_colors(s, signed)
+        label = labels[i] if labels is not None else f"({chr(ord('a') + i)}) {display_name(n)}"
+        scale = "signed, red = positive, blue = negative" if signed else "non-negative"
+        parts.append(f'<div class="model">{html.escape(label)} <span class="note">({scale})</span></div><div>')
+        spans = []
+        for t, v, c in zip(toks, s, cols):
+            spans.append(f'<span class="tok" style="background:{_hex(c)};color:{_text_colour(c)}" '
+                         f'title="{v:.4g}">{html.escape(str(t))}</span>')
+        parts.append(" ".join(spans))
+        parts.append("</div>")
+    parts.append("</body></html>")
+    out = Path(out_html)
+    atomic.write_text(out, "\n".join(parts) + "\n")
+    return out
+
+
+def _wrap(tokens: Sequence[str], max_chars: int) -> list[list[int]]:
+    lines: list[list[int]] = [[]]
+    used = 0
+    for i, t in enumerate(tokens):
+        w = len(t) + 1
+        if lines[-1] and used + w > max_chars:
+            lines.append([])
+            used = 0
+        lines[-1].append(i)
+        used += w
+    return lines
+
+
+def plot_text_rollout(tokens_by_model: Mapping[str, Sequence[str]], scores_by_model: Mapping[str, Sequence[float]],
+                      out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None, *,
+                      signed_by_model: Mapping[str, bool] | None = None, title: str | None = None,
+                      labels: Sequence[str] | None = None, max_chars: int = 90, fontsize: float = 9.0,
+                      max_tokens: int | None = 200) -> Path:
+    """Figure 3 as PNG (and PDF): one panel per model ((a) Transformer, (b) DT, (c) DGT, ...), tokens in a
+    monospace font on backgrounds shaded by relevance, wrapped at ``max_chars`` characters per line.
+
+    Only the first ``max_tokens`` tokens are drawn (an ellipsis marks the cut). Returns the PNG path.
+    """
+    names = _check_text_inputs(tokens_by_model, scores_by_model)
+    signed_by_model = dict(signed_by_model or {})
+    char_w = 0.602 * fontsize / 72.0       # DejaVu Sans Mono advance, inches
+    line_h = 1.55 * fontsize / 72.0
+    width_in = max_chars * char_w + 0.4
+    blocks = []
+    for i, n in enumerate(names):
+        toks = [str(t) for t in tokens_by_model[n]]
+        s = np.asarray(scores_by_model[n], dtype=np.float64)
+        cut = max_tokens is not None and len(toks) > max_tokens
+        if cut:
+            toks, s = toks[:max_tokens], s[:max_tokens]
+        signed = signed_by_model.get(n, bool((s < 0).any()))
+        label = labels[i] if labels is not None else f"({chr(ord('a') + i)}) {display_name(n)}"
+        blocks.append((label, toks, s, signed, _wrap([t.replace("\n", " ") for t in toks], max_chars), cut))
+    title_h = 0.35 if title else 0.0
+    heights = [line_h * (len(b[4]) + 1.4) for b in blocks]
+    height_in = title_h + sum(heights) + 0.15
+    with matplotlib.rc_context(_RC):
+        fig = plt.figure(figsize=(width_in, height_in))
+        ax = fig.add_axes((0, 0, 1, 1))
+        ax.set_xlim(0, width_in)
+        ax.set_ylim(height_in, 0)
+        ax.axis("off")
+        y = 0.1
+        if title:
+            ax.text(0.2, y + 0.15, title, fontsize=fontsize + 1, va="center", ha="left", weight="bold")
+            y += title_h
+        for (label, toks, s, signed, lines, cut), h in zip(blocks, heights):
+            ax.text(0.2, y + 0.5 * line_h, label + ("   (signed: red +, blue −)" if signed else ""),
+                    fontsize=fontsize, va="center", ha="left", weight="bold")
+            y += line_h * 1.2
+            cols = token_colors(s, signed)
+            for li, line in enumerate(lines):
+                x = 0.2
+                for j in line:
+                    t = toks[j].replace("\n", " ")
+                    w = len(t) * char_w
+                    ax.add_patch(Rectangle((x - 0.01, y + 0.08 * line_h), w + 0.02, 0.84 * line_h,
+                                           facecolor=cols[j], edgecolor="none"))
+                    ax.text(x, y + 0.5 * line_h, t, fontsize=fontsize, family="DejaVu Sans Mono", va="center",
+                            ha="left", color=_text_colour(cols[j]))
+                    x += w + char_w
+                if cut and li == len(lines) - 1:
+                    ax.text(x, y + 0.5 * line_h, "…", fontsize=fontsize, family="DejaVu Sans Mono",
+                            va="center", ha="left")
+                y += line_h
+            y = y + 0.2 * line_h
+        out = _savefig(fig, out_png, "png")
+        if out_pdf is not None:
+            _savefig(fig, out_pdf, "pdf")
+        plt.close(fig)
+    return out
+
+
+# --- figures from stored rollout sets (the report's entry points) ------------------------------------
+
+_IMAGE_ORDER = ("vit", "vit_swiglu", "dvit", "dgvit")
+_TEXT_ORDER = ("transformer", "transformer_swiglu", "dt", "dgt")
+
+
+def _order_key(order: Sequence[str]):
+    def key(name: str):
+        return (order.index(name) if name in order else len(order), name)
+    return key
+
+
+def pick_sets(sets: Sequence, kind: str, models: Sequence[str] | None = None,
+              dataset: str | None = None) -> list:
+    """From stored rollout sets (:class:`robustbench_dgsa.rollout.runs.RolloutSet`), one set per model that
+    all show the same inputs: the (dataset, data_key) group covering the most models (ties: the group whose
+    dataset/key sorts first); per model the set with the lowest seed, then run id. Ordered ViT, DViT, DGViT
+    (Transformer, DT, DGT), then any other model alphabetically."""
+    cands = [s for s in sets if s.kind == kind and (dataset is None or s.dataset == dataset)
+             and (models is None or s.model in models)]
+    if not cands:
+        return []
+    groups: dict[tuple[str, str], list] = {}
+    for s in cands:
+        groups.setdefault((s.dataset, s.data_key), []).append(s)
+    best = sorted(groups.items(), key=lambda kv: (-len({s.model for s in kv[1]}), kv[0]))[0][1]
+    per_model: dict[str, object] = {}
+    for s in sorted(best, key=lambda s: (s.seed, s.run_id)):
+        per_model.setdefault(s.model, s)
+    order = _IMAGE_ORDER if kind == "image" else _TEXT_ORDER
+    return [per_model[m] for m in sorted(per_model, key=_order_key(order))]
+
+
+def _class_name(s, label: int) -> str:
+    classes = s.classes
+    if classes and 0 <= int(label) < len(classes):
+        return str(classes[int(label)])
+    return str(int(label))
+
+
+def render_figure2(sets: Sequence, out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None, *,
+                   max_images: int = 4, models: Sequence[str] | None = None, dataset: str | None = None,
+                   title: str | None = None) -> dict | None:
+    """Figure 2 from stored image rollout sets: rows = the first ``max_images`` images, columns = image, then
+    each model (ViT, DViT, DGViT, ...). Returns a description (models, runs, modes, dataset) for provenance,
+    or None when there is no image set."""
+    chosen = pick_sets(sets, "image", models, dataset)
+    if not chosen:
+        return None
+    k = min(max_images, min(len(s) for s in chosen))
+    ref = chosen[0]
+    heat = {s.model: s.heatmaps[:k] for s in chosen}
+    signed = {s.model: s.signed for s in chosen}
+    titles = {s.model: f"{display_name(s.model)}\n[{s.mode}]" for s in chosen}
+    row_labels = [_class_name(ref, ref.labels[i]) for i in range(k)]
+    plot_rollout_grid(ref.images[:k], heat, out_png, out_pdf, signed_by_model=signed, row_labels=row_labels,
+                      column_titles=titles, title=title)
+    return {"dataset": ref.dataset, "data_key": ref.data_key, "images": k,
+            "models": [s.model for s in chosen], "runs": [s.run_id for s in chosen],
+            "seeds": [s.seed for s in chosen], "specs": [s.spec.tag for s in chosen],
+            "files": [str(s.path) for s in chosen]}
+
+
+def render_figure3(sets: Sequence, out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None,
+                   out_html: str | os.PathLike | None = None, *, index: int = 0,
+                   models: Sequence[str] | None = None, dataset: str | None = None,
+                   title: str | None = None) -> dict | None:
+    """Figure 3 from stored text rollout sets: text number ``index`` shaded per model ((a) Transformer,
+    (b) DT, (c) DGT, ...). Writes PNG (+ PDF, + HTML when given). Returns a provenance description or None."""
+    chosen = pick_sets(sets, "text", models, dataset)
+    if not chosen:
+        return None
+    i = min(index, min(len(s) for s in chosen) - 1)
+    ref = chosen[0]
+    toks = {s.model: s.tokens[i] for s in chosen}
+    scores = {s.model: s.scores[i] for s in chosen}
+    signed = {s.model: s.signed for s in chosen}
+    labels = [f"({chr(ord('a') + j)}) {display_name(s.model)} [{s.mode}]" for j, s in enumerate(chosen)]
+    label = _class_name(ref, ref.labels[i])
+    t = title or f"{ref.dataset} example {i} (label: {label})"
+    plot_text_rollout(toks, scores, out_png, out_pdf, signed_by_model=signed, title=t, labels=labels)
+    if out_html is not None:
+        render_text_rollout_html(toks, scores, out_html, signed_by_model=signed, title=t, labels=labels)
+    return {"dataset": ref.dataset, "data_key": ref.data_key, "index": i, "label": label,
+            "models": [s.model for s in chosen], "runs": [s.run_id for s in chosen],
+            "seeds": [s.seed for s in chosen], "specs": [s.spec.tag for s in chosen],
+            "files": [str(s.path) for s in chosen]}

@@ -1,0 +1,137 @@
+"""Evaluation: clean + corruptions + text noise rows, predictions, errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robustbench_dgsa import store
+from robustbench_dgsa.config import resolve_config
+from robustbench_dgsa.util.errors import CheckpointError, UserError
+from robustbench_dgsa.models import get_model_config
+
+TINY = {"model.dim": 16, "model.depth": 1, "model.heads": 2, "model.head_hidden": 16, "train.epochs": 1,
+        "train.batch_size": 32, "train.device": "cpu", "data.max_train": 160, "data.max_test": 48}
+
+
+@pytest.fixture(scope="module")
+def vision_ckpt(tmp_path_factory):
+    from robustbench_dgsa.engine.train import train
+    out = tmp_path_factory.mktemp("vis")
+    cfg = resolve_config(get_model_config("dgvit"), "synthetic-vision", "tiny", overrides=TINY)
+    return train(cfg, 0, out / "run", progress=False)
+
+
+@pytest.fixture(scope="module")
+def text_ckpt(tmp_path_factory):
+    from robustbench_dgsa.engine.train import train
+    out = tmp_path_factory.mktemp("txt")
+    cfg = resolve_config(get_model_config("transformer"), "synthetic-text", "tiny",
+                         overrides={**TINY, "model.max_len": 40})
+    return train(cfg, 2, out / "run", progress=False)
+
+
+def test_image_corruptions_rows_and_predictions(vision_ckpt, tmp_path):
+    from robustbench_dgsa.engine.evaluate import evaluate
+    sd = tmp_path / "store"
+    res = evaluate(vision_ckpt.checkpoint, corruptions=["gaussian_noise", "fog"], severities=[1, 5],
+                   store_dir=sd, device="cpu", progress=False)
+    t = res.table
+    assert list(t.condition) == ["clean", "gaussian_noise", "gaussian_noise", "fog", "fog"]
+    assert list(t.severity) == [0, 1, 5, 1, 5] and (t.n == 48).all()
+    assert t.accuracy.between(0, 1).all()
+    df = store.load_results(sd)
+    acc = df[df.metric == "accuracy"]
+    assert len(acc) == 5 and set(acc.kind) == {"eval"} and set(acc.split) == {"test"}
+    assert set(acc.model) == {"dgvit"} and set(acc.seed) == {0}
+    assert set(acc.config_hash) == {vision_ckpt.config_hash}
+    assert set(acc[acc.condition != "clean"].source) == {"on-the-fly"}
+    preds = store.load_predictions(sd, res.run_id)
+    assert len(preds) == 5 * 48
+    assert set(preds.columns) >= {"condition", "severity", "index", "label", "pred"}
+    # accuracy rows are consistent with the stored predictions
+    for (c, s), g in preds.groupby(["condition", "severity"]):
+        row = acc[(acc.condition == c) & (acc.severity == s)]
+        assert row.value.iloc[0] == pytest.approx(float((g.label == g.pred).mean()))
+    clean = preds[preds.condition == "clean"]
+    assert clean["index"].tolist() == list(range(48))
+    prov = store.load_runs(sd)[res.run_id]
+    assert prov["train_run_id"] == vision_ckpt.run_id and prov["corruption_seed"] == 0
+
+
+def test_on_the_fly_is_chunk_independent(vision_ckpt, tmp_path):
+    from robustbench_dgsa.engine.evaluate import evaluate
+    a = evaluate(vision_ckpt.checkpoint, corruptions=["shot_noise"], severities=[3], store_dir=tmp_path / "a",
+                 device="cpu", progress=False, chunk=1000)
+    b = evaluate(vision_ckpt.checkpoint, corruptions=["shot_noise"], severities=[3], store_dir=tmp_path / "b",
+                 device="cpu", progress=False, chunk=7)
+    pa = store.load_predictions(tmp_path / "a").sort_values(["condition", "index"]).pred.to_numpy()
+    pb = store.load_predictions(tmp_path / "b").sort_values(["condition", "index"]).pred.to_numpy()
+    assert np.array_equal(pa, pb)
+    assert a.table.accuracy.tolist() == b.table.accuracy.tolist()
+
+
+def test_text_noise_rows_with_cer_wer(text_ckpt, tmp_path):
+    from corruptions.text import TEXT_NOISE_TYPES
+    from robustbench_dgsa.engine.evaluate import evaluate
+    sd = tmp_path / "store"
+    noise = TEXT_NOISE_TYPES[0]
+    res = evaluate(text_ckpt.checkpoint, text_noise=[noise], severities=[1, 4], store_dir=sd, device="cpu",
+                   progress=False)
+    df = store.load_results(sd)
+    assert set(df.model) == {"transformer"} and set(df.seed) == {2}
+    cells = df[df.condition == noise]
+    assert sorted(cells.metric.unique()) == ["accuracy", "cer", "wer"]
+    assert sorted(cells.severity.unique()) == [1, 4]
+    cer = cells[cells.metric == "cer"].sort_values("severity").value.to_numpy()
+    assert (cer > 0).all() and cer[1] >= cer[0]                   # more noise at severity 4
+    assert res.table.cer.notna().sum() == 2
+    assert len(store.load_predictions(sd, res.run_id)) == 3 * 48
+
+
+def test_evaluate_errors(vision_ckpt, text_ckpt, tmp_path):
+    from robustbench_dgsa.engine.evaluate import evaluate
+    with pytest.raises(CheckpointError, match="not found"):
+        evaluate(tmp_path / "missing.safetensors", store_dir=tmp_path / "s", progress=False)
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError):
+        evaluate(bad, store_dir=tmp_path / "s", progress=False)
+    with pytest.raises(UserError, match="classes"):
+        evaluate(vision_ckpt.checkpoint, dataset="cifar10", store_dir=tmp_path / "s", progress=False)
+    with pytest.raises(UserError, match="unknown dataset"):
+        evaluate(vision_ckpt.checkpoint, dataset="nope", store_dir=tmp_path / "s", progress=False)
+    with pytest.raises(UserError, match="text"):
+        evaluate(vision_ckpt.checkpoint, text_noise=["x"], store_dir=tmp_path / "s", progress=False)
+    with pytest.raises(UserError, match="severity"):
+        evaluate(vision_ckpt.checkpoint, corruptions=["fog"], severities=[6], store_dir=tmp_path / "s",
+                 progress=False)
+    assert not (tmp_path / "s" / "rows").exists() or not list((tmp_path / "s" / "rows").iterdir())
+
+
+def test_corruption_dir_matches_on_the_fly(vision_ckpt, tmp_path):
+    """A regenerated CIFAR-C-layout folder gives the same predictions as on-the-fly corruption (same seed)."""
+    from corruptions.layout import regenerate
+    from robustbench_dgsa.data import load_dataset
+    from robustbench_dgsa.engine.evaluate import evaluate
+    test = load_dataset("synthetic-vision", "test")
+    regenerate(test.x[:48], test.y[:48], tmp_path / "c", ["gaussian_noise"], [1, 3], seed=5)
+    a = evaluate(vision_ckpt.checkpoint, corruptions=["gaussian_noise"], severities=[1, 3],
+                 corruption_dir=tmp_path / "c", store_dir=tmp_path / "a", device="cpu", progress=False)
+    b = evaluate(vision_ckpt.checkpoint, corruptions=["gaussian_noise"], severities=[1, 3], corruption_seed=5,
+                 store_dir=tmp_path / "b", device="cpu", progress=False)
+    assert list(a.table.source[1:]) == ["regenerated"] * 2 and list(b.table.source[1:]) == ["on-the-fly"] * 2
+    pa = store.load_predictions(tmp_path / "a").sort_values(["severity", "index"]).pred.to_numpy()
+    pb = store.load_predictions(tmp_path / "b").sort_values(["severity", "index"]).pred.to_numpy()
+    assert np.array_equal(pa, pb)
+    # a folder whose labels do not fit the test split is refused
+    regenerate(test.x[48:96], test.y[48:96], tmp_path / "d", ["contrast"], [1], seed=0)
+    with pytest.raises(UserError, match="labels"):
+        evaluate(vision_ckpt.checkpoint, corruptions=["contrast"], severities=[1], corruption_dir=tmp_path / "d",
+                 store_dir=tmp_path / "e", device="cpu", progress=False)
+
+
+def test_frost_uses_given_textures(vision_ckpt, tmp_path, shared_data):
+    from robustbench_dgsa.engine.evaluate import evaluate
+    res = evaluate(vision_ckpt.checkpoint, corruptions=["frost"], severities=[2], store_dir=tmp_path / "s",
+                   frost_dir=shared_data / "corruptions" / "frost", device="cpu", progress=False)
+    assert store.load_runs(tmp_path / "s")[res.run_id]["frost_source"].startswith("dir:")

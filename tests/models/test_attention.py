@@ -1,0 +1,196 @@
+"""Attention mechanisms (SPEC §1): fused vs explicit paths, λ, gate, Q-residual, masks."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from robustbench_dgsa.models.attention import (DifferentialAttention, GatedDifferentialAttention, MultiheadSelfAttention,
+                                        build_attention, lambda_init_for)
+from robustbench_dgsa.config import ModelConfig
+
+TOL = 1e-10
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Small tensors: one intra-op thread. (On 2-core VMs OpenMP's passive wait makes each tiny op with 2 threads
+    cost milliseconds.)"""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _cfg(attention: str, **kw) -> ModelConfig:
+    base = dict(attention=attention, dim=32, heads=2, lambda_init="layer")
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+def _padding_mask() -> torch.Tensor:
+    kpm = torch.zeros(3, 9, dtype=torch.bool)
+    kpm[1, 6:] = True
+    kpm[2, 2:] = True
+    return kpm
+
+
+def _run(module, x, kpm, fused: bool):
+    module.fused = fused
+    module.zero_grad(set_to_none=True)
+    x = x.detach().clone().requires_grad_(True)
+    y = module(x, kpm)
+    w = torch.linspace(-1, 1, y.numel(), dtype=y.dtype).view_as(y)
+    (y * w).sum().backward()
+    grads = {n: p.grad.detach().clone() for n, p in module.named_parameters()}
+    return y.detach(), x.grad.detach(), grads
+
+
+_CASES = [("mhsa", {}, None)] + [
+    (attention, extra, split)
+    for attention, extra in [("diff", {}), ("diff", {"lambda_init": "fixed"}),
+                             ("dgsa", {"lambda_init": "fixed", "q_residual": True}),
+                             ("dgsa", {"lambda_init": "fixed", "q_residual": False, "gate_bias_init": "diff"})]
+    for split in ("shared", "split")
+]
+
+
+@pytest.mark.parametrize("attention,extra,value_split", _CASES)
+@pytest.mark.parametrize("masked", [False, True])
+def test_fused_matches_explicit_float64(attention, extra, value_split, masked):
+    torch.manual_seed(0)
+    module = build_attention(_cfg(attention, **extra), layer_idx=2).double()
+    if value_split is not None:
+        module.value_split = value_split   # "shared": one SDPA call per branch; "split": V in d' halves
+    if attention == "dgsa":
+        with torch.no_grad():              # make the gate input-dependent also with gate_bias_init="diff"
+            module.gate.weight.normal_(0, 0.3)
+    x = torch.randn(3, 9, 32, dtype=torch.float64)
+    kpm = _padding_mask() if masked else None
+    y_f, gx_f, gp_f = _run(module, x, kpm, fused=True)
+    y_e, gx_e, gp_e = _run(module, x, kpm, fused=False)
+    assert (y_f - y_e).abs().max().item() <= TOL
+    assert (gx_f - gx_e).abs().max().item() <= TOL
+    assert gp_f.keys() == gp_e.keys()
+    for name in gp_f:
+        assert (gp_f[name] - gp_e[name]).abs().max().item() <= TOL, name
+
+
+def test_maps_shapes_rows_and_padding():
+    torch.manual_seed(1)
+    x = torch.randn(3, 9, 32, dtype=torch.float64)
+    kpm = _padding_mask()
+    for attention in ("mhsa", "diff", "dgsa"):
+        m = build_attention(_cfg(attention, lambda_init="fixed"), 0).double()
+        y, maps = m(x, kpm, return_maps=True)
+        assert y.shape == x.shape
+        assert maps["attn"].shape == (3, 2, 9, 9)
+        pad = kpm[:, None, None, :].expand_as(maps["attn"])
+        assert torch.all(maps["attn"][pad] == 0)                      # padded keys: exactly 0 weight
+        if attention == "mhsa":
+            assert torch.allclose(maps["attn"].sum(-1), torch.ones(3, 2, 9, dtype=torch.float64))
+            continue
+        for key in ("a_pos", "a_neg"):
+            assert maps[key].shape == (3, 2, 9, 9)
+            assert torch.all(maps[key][pad] == 0)
+            assert torch.allclose(maps[key].sum(-1), torch.ones(3, 2, 9, dtype=torch.float64))
+        if attention == "diff":
+            lam = maps["lambda"]
+            assert lam.ndim == 0
+            assert torch.allclose(maps["attn"], maps["a_pos"] - lam * maps["a_neg"])
+            assert torch.allclose(maps["attn"].sum(-1), (1 - lam).expand(3, 2, 9))
+        else:
+            g = maps["gate"]
+            assert g.shape == (3, 2, 9) and torch.all((g > 0) & (g < 1))
+            assert torch.allclose(maps["attn"].sum(-1), 2 * g - 1)   # rows sum to 2g − 1
+
+
+def test_lambda_init_schedule_and_reparameterisation():
+    cfg = _cfg("diff", lambda_init="layer")
+    assert lambda_init_for(cfg, 0) == pytest.approx(0.2)
+    for layer in range(8):
+        assert lambda_init_for(cfg, layer) == pytest.approx(0.8 - 0.6 * math.exp(-0.3 * layer))
+    assert lambda_init_for(_cfg("diff", lambda_init="fixed", lambda_init_value=0.7), 5) == 0.7
+    torch.manual_seed(0)
+    m = DifferentialAttention(_cfg("diff", dim=256, heads=8), layer_idx=3)
+    assert m.branch_dim == 16 and m.lambda_q1.shape == (16,)
+    vecs = torch.cat([m.lambda_q1, m.lambda_k1, m.lambda_q2, m.lambda_k2])
+    assert 0.05 < vecs.std().item() < 0.15                           # N(0, 0.1)
+    with torch.no_grad():
+        for p in (m.lambda_q1, m.lambda_k1, m.lambda_q2, m.lambda_k2):
+            p.zero_()
+    assert m.lambda_value().item() == pytest.approx(0.8 - 0.6 * math.exp(-0.9))   # λ = λ_init(layer 3)
+    # one λ per layer shared by the heads: four d'-vectors, nothing per head
+    n_lambda = sum(p.numel() for n, p in m.named_parameters() if n.startswith("lambda_"))
+    assert n_lambda == 4 * 16
+    assert m.subln.weight.shape == (32,) and m.subln.eps == 1e-5  # RMSNorm over 2d', shared by heads
+
+
+def _copy_shared(src: torch.nn.Module, dst: torch.nn.Module) -> None:
+    with torch.no_grad():
+        for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            getattr(dst, name).weight.copy_(getattr(src, name).weight)
+        dst.subln.weight.copy_(src.subln.weight)
+
+
+@pytest.mark.parametrize("lambda_init", ["fixed", "layer"])
+def test_dgsa_with_diff_gate_init_equals_diffattn(lambda_init):
+    torch.manual_seed(3)
+    cfg_d = _cfg("diff", lambda_init=lambda_init, lambda_init_value=0.8)
+    cfg_g = _cfg("dgsa", lambda_init=lambda_init, lambda_init_value=0.8, gate_bias_init="diff", q_residual=False)
+    diff = DifferentialAttention(cfg_d, layer_idx=4).double()
+    dgsa = GatedDifferentialAttention(cfg_g, layer_idx=4).double()
+    _copy_shared(diff, dgsa)
+    with torch.no_grad():
+        dgsa.gate.bias.fill_(-math.log(diff.lambda_init))              # re-set in float64 (init ran in float32)
+        for p in (diff.lambda_q1, diff.lambda_k1, diff.lambda_q2, diff.lambda_k2):
+            p.zero_()                                                  # λ = λ_init exactly
+    lam = diff.lambda_init
+    assert dgsa.lambda_init == lam
+    x = torch.randn(2, 7, 32, dtype=torch.float64)
+    kpm = torch.zeros(2, 7, dtype=torch.bool)
+    kpm[1, 5:] = True
+    y_d, m_d = diff(x, kpm, return_maps=True)
+    y_g, m_g = dgsa(x, kpm, return_maps=True)
+    assert torch.allclose(m_g["gate"], torch.full_like(m_g["gate"], 1 / (1 + lam)), atol=1e-15, rtol=0)
+    # g A+ − (1−g) A− = (A+ − λ A−)/(1+λ): DiffAttn's combination up to the scale RMSNorm removes
+    assert (m_g["attn"] * (1 + lam) - m_d["attn"]).abs().max().item() <= 1e-12
+    assert torch.allclose(y_g, y_d, rtol=1e-2, atol=2e-3)                # only RMSNorm eps differs
+    diff.subln.eps = dgsa.subln.eps = 0.0                               # exact scale invariance
+    assert (dgsa(x, kpm) - diff(x, kpm)).abs().max().item() <= TOL
+
+
+def test_q_residual_adds_queries():
+    torch.manual_seed(4)
+    with_res = GatedDifferentialAttention(_cfg("dgsa", lambda_init="fixed", q_residual=True), 0).double()
+    without = GatedDifferentialAttention(_cfg("dgsa", lambda_init="fixed", q_residual=False), 0).double()
+    without.load_state_dict(with_res.state_dict())
+    x = torch.randn(2, 5, 32, dtype=torch.float64)
+    assert torch.allclose(with_res(x) - without(x), with_res.q_proj(x), atol=1e-12)
+
+
+def test_projection_bias_rules_and_gate_shape():
+    mhsa = MultiheadSelfAttention(_cfg("mhsa"))
+    assert mhsa.qkv.bias is not None and mhsa.proj.bias is not None
+    assert mhsa.qkv.weight.shape == (96, 32)
+    dgsa = GatedDifferentialAttention(_cfg("dgsa", lambda_init="fixed"))
+    for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+        assert getattr(dgsa, name).bias is None
+    assert dgsa.gate.weight.shape == (2, 32) and dgsa.gate.bias.shape == (2,)   # W_g: D -> h
+    assert not any(n.startswith("lambda_") for n, _ in dgsa.named_parameters())  # no learnable λ
+    d = GatedDifferentialAttention(_cfg("dgsa", lambda_init="fixed", lambda_init_value=0.8, gate_bias_init="diff"))
+    assert torch.allclose(d.gate.bias, torch.full((2,), math.log(1 / 0.8)))     # logit(1/(1+λ)) = −log λ
+    assert torch.all(d.gate.weight == 0)
+    with pytest.raises(ValueError, match="unknown attention"):
+        build_attention(_cfg("nope"))
+
+
+def test_bf16_autocast_runs_on_cpu():
+    torch.manual_seed(0)
+    for attention in ("mhsa", "diff", "dgsa"):
+        m = build_attention(_cfg(attention, lambda_init="fixed"), 1)
+        x = torch.randn(2, 6, 32)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = m(x, _padding_mask()[:2, :6])
+        assert torch.isfinite(y.float()).all()
