@@ -3,7 +3,7 @@ faithful to the reference generator, batched in torch (CPU or CUDA), with keyed 
 
 Usable on its own: this package does not import the rest of the suite.
 """
-from .api import corrupt, corrupt_batches
+from .api import SizeWarning, corrupt, corrupt_batches
 from .errors import CorruptionError
 from .frost import FrostTextures, load_frost_textures
 from .registry import (
@@ -14,11 +14,14 @@ from .registry import (
     DETERMINISTIC,
     EXTRA,
     GROUPS,
+    SUBSETS,
     CorruptionSpec,
+    get_corruption_names,
     get_spec,
     parse_severities,
     resolve_corruptions,
 )
+from .transforms import Corrupt, CorruptedDataset
 
 __all__ = [
     "ALL",
@@ -28,11 +31,16 @@ __all__ = [
     "DETERMINISTIC",
     "EXTRA",
     "GROUPS",
+    "SUBSETS",
+    "Corrupt",
+    "CorruptedDataset",
     "CorruptionError",
     "CorruptionSpec",
     "FrostTextures",
+    "SizeWarning",
     "corrupt",
     "corrupt_batches",
+    "get_corruption_names",
     "get_spec",
     "load_frost_textures",
     "parse_severities",

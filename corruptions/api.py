@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
@@ -69,6 +70,51 @@ def _describe(images) -> str:
     return type(images).__name__
 
 
+
+class SizeWarning(UserWarning):
+    """The corruption constants are CIFAR's (tuned for 32x32 images); other sizes are not CIFAR-C-comparable."""
+
+
+_SIZE_WARNED = False
+
+
+def _warn_size(images) -> None:
+    global _SIZE_WARNED
+    h, w = int(images.shape[-3]), int(images.shape[-2])
+    if (h, w) != (32, 32) and not _SIZE_WARNED:
+        _SIZE_WARNED = True
+        warnings.warn(f"corruptions use CIFAR-10-C constants (tuned for 32x32 images); got {h}x{w} images, whose "
+                      "results are not comparable with CIFAR-10-C (this warning is shown once)", SizeWarning,
+                      stacklevel=3)
+
+
+def _imagecorruptions_call(images, name, severity, corruption_name, corruption_number):
+    """Map imagecorruptions' keywords / positional order onto (images, name, severity)."""
+    if isinstance(severity, str) and not isinstance(name, str) and name is not None:
+        name, severity = severity, name  # corrupt(image, 3, "fog"): imagecorruptions' positional order
+    style = corruption_name is not None or corruption_number != -1
+    if corruption_name is not None:
+        if name is not None and name != corruption_name:
+            raise CorruptionError(f"give the corruption once (name {name!r} vs corruption_name {corruption_name!r})")
+        name = corruption_name
+    elif corruption_number != -1:
+        from .registry import ALL
+
+        if isinstance(corruption_number, bool) or not isinstance(corruption_number, (int, np.integer)) or not (
+            0 <= int(corruption_number) < len(ALL)
+        ):
+            raise CorruptionError(f"corruption_number must be an integer in 0..{len(ALL) - 1}, got {corruption_number!r}")
+        name = ALL[int(corruption_number)]
+    if name is None:
+        raise CorruptionError("no corruption given: pass a name (or corruption_name= / corruption_number=)")
+    if style and isinstance(images, (np.ndarray, torch.Tensor)) and (
+        images.ndim == 2 or (images.ndim == 3 and images.shape[-1] == 1)
+    ):
+        gray = images.reshape(images.shape[0], images.shape[1])
+        images = np.stack([gray] * 3, axis=-1) if isinstance(gray, np.ndarray) else gray[..., None].expand(-1, -1, 3)
+    return images, name, severity
+
+
 def _check_images(images):
     if not isinstance(images, (np.ndarray, torch.Tensor)):
         raise CorruptionError(f"images must be a uint8 NumPy array or torch tensor, got {_describe(images)}")
@@ -110,8 +156,15 @@ def _resolve_device(device, images) -> torch.device:
     return dev
 
 
-def corrupt(images, name: str, severity: int, *, seed: int = 0, indices=None, device=None, frost=None):
+def corrupt(images, name: str | None = None, severity: int = 1, *, seed: int = 0, indices=None, device=None,
+            frost=None, corruption_name: str | None = None, corruption_number: int = -1):
     """Apply corruption ``name`` at ``severity`` (1..5) with CIFAR-10-C constants.
+
+    imagecorruptions' call style works too: ``corrupt(image, corruption_name="fog", severity=3)``,
+    ``corrupt(image, corruption_number=9, severity=3)`` (position in :data:`~corruptions.registry.ALL`) or
+    positionally ``corrupt(image, 3, "fog")``; in that style a grayscale (H, W) or (H, W, 1) image is stacked to
+    three channels first, as imagecorruptions does. Constants are always the CIFAR ones; images that are not
+    32x32 trigger a :class:`SizeWarning` once per process.
 
     On CPU the batch is processed in chunks of 64 images by ``torch.get_num_threads()`` worker threads
     (each single-threaded); results do not depend on the chunking or the number of workers.
@@ -122,11 +175,13 @@ def corrupt(images, name: str, severity: int, *, seed: int = 0, indices=None, de
     default to 0..N-1), so ``corrupt(x[5:9], ..., indices=[5, 6, 7, 8])`` equals ``corrupt(x, ...)[5:9]``.
     ``frost``: a :class:`~corruptions.frost.FrostTextures`; default :func:`load_frost_textures()`.
     """
+    images, name, severity = _imagecorruptions_call(images, name, severity, corruption_name, corruption_number)
     spec = get_spec(name)
     sev = check_severity(severity)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise CorruptionError(f"seed must be an integer, got {seed!r}")
     _check_images(images)
+    _warn_size(images)
     single = images.ndim == 3
     batch = images[None] if single else images
     n = batch.shape[0]

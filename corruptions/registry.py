@@ -219,3 +219,28 @@ def parse_severities(spec) -> list[int]:
             raise CorruptionError(f"{_SEV_ERROR}, got {spec!r}")
         return sorted({_one_severity(v) for v in spec})
     return [_one_severity(spec)]
+
+
+# --- imagecorruptions-compatible subsets ------------------------------------------------------------------
+# As in the imagecorruptions package: "common" = the 15 benchmark corruptions, "validation" = the 4 extra ones,
+# "all" = both (19, in the reference order, so a position in ALL is imagecorruptions' ``corruption_number``),
+# and the four groups restricted to the 15 benchmark corruptions (e.g. "noise" has no speckle_noise there;
+# use GROUPS or resolve_corruptions("noise") for the group with its extra member).
+SUBSETS: Mapping[str, tuple] = MappingProxyType(
+    {
+        "common": BENCHMARK,
+        "validation": EXTRA,
+        "all": ALL,
+        **{g: tuple(n for n in BENCHMARK if CORRUPTIONS[n].group == g) for g in GROUP_NAMES},
+    }
+)
+
+
+def get_corruption_names(subset: str = "common") -> list[str]:
+    """Corruption names of a subset, as imagecorruptions' function of the same name: ``common`` (15),
+    ``validation`` (4), ``all`` (19), ``noise`` / ``blur`` / ``weather`` / ``digital`` (the benchmark
+    corruptions of that group)."""
+    names = SUBSETS.get(subset) if isinstance(subset, str) else None
+    if names is None:
+        raise CorruptionError(f"unknown corruption subset {subset!r}; valid subsets: {', '.join(SUBSETS)}")
+    return list(names)
