@@ -18,7 +18,7 @@ the chunking does not change the result.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -52,6 +52,48 @@ class EvalResult:
         return out
 
 
+@dataclass
+class EvalSubject:
+    """What is evaluated: a model, how raw examples become its input, and how its rows name it.
+
+    ``preprocess`` is :mod:`robustbench_dgsa.engine.predict`'s record (image: mean/std/image_size/in_chans;
+    text: vocab/max_len, or a ``tokenizer`` callable). ``num_classes`` None = not known in advance (checked from
+    the model's output instead). ``provenance``: extra fields for the run record (checkpoint and its hash, or
+    parameter count and weights hash).
+    """
+    model: Any
+    preprocess: dict[str, Any]
+    name: str
+    modality: str
+    num_classes: int | None = None
+    config_hash: str = ""
+    seed: int = -1
+    epoch: int = -1
+    trained_on: str | None = None
+    classes: list[str] | None = None
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EvalPlan:
+    """Which data and conditions: one dataset split (the first ``max_test`` examples), image corruptions from
+    ``corruption_dir`` or on the fly, text noise, all at ``severities``."""
+    dataset: str
+    split: str = "test"
+    data_root: str | Path | None = None
+    max_test: int | None = None
+    corruptions: Sequence[str] | None = None
+    severities: Sequence[int] = (1, 2, 3, 4, 5)
+    corruption_dir: str | Path | None = None
+    text_noise: Sequence[str] | None = None
+    corruption_seed: int = 0
+    frost_dir: str | Path | None = None
+    batch_size: int = 256
+    chunk: int = 2000
+    error_rate_sample: int = 2000
+    progress: bool = True
+
+
 def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: str | Path | None = None,
              split: str = "test", max_test: int | None = None, corruptions: Sequence[str] | None = None,
              severities: Sequence[int] = (1, 2, 3, 4, 5), corruption_dir: str | Path | None = None,
@@ -67,15 +109,16 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
     test set (Levenshtein on long reviews is slow); the rows' ``n`` says how many.
     ``frost_dir``: the frost photographs for on-the-fly ``frost`` (default: ``<data_root>/corruptions/frost`` when
     it exists, else the corruption library's default); the source used is recorded in the provenance.
+
+    Loads the checkpoint, then runs the same core as :func:`robustbench_dgsa.engine.benchmark.benchmark`
+    (:func:`evaluate_subject`).
     """
-    t_start = time.monotonic()
     checkpoint = Path(checkpoint)
     from robustbench_dgsa.models.checkpoint import load_checkpoint
     if not checkpoint.exists():
         raise CheckpointError(f"checkpoint not found: {checkpoint}")
     dev = resolve_device(device)
     model, meta = load_checkpoint(checkpoint, map_location=dev)
-    pre = preprocess_from_meta(meta)
     run_cfg = meta.get("run_config") or {}
     trained_on = meta.get("dataset")
     dataset = dataset or trained_on
@@ -86,126 +129,196 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
         max_test = (run_cfg.get("data") or {}).get("max_test")
     if data_root is None and dataset == trained_on:
         data_root = (run_cfg.get("data") or {}).get("data_root")
+    from robustbench_dgsa.util.provenance import sha256_file
+    cfg = model.config
+    subject = EvalSubject(
+        model=model, preprocess=preprocess_from_meta(meta), name=str(meta.get("model") or cfg.name),
+        modality=cfg.modality, num_classes=int(cfg.num_classes), config_hash=str(meta.get("config_hash", "")),
+        seed=int(meta.get("seed", -1)), epoch=int(meta.get("epoch", -1)), trained_on=trained_on,
+        classes=list(meta["classes"]) if meta.get("classes") else None,
+        provenance={"checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": sha256_file(checkpoint),
+                    "train_run_id": meta.get("run_id")})
+    plan = EvalPlan(dataset=dataset, split=split, data_root=data_root, max_test=max_test, corruptions=corruptions,
+                    severities=severities, corruption_dir=corruption_dir, text_noise=text_noise,
+                    corruption_seed=corruption_seed, frost_dir=frost_dir, batch_size=batch_size, chunk=chunk,
+                    error_rate_sample=error_rate_sample, progress=progress)
     store_dir = Path(store_dir) if store_dir is not None else checkpoint.parent / "store"
-    severities = _check_severities(severities)
+    return evaluate_subject(subject, plan, store_dir, device=dev)
 
-    # --- data ----------------------------------------------------------------------------------------------
+
+@dataclass
+class _EvalData:
+    y: np.ndarray          # labels of the selected examples
+    idx: np.ndarray        # their indices in the split
+    raw_all: Any           # the whole split (uint8 images or texts)
+    raw: Any               # the selected examples
+    source: str            # the data's own description
+    n_classes: int = 0
+
+
+def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
+    """Load and check the split: modality, number of classes, conditions that fit the modality."""
     from robustbench_dgsa.data import load_dataset
     from robustbench_dgsa.engine.predict import dataset_info
-    info = dataset_info(dataset)
-    cfg = model.config
-    if info.modality != cfg.modality:
-        raise UserError(f"checkpoint holds a {cfg.modality} model ({cfg.name}) but dataset {dataset!r} is "
+    info = dataset_info(plan.dataset)
+    if info.modality != subject.modality:
+        raise UserError(f"{subject.name} is a {subject.modality} model but dataset {plan.dataset!r} is "
                         f"{info.modality}")
 
     def check_classes(n: int) -> None:
-        if int(n) != int(cfg.num_classes):
-            raise UserError(f"checkpoint {checkpoint.name} was trained for {cfg.num_classes} classes but dataset "
-                            f"{dataset!r} has {n}; evaluate it on a dataset with the same classes")
+        if subject.num_classes is not None and int(n) != int(subject.num_classes):
+            raise UserError(f"model {subject.name} has {subject.num_classes} classes but dataset "
+                            f"{plan.dataset!r} has {n}; evaluate it on a dataset with the same classes")
     if info.num_classes:
         check_classes(info.num_classes)
-    data = load_dataset(dataset, split, data_root=data_root, download=False)
+    data = load_dataset(plan.dataset, plan.split, data_root=plan.data_root, download=False)
     check_classes(len(data.classes))
-    if dataset != trained_on and meta.get("classes") and list(meta["classes"]) != list(data.classes):
-        log(f"[evaluate] note: class names of {dataset!r} differ from the training data's; labels are "
+    if (subject.trained_on and plan.dataset != subject.trained_on and subject.classes
+            and list(subject.classes) != list(data.classes)):
+        log(f"[evaluate] note: class names of {plan.dataset!r} differ from the training data's; labels are "
             "compared by index")
-    y_full = np.asarray(data.y, dtype=np.int64)
-    idx = select_test(y_full, max_test)
-    y = y_full[idx]
-    if cfg.modality == "image":
-        raw_all = np.asarray(data.x)
-    else:
-        raw_all = list(data.texts)
-    if corruptions and cfg.modality != "image":
+    if plan.corruptions and subject.modality != "image":
         raise UserError("image corruptions apply to image models; use --text-noise for text models")
-    if text_noise and cfg.modality != "text":
+    if plan.text_noise and subject.modality != "text":
         raise UserError("text noise applies to text models; use --corruptions for image models")
+    y_full = np.asarray(data.y, dtype=np.int64)
+    idx = select_test(y_full, plan.max_test)
+    raw_all = np.asarray(data.x) if subject.modality == "image" else list(data.texts)
+    raw = raw_all[idx] if subject.modality == "image" else [raw_all[i] for i in idx]
+    return _EvalData(y_full[idx], idx, raw_all, raw, str(getattr(data, "source", "") or ""), len(data.classes))
 
-    frost_source = ""
-    run_id = store.new_run_id("eval")
-    base = dict(kind="eval", model=str(meta.get("model") or cfg.name), config_hash=str(meta.get("config_hash", "")),
-                dataset=dataset, split=split, seed=int(meta.get("seed", -1)), epoch=int(meta.get("epoch", -1)))
-    rows: list[dict[str, Any]] = []
-    preds_frames: list[pd.DataFrame] = []
-    table: list[dict[str, Any]] = []
-    kw = dict(batch_size=batch_size, device=dev, amp="auto")
 
-    def record(condition: str, severity: int, pred: np.ndarray, source: str, extra: dict[str, float] | None = None,
-               n_rates: int | None = None):
-        acc = float((pred == y).mean()) if len(y) else float("nan")
-        rows.append(dict(condition=condition, severity=severity, metric="accuracy", value=acc, n=len(y),
-                         source=source))
+def _check_output_classes(subject: EvalSubject, data: _EvalData, dev) -> None:
+    """A model of unknown class count (outside models): one example through it, its logits must be (1, C)."""
+    import torch
+    from robustbench_dgsa.engine.predict import prepare
+    x, mask = prepare(data.raw[:1], subject.preprocess)
+    was_training = subject.model.training
+    subject.model.eval()
+    try:
+        with torch.no_grad():
+            out = subject.model(x.to(dev), key_padding_mask=mask.to(dev)) if mask is not None else subject.model(
+                x.to(dev))
+    finally:
+        subject.model.train(was_training)
+    if not isinstance(out, torch.Tensor) or out.ndim != 2 or out.shape[0] != 1:
+        raise UserError(f"model {subject.name} must return logits of shape (N, classes); got "
+                        f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+    if int(out.shape[1]) != data.n_classes:
+        raise UserError(f"model {subject.name} returns {int(out.shape[1])} logits but dataset has "
+                        f"{data.n_classes} classes; build it with num_classes={data.n_classes}")
+
+
+class _Recorder:
+    """Collects store rows, per-example predictions and the returned table, one condition at a time."""
+
+    def __init__(self, y: np.ndarray, idx: np.ndarray):
+        self.y, self.idx = y, idx
+        self.rows: list[dict[str, Any]] = []
+        self.preds: list[pd.DataFrame] = []
+        self.table: list[dict[str, Any]] = []
+
+    def __call__(self, condition: str, severity: int, pred: np.ndarray, source: str,
+                 extra: dict[str, float] | None = None, n_rates: int | None = None) -> float:
+        y, n = self.y, len(self.y)
+        acc = float((pred == y).mean()) if n else float("nan")
+        self.rows.append(dict(condition=condition, severity=severity, metric="accuracy", value=acc, n=n,
+                              source=source))
         for name, value in (extra or {}).items():
-            rows.append(dict(condition=condition, severity=severity, metric=name, value=float(value),
-                             n=len(y) if n_rates is None else n_rates, source=source))
-        preds_frames.append(pd.DataFrame({"condition": condition, "severity": np.int8(severity),
-                                          "index": idx.astype(np.int32), "label": y.astype(np.int16),
-                                          "pred": pred.astype(np.int16)}))
-        table.append({"condition": condition, "severity": severity, "accuracy": acc, "n": len(y),
-                      "cer": (extra or {}).get("cer", np.nan), "wer": (extra or {}).get("wer", np.nan),
-                      "source": source})
+            self.rows.append(dict(condition=condition, severity=severity, metric=name, value=float(value),
+                                  n=n if n_rates is None else n_rates, source=source))
+        self.preds.append(pd.DataFrame({"condition": condition, "severity": np.int8(severity),
+                                        "index": self.idx.astype(np.int32), "label": y.astype(np.int16),
+                                        "pred": pred.astype(np.int16)}))
+        self.table.append({"condition": condition, "severity": severity, "accuracy": acc, "n": n,
+                           "cer": (extra or {}).get("cer", np.nan), "wer": (extra or {}).get("wer", np.nan),
+                           "source": source})
+        return acc
 
-    # --- clean ---------------------------------------------------------------------------------------------
-    clean_source = str(getattr(data, "source", "") or "")
-    raw = raw_all[idx] if cfg.modality == "image" else [raw_all[i] for i in idx]
-    pred, _ = predict_raw(model, raw, pre, chunk=chunk, **kw)
-    record("clean", 0, pred, clean_source)
-    log(f"[evaluate] {base['model']} seed {base['seed']} on {dataset}/{split} ({len(y)} examples): "
-        f"clean accuracy {table[-1]['accuracy']:.4f}")
 
-    # --- image corruptions ---------------------------------------------------------------------------------
-    if corruptions:
-        cells = [(c, s) for c in corruptions for s in severities]
-        source = _corruption_source(corruption_dir) if corruption_dir else "on-the-fly"
-        frost = None
-        if not corruption_dir and "frost" in corruptions:
-            frost = _frost_textures(frost_dir, data_root)
-            frost_source = str(getattr(frost, "source", ""))
-        for c, s in track(cells, description="corruptions", enabled=progress):
-            if corruption_dir:
-                pred = _predict_from_dir(model, pre, Path(corruption_dir), c, s, idx, y, chunk=chunk, **kw)
-            else:
-                pred = _predict_on_the_fly(model, pre, raw_all, idx, c, s, corruption_seed, dev, chunk=chunk,
-                                           frost=frost if c == "frost" else None, **kw)
-            record(c, s, pred, source)
+def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path, *,
+                     device: str | Any = "auto") -> EvalResult:
+    """The one evaluation core: clean, then every corruption × severity, then every text noise × severity; all
+    rows, predictions and provenance written to ``store_dir`` at the end (nothing partial on failure)."""
+    t_start = time.monotonic()
+    dev = resolve_device(device)
+    severities = _check_severities(plan.severities)
+    data = _load_eval_data(subject, plan)
+    if subject.num_classes is None and len(data.y):
+        _check_output_classes(subject, data, dev)
+    base = dict(kind="eval", model=subject.name, config_hash=subject.config_hash, dataset=plan.dataset,
+                split=plan.split, seed=int(subject.seed), epoch=int(subject.epoch))
+    record = _Recorder(data.y, data.idx)
+    kw = dict(batch_size=plan.batch_size, device=dev, amp="auto", chunk=plan.chunk)
+    pre, model = subject.preprocess, subject.model
 
-    # --- text noise ----------------------------------------------------------------------------------------
-    if text_noise:
-        from corruptions.text import TEXT_NOISE_TYPES, add_text_noise, realised_error_rates
-        unknown = [t for t in text_noise if t not in TEXT_NOISE_TYPES]
-        if unknown:
-            raise UserError(f"unknown text noise type(s) {', '.join(unknown)} "
-                            f"(valid: {', '.join(TEXT_NOISE_TYPES)})")
-        cells = [(t, s) for t in text_noise for s in severities]
-        for t, s in track(cells, description="text noise", enabled=progress):
-            noisy = add_text_noise(raw, t, s, seed=corruption_seed, indices=idx)
-            pred, _ = predict_raw(model, noisy, pre, chunk=chunk, **kw)
-            # Realised CER/WER (Levenshtein) on at most `error_rate_sample` evenly spread examples.
-            rates = realised_error_rates(raw, noisy, max_examples=error_rate_sample)
-            record(t, s, pred, "on-the-fly", {"cer": rates["cer"], "wer": rates["wer"]},
-                   n_rates=int(rates["n_measured"]))
+    pred, _ = predict_raw(model, data.raw, pre, **kw)
+    acc = record("clean", 0, pred, data.source)
+    log(f"[evaluate] {subject.name} seed {subject.seed} on {plan.dataset}/{plan.split} ({len(data.y)} examples): "
+        f"clean accuracy {acc:.4f}")
+    frost_source = _run_corruptions(record, subject, plan, data, severities, dev, kw) if plan.corruptions else ""
+    if plan.text_noise:
+        _run_text_noise(record, subject, plan, data, severities, kw)
 
-    # --- store: predictions, provenance, then all rows at once --------------------------------------------
+    store_dir = Path(store_dir)
+    run_id = store.new_run_id("eval")
     writer = store.RunWriter(store_dir, run_id, base=base)
-    writer.write_predictions(split, pd.concat(preds_frames, ignore_index=True))
-    from robustbench_dgsa.util.provenance import sha256_file
-    writer.write_provenance({"kind": "eval", "checkpoint": str(checkpoint.resolve()),
-                             "checkpoint_sha256": sha256_file(checkpoint), "train_run_id": meta.get("run_id"),
-                             "model": base["model"], "seed": base["seed"], "config_hash": base["config_hash"],
-                             "dataset": dataset, "trained_on": trained_on, "split": split, "max_test": max_test,
-                             "n": int(len(y)), "data_source": clean_source, "data_root": str(data_root or ""),
-                             "corruptions": list(corruptions or []), "severities": list(severities),
-                             "corruption_dir": str(corruption_dir or ""), "corruption_seed": int(corruption_seed),
-                             "text_noise": list(text_noise or []), "device": str(dev),
+    writer.write_predictions(plan.split, pd.concat(record.preds, ignore_index=True))
+    writer.write_provenance({"kind": "eval", **subject.provenance, "model": subject.name, "seed": subject.seed,
+                             "config_hash": subject.config_hash, "dataset": plan.dataset,
+                             "trained_on": subject.trained_on, "split": plan.split, "max_test": plan.max_test,
+                             "n": int(len(data.y)), "data_source": data.source,
+                             "data_root": str(plan.data_root or ""),
+                             "corruptions": list(plan.corruptions or []), "severities": list(severities),
+                             "corruption_dir": str(plan.corruption_dir or ""),
+                             "corruption_seed": int(plan.corruption_seed),
+                             "text_noise": list(plan.text_noise or []), "device": str(dev),
                              "frost_source": frost_source,
                              "wall_seconds": round(time.monotonic() - t_start, 3)})
-    writer.add_rows(rows)
+    writer.add_rows(record.rows)
     store.compact(store_dir)
-    out = pd.DataFrame(table, columns=TABLE_COLUMNS)
+    out = pd.DataFrame(record.table, columns=TABLE_COLUMNS)
     if len(out) > 1:
         log(f"[evaluate] {len(out) - 1} corrupted conditions: mean accuracy "
             f"{out[out.condition != 'clean'].accuracy.mean():.4f} -> {store_dir}")
     return EvalResult(run_id, out, store_dir)
+
+
+def _run_corruptions(record: _Recorder, subject: EvalSubject, plan: EvalPlan, data: _EvalData,
+                     severities: list[int], dev, kw: dict[str, Any]) -> str:
+    """Every corruption × severity, from ``plan.corruption_dir`` or on the fly; returns the frost source."""
+    corruptions = list(plan.corruptions or [])
+    cells = [(c, s) for c in corruptions for s in severities]
+    source = _corruption_source(plan.corruption_dir) if plan.corruption_dir else "on-the-fly"
+    frost = None
+    if not plan.corruption_dir and "frost" in corruptions:
+        frost = _frost_textures(plan.frost_dir, plan.data_root)
+    model, pre = subject.model, subject.preprocess
+    for c, s in track(cells, description="corruptions", enabled=plan.progress):
+        if plan.corruption_dir:
+            pred = _predict_from_dir(model, pre, Path(plan.corruption_dir), c, s, data.idx, data.y, **kw)
+        else:
+            pred = _predict_on_the_fly(model, pre, data.raw_all, data.idx, c, s, plan.corruption_seed, dev,
+                                       frost=frost if c == "frost" else None, **kw)
+        record(c, s, pred, source)
+    return str(getattr(frost, "source", "")) if frost is not None else ""
+
+
+def _run_text_noise(record: _Recorder, subject: EvalSubject, plan: EvalPlan, data: _EvalData,
+                    severities: list[int], kw: dict[str, Any]) -> None:
+    from corruptions.text import TEXT_NOISE_TYPES, add_text_noise, realised_error_rates
+    unknown = [t for t in plan.text_noise or [] if t not in TEXT_NOISE_TYPES]
+    if unknown:
+        raise UserError(f"unknown text noise type(s) {', '.join(unknown)} "
+                        f"(valid: {', '.join(TEXT_NOISE_TYPES)})")
+    cells = [(t, s) for t in plan.text_noise or [] for s in severities]
+    for t, s in track(cells, description="text noise", enabled=plan.progress):
+        noisy = add_text_noise(data.raw, t, s, seed=plan.corruption_seed, indices=data.idx)
+        pred, _ = predict_raw(subject.model, noisy, subject.preprocess, **kw)
+        # Realised CER/WER (Levenshtein) on at most `error_rate_sample` evenly spread examples.
+        rates = realised_error_rates(data.raw, noisy, max_examples=plan.error_rate_sample)
+        record(t, s, pred, "on-the-fly", {"cer": rates["cer"], "wer": rates["wer"]},
+               n_rates=int(rates["n_measured"]))
 
 
 def _check_severities(severities: Sequence[int]) -> list[int]:

@@ -115,6 +115,10 @@ def prepare(raw: Any, preprocess: dict[str, Any]) -> tuple[torch.Tensor, torch.T
     """Either modality: (inputs, key_padding_mask or None)."""
     if preprocess["modality"] == "image":
         return prepare_images(raw, preprocess), None
+    if callable(preprocess.get("tokenizer")):  # outside text models (benchmark): texts -> ids [, padding mask]
+        out = preprocess["tokenizer"](list(raw))
+        ids, mask = out if isinstance(out, tuple) else (out, None)
+        return torch.as_tensor(ids, dtype=torch.long), None if mask is None else torch.as_tensor(mask, dtype=torch.bool)
     return prepare_texts(raw, preprocess)
 
 
