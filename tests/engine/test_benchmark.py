@@ -1,0 +1,156 @@
+"""benchmark(model): outside models (timm ViT, torchvision ResNet) on the synthetic set and a regenerated
+directory; numbers equal a hand-written loop; rows in the one schema, usable by compare."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from robustbench_dgsa import store
+from robustbench_dgsa.data import load_dataset
+from robustbench_dgsa.util.errors import UserError
+
+N = 40
+CORR = ["gaussian_noise", "contrast"]
+SEVS = [1, 5]
+
+
+def _timm_vit():
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    return timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=6, img_size=32, patch_size=8,
+                             depth=2, embed_dim=32, num_heads=2)
+
+
+def _resnet():
+    tv = pytest.importorskip("torchvision.models.resnet")
+    torch.manual_seed(1)
+    return tv.ResNet(tv.BasicBlock, [1, 1, 1, 1], num_classes=6)
+
+
+def _hand_accuracy(model, x_uint8, y, mean, std, size):
+    """Independent loop: uint8 -> [0,1] -> resize -> normalise -> model -> argmax, 8 at a time."""
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for s in range(0, len(x_uint8), 8):
+            xb = torch.from_numpy(np.ascontiguousarray(x_uint8[s:s + 8])).permute(0, 3, 1, 2).float() / 255.0
+            if size is not None and xb.shape[-1] != size:
+                xb = F.interpolate(xb, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+            xb = (xb - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
+            correct += int((model(xb).argmax(1).numpy() == y[s:s + 8]).sum())
+    return correct / len(y)
+
+
+@pytest.fixture(scope="module")
+def test_split():
+    data = load_dataset("synthetic-vision", "test")
+    return np.asarray(data.x)[:N], np.asarray(data.y)[:N]
+
+
+@pytest.fixture(scope="module")
+def regen_dir(tmp_path_factory, test_split):
+    from corruptions.layout import regenerate
+    x, y = test_split
+    d = tmp_path_factory.mktemp("regen") / "synthetic-c"
+    regenerate(x, y, d, CORR, SEVS, seed=3)
+    return d
+
+
+@pytest.mark.parametrize("which", ["timm_vit", "resnet"])
+def test_on_the_fly_equals_hand_loop(which, test_split, tmp_path):
+    from corruptions import corrupt
+    from robustbench_dgsa.engine.benchmark import benchmark
+    from robustbench_dgsa.models.external import Preprocess
+    model = _timm_vit() if which == "timm_vit" else _resnet()
+    pre = Preprocess.from_timm(model) if which == "timm_vit" else Preprocess((0.5, 0.4, 0.3), (0.2, 0.25, 0.3))
+    rows = benchmark(model, "synthetic-vision", corruption=CORR, severity=SEVS, max_examples=N, preprocess=pre,
+                     name=which, seed=5, store=tmp_path / "store", device="cpu", batch_size=16)
+    acc = rows[rows.metric == "accuracy"].set_index(["condition", "severity"])["value"]
+    x, y = test_split
+    assert acc[("clean", 0)] == pytest.approx(_hand_accuracy(model, x, y, pre.mean, pre.std, pre.image_size))
+    for c in CORR:
+        for s in SEVS:
+            xc = corrupt(x, c, s, seed=5, indices=np.arange(N))
+            assert acc[(c, s)] == pytest.approx(_hand_accuracy(model, xc, y, pre.mean, pre.std, pre.image_size))
+    # one schema, named by the caller, identified by a weights hash; predictions stored like the suite's own
+    assert list(rows.columns) == list(store.COLUMNS)
+    assert set(rows.kind) == {"eval"} and set(rows.model) == {which} and set(rows.seed) == {-1}
+    assert set(rows.n) == {N} and set(rows[rows.condition != "clean"].source) == {"on-the-fly"}
+    from robustbench_dgsa.models.external import count_parameters, weights_sha256
+    sha = weights_sha256(model)
+    assert set(rows.config_hash) == {f"weights-{sha[:16]}"}
+    prov = store.load_runs(tmp_path / "store")[rows.attrs["run_id"]]
+    assert prov["parameters"] == count_parameters(model) and prov["weights_sha256"] == sha
+    preds = store.load_predictions(tmp_path / "store", rows.attrs["run_id"])
+    assert len(preds) == N * (1 + len(CORR) * len(SEVS))
+
+
+def test_regenerated_directory_equals_hand_loop(regen_dir, test_split, tmp_path):
+    from corruptions.layout import load_corrupted
+    from robustbench_dgsa.engine.benchmark import benchmark
+    model = _resnet()
+    rows = benchmark(model, "synthetic-vision", corruption=CORR, severity=SEVS, corruption_dir=regen_dir,
+                     max_examples=N, name="resnet-tiny", device="cpu")
+    acc = rows[rows.metric == "accuracy"].set_index(["condition", "severity"])["value"]
+    assert set(rows[rows.condition != "clean"].source) == {"regenerated"}
+    _, y = test_split
+    ident = ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), None)
+    for c in CORR:
+        for s in SEVS:
+            xc, yc = load_corrupted(regen_dir, c, s)
+            assert np.array_equal(yc, y)
+            assert acc[(c, s)] == pytest.approx(_hand_accuracy(model, xc, y, *ident))
+    assert rows.attrs["store"] is None  # temporary store: only the returned rows remain
+
+
+def test_timm_model_on_regenerated_dir_then_compare(regen_dir, tmp_path):
+    """Two outside models in one store: compare treats them like registered models."""
+    from robustbench_dgsa.analysis.compare import run_compare
+    from robustbench_dgsa.engine.benchmark import benchmark
+    from robustbench_dgsa.models.external import Preprocess
+    sd = tmp_path / "store"
+    vit = _timm_vit()
+    benchmark(vit, "synthetic-vision", corruption=CORR, severity=SEVS, corruption_dir=regen_dir, max_examples=N,
+              preprocess=Preprocess.from_timm(vit), name="timm-vit", store=sd, device="cpu")
+    benchmark(_resnet(), "synthetic-vision", corruption=CORR, severity=SEVS, corruption_dir=regen_dir,
+              max_examples=N, name="resnet", store=sd, device="cpu")
+    cmp = run_compare(store.load_results(sd), dataset="synthetic-vision", partial=True)
+    assert set(cmp.info["models"]) == {"timm-vit", "resnet"}
+
+
+def test_benchmark_errors(test_split):
+    from robustbench_dgsa.engine.benchmark import benchmark
+    model = _resnet()
+    with pytest.raises(UserError, match="registered"):
+        benchmark(model, "synthetic-vision", name="dgvit", corruption=None, max_examples=N, device="cpu")
+    tv = pytest.importorskip("torchvision.models.resnet")
+    wrong = tv.ResNet(tv.BasicBlock, [1, 1, 1, 1], num_classes=4)
+    with pytest.raises(UserError, match="6 classes"):
+        benchmark(wrong, "synthetic-vision", corruption=None, max_examples=N, device="cpu")
+    with pytest.raises(UserError, match="tokenizer"):
+        benchmark(model, "synthetic-text", device="cpu")
+
+
+def test_external_loaders(tmp_path):
+    pytest.importorskip("timm")
+    from safetensors.torch import save_file
+    from robustbench_dgsa.models.external import load_module_model, load_timm_model, weights_sha256
+    kw = dict(num_classes=6, img_size=32, patch_size=8, depth=1, embed_dim=16, num_heads=2)
+    with pytest.raises(UserError, match="random_init"):
+        load_timm_model("vit_tiny_patch16_224", **kw)
+    a = load_timm_model("vit_tiny_patch16_224", random_init=True, **kw)
+    assert a.random_init and a.preprocess.image_size == 32
+    w = tmp_path / "w.safetensors"
+    save_file({k: v.contiguous() for k, v in a.model.state_dict().items()}, str(w))
+    b = load_timm_model("vit_tiny_patch16_224", weights=w, **kw)
+    assert not b.random_init and weights_sha256(b.model) == weights_sha256(a.model)
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"\x80\x04not safetensors")
+    with pytest.raises(UserError, match="safetensors"):
+        load_timm_model("vit_tiny_patch16_224", weights=bad, **kw)
+    m = load_module_model("torchvision.models.resnet:resnet18", num_classes=6)
+    assert m.name == "resnet18" and m.source == "module:torchvision.models.resnet:resnet18"
+    with pytest.raises(UserError, match="package.module:factory"):
+        load_module_model("not a spec")
