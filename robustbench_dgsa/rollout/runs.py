@@ -48,6 +48,7 @@ import torch
 
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.rollout.capture import as_rollout_model, default_preprocess
 from robustbench_dgsa.rollout.core import RolloutSpec, cls_relevance, relevance_grid, rollout, token_relevance, upsample
 
 FORMAT_VERSION = 1
@@ -192,7 +193,9 @@ def image_rollout_full(model, images_uint8: np.ndarray, preprocess: dict[str, An
     """Rollout of a vision model on uint8 images (K,H,W,C) (any size: resized to the model's input).
 
     Heatmaps are upsampled (bilinear) back to the images' H×W, so they overlay the images as given.
+    A timm ``VisionTransformer`` works too (its attention maps are captured, see :mod:`.capture`).
     """
+    model = as_rollout_model(model)
     if getattr(model.config, "modality", "image") != "image":
         raise UserError(f"{model.config.name} is a text model; image rollout needs a vision model")
     spec = spec or resolve_spec(model, mode, head_fusion, discard_ratio)
@@ -561,11 +564,11 @@ def load_rollout_sets(store_dir: str | Path, *, kind: str | None = None, dataset
 
 def _load(checkpoint_or_model: Any, preprocess: dict[str, Any] | None, meta: dict[str, Any] | None):
     if isinstance(checkpoint_or_model, torch.nn.Module):
-        model = checkpoint_or_model
+        model = as_rollout_model(checkpoint_or_model, (meta or {}).get("model"))
         meta = dict(meta or {})
         meta.setdefault("model", model.config.name)
         if preprocess is None:
-            preprocess = meta.get("preprocess")
+            preprocess = meta.get("preprocess") or default_preprocess(model)
         if preprocess is None:
             raise UserError("rollout of a bare model needs its preprocess record (mean/std or vocab)")
         return model, meta, preprocess
