@@ -1,0 +1,49 @@
+"""``dgsa-bench export``: results in another benchmark's format (RobustBench model_info), from the store alone."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from robustbench_dgsa.util.errors import UserError
+from .app import app
+
+_FORMATS = ("robustbench",)
+
+
+@app.command("export")
+def export_command(
+    fmt: str = typer.Option("robustbench", "--format", help="Output format: robustbench."),
+    store: Path = typer.Option(..., "--store", help="Results store folder."),
+    out: Path = typer.Option(..., "--out", help="Folder to write model_info/<dataset>/corruptions/ into."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="RobustBench's dataset (cifar10 or cifar100) "
+                                          "for a store dataset that is a custom source such as npz:..."),
+    store_dataset: Optional[str] = typer.Option(None, "--store-dataset", help="The store dataset to export "
+                                                "(default: all that map to a RobustBench dataset)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Comma-separated models (default: all)."),
+    source: Optional[str] = typer.Option(None, "--source", help="Only corrupted rows from this source "
+                                         "(official, regenerated, on-the-fly)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the written records as JSON."),
+) -> None:
+    """RobustBench model_info JSON per model (clean_acc; corruptions_acc only for a full 15 x 5 set, else null
+    with a footnote saying why) and the unaggregated per-corruption, per-severity CSV."""
+    from robustbench_dgsa.analysis.export import export_robustbench
+
+    if fmt not in _FORMATS:
+        raise UserError(f"--format must be one of {', '.join(_FORMATS)}, got {fmt!r}")
+    models = [m.strip() for m in model.split(",") if m.strip()] if model else None
+    res = export_robustbench(store, out, dataset=dataset, store_dataset=store_dataset, models=models, source=source)
+    if as_json:
+        typer.echo(json.dumps({"files": [str(f) for f in res.files], "models": res.models,
+                               "skipped": res.skipped}, indent=2))
+        return
+    from rich.console import Console
+    con = Console(stderr=True, highlight=False)
+    for key, rec in res.models.items():
+        corr = rec["corruptions_acc"] if rec["corruptions_acc"] is not None else "— (see footnote)"
+        con.print(f"{key}: clean {rec['clean_acc']}%, corruptions {corr}")
+    for note in res.skipped:
+        con.print(f"[yellow]skipped[/] {note}")
+    con.print(f"wrote {len(res.files)} files under {Path(out) / 'model_info'}")
