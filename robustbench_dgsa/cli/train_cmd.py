@@ -161,7 +161,8 @@ def resolve_severities(spec: str | None) -> list[int]:
 
 @app.command("evaluate")
 def evaluate_command(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="checkpoint.safetensors written by train."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c",
+                                              help="checkpoint.safetensors written by train."),
     dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Default: the checkpoint's dataset."),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder holding the dataset files."),
     corruptions: Optional[str] = typer.Option(None, "--corruptions",
@@ -184,20 +185,42 @@ def evaluate_command(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     json_: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    timm_name: Optional[str] = typer.Option(None, "--timm", help="Instead of --checkpoint: a timm model by name "
+                                            "(timm installed), with --weights or --random-init."),
+    module: Optional[str] = typer.Option(None, "--module", help="Instead of --checkpoint: pkg.mod:factory, a "
+                                         "function returning an nn.Module (its input: images in [0, 1])."),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="safetensors state dict for --timm/--module."),
+    random_init: bool = typer.Option(False, "--random-init", help="Allow --timm without --weights (untrained, "
+                                     "recorded as random_init)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Model name in the store for --timm/--module."),
 ) -> None:
-    """Accuracy of a checkpoint: clean, per corruption and severity, and under text noise (into the store)."""
+    """Accuracy of a checkpoint (or of a timm / any importable model): clean, per corruption and severity, and
+    under text noise (into the store)."""
     from robustbench_dgsa.engine.evaluate import evaluate
 
     _check_data_root(data_root)
     if corruption_dir is not None and not corruption_dir.is_dir():
         raise UserError(f"corruption directory not found: {corruption_dir}")
-    res = evaluate(checkpoint, dataset=dataset, data_root=data_root, split=split, max_test=max_test,
-                   corruptions=resolve_corruption_names(corruptions), severities=resolve_severities(severity),
-                   corruption_dir=corruption_dir, text_noise=resolve_text_noise(text_noise),
-                   corruption_seed=corruption_seed, store_dir=store, batch_size=batch_size, device=device,
-                   progress=not quiet, frost_dir=frost_dir)
+    if sum(x is not None for x in (checkpoint, timm_name, module)) != 1:
+        raise UserError("give exactly one of --checkpoint, --timm or --module")
+    if timm_name is None and module is None:
+        if weights is not None or random_init or name is not None:
+            raise UserError("--weights, --random-init and --name go with --timm or --module, not --checkpoint")
+        res = evaluate(checkpoint, dataset=dataset, data_root=data_root, split=split, max_test=max_test,
+                       corruptions=resolve_corruption_names(corruptions), severities=resolve_severities(severity),
+                       corruption_dir=corruption_dir, text_noise=resolve_text_noise(text_noise),
+                       corruption_seed=corruption_seed, store_dir=store, batch_size=batch_size, device=device,
+                       progress=not quiet, frost_dir=frost_dir)
+    else:
+        res = _evaluate_external(timm_name, module, weights, random_init, name, dataset=dataset,
+                                 data_root=data_root, split=split, max_examples=max_test,
+                                 corruption=resolve_corruption_names(corruptions),
+                                 severity=resolve_severities(severity),
+                                 corruption_dir=corruption_dir, text_noise=resolve_text_noise(text_noise),
+                                 seed=corruption_seed, store=store, batch_size=batch_size, device=device,
+                                 progress=not quiet, frost_dir=frost_dir)
     if json_:
-        _dump({"checkpoint": str(checkpoint), "store": str(res.store_dir), **res.summary()})
+        _dump({"checkpoint": str(checkpoint or timm_name or module), "store": str(res.store_dir), **res.summary()})
     else:
         from rich.console import Console
         from rich.table import Table
@@ -209,6 +232,34 @@ def evaluate_command(
             src = r.source if len(r.source) <= 32 else r.source[:31] + "…"
             t.add_row(r.condition, str(r.severity), f"{r.accuracy:.4f}", str(r.n), fmt(r.cer), fmt(r.wer), src)
         Console(stderr=True).print(t)
+
+
+def _evaluate_external(timm_name: str | None, module: str | None, weights: Path | None, random_init: bool,
+                       name: str | None, *, dataset: str | None, store: Path | None, **kw: Any):
+    """``evaluate --timm/--module``: load the model, then the library's benchmark() (same core as checkpoints)."""
+    from robustbench_dgsa.engine.benchmark import benchmark
+    from robustbench_dgsa.engine.evaluate import EvalResult
+    from robustbench_dgsa.models.external import load_module_model, load_timm_model
+
+    if dataset is None:
+        raise UserError("--timm/--module need --dataset (the model carries no training dataset)")
+    if store is None:
+        raise UserError("--timm/--module need --store (the results store to write into)")
+    if module is not None and random_init:
+        raise UserError("--random-init goes with --timm (a --module factory builds its own weights)")
+    if timm_name is not None:
+        ext = load_timm_model(timm_name, weights=weights, num_classes=_num_classes(dataset, kw.get("data_root")),
+                              random_init=random_init)
+    else:
+        ext = load_module_model(module, weights=weights)
+    rows = benchmark(ext, dataset, name=name, store=store, **kw)
+    return EvalResult(rows.attrs["run_id"], rows.attrs["table"], store)
+
+
+def _num_classes(dataset: str, data_root: Path | None) -> int:
+    from robustbench_dgsa.data import get_info, load_dataset
+    n = get_info(dataset).num_classes
+    return int(n) if n else len(load_dataset(dataset, "test", data_root=data_root).classes)
 
 
 # --- sweep -------------------------------------------------------------------------------------------------

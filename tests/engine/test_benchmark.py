@@ -154,3 +154,26 @@ def test_external_loaders(tmp_path):
     assert m.name == "resnet18" and m.source == "module:torchvision.models.resnet:resnet18"
     with pytest.raises(UserError, match="package.module:factory"):
         load_module_model("not a spec")
+
+
+def test_cli_evaluate_timm_and_module(tmp_path):
+    pytest.importorskip("timm")
+    from typer.testing import CliRunner
+    from robustbench_dgsa.cli import app
+    sd = tmp_path / "store"
+    base = ["evaluate", "--dataset", "synthetic-vision", "--max-test", "8", "--store", str(sd), "--device", "cpu",
+            "--quiet"]
+    r = CliRunner().invoke(app, base + ["--timm", "test_vit"])
+    assert isinstance(r.exception, UserError) and "random_init" in str(r.exception)
+    r = CliRunner().invoke(app, base + ["--timm", "test_vit", "--random-init", "--name", "vt",
+                                        "--corruptions", "contrast", "--severity", "2", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = store.load_results(sd)
+    assert set(rows.model) == {"vt"} and set(rows.condition) == {"clean", "contrast"}
+    prov = next(iter(store.load_runs(sd).values()))
+    assert prov["random_init"] is True and prov["model_source"] == "timm:test_vit"
+    assert prov["preprocess"]["image_size"] == 160
+    r = CliRunner().invoke(app, base + ["--module", "torchvision.models.resnet:resnet18"])
+    assert isinstance(r.exception, UserError) and "1000 logits" in str(r.exception)
+    r = CliRunner().invoke(app, base + ["--module", "torchvision.models.resnet:resnet18", "--checkpoint", "x"])
+    assert isinstance(r.exception, UserError) and "exactly one" in str(r.exception)
