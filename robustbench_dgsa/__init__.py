@@ -1,3 +1,76 @@
-"""dgsa-bench: robustness benchmarking for MHSA, DiffAttn and DGSA attention."""
+"""dgsa-bench: robustness benchmarking for MHSA, DiffAttn and DGSA attention.
+
+The public Python API (imported lazily, so ``import robustbench_dgsa`` stays light)::
+
+    create_model, list_models, get_model_config, resolve_config   models and run configs
+    load_dataset                                                   datasets (official layouts, synthetic, custom)
+    train, evaluate                                                the suite's own models (checkpoints)
+    benchmark, Preprocess, load_timm_model, load_module_model      any nn.Module (timm, torchvision, ...)
+    load_results, compare, build_report                            results store, statistics, report
+    rollout_metrics_run                                            attention rollout (suite models, timm ViTs)
+    export_robustbench                                             RobustBench model_info files
+"""
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
 
 __version__ = "0.1.0"
+
+# public name -> (module, attribute)
+_LAZY = {
+    "create_model": ("robustbench_dgsa.models.registry", "create_model"),
+    "get_model_config": ("robustbench_dgsa.models.registry", "get_model_config"),
+    "resolve_config": ("robustbench_dgsa.config", "resolve_config"),
+    "load_dataset": ("robustbench_dgsa.data.registry", "load_dataset"),
+    "train": ("robustbench_dgsa.engine.train", "train"),
+    "evaluate": ("robustbench_dgsa.engine.evaluate", "evaluate"),
+    "benchmark": ("robustbench_dgsa.engine.benchmark", "benchmark"),
+    "Preprocess": ("robustbench_dgsa.models.external", "Preprocess"),
+    "load_timm_model": ("robustbench_dgsa.models.external", "load_timm_model"),
+    "load_module_model": ("robustbench_dgsa.models.external", "load_module_model"),
+    "load_results": ("robustbench_dgsa.store", "load_results"),
+    "build_report": ("robustbench_dgsa.report.build", "build_report"),
+    "rollout_metrics_run": ("robustbench_dgsa.rollout.runs", "rollout_metrics_run"),
+    "export_robustbench": ("robustbench_dgsa.analysis.export", "export_robustbench"),
+}
+
+__all__ = ["__version__", "list_models", "compare", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'robustbench_dgsa' has no attribute {name!r}")
+    value = getattr(importlib.import_module(target[0]), target[1])
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+def list_models(modality: str | None = None) -> list[str]:
+    """Registered model names (vit, dvit, dgvit, ..., transformer, dt, dgt, ...), optionally of one modality
+    ("image" or "text")."""
+    from robustbench_dgsa.models.registry import MODEL_NAMES, get_model_config
+    if modality is None:
+        return list(MODEL_NAMES)
+    if modality not in ("image", "text"):
+        from robustbench_dgsa.util.errors import UserError
+        raise UserError(f"modality must be 'image' or 'text', got {modality!r}")
+    return [n for n in MODEL_NAMES if get_model_config(n).modality == modality]
+
+
+def compare(results: Any, **options: Any):
+    """Model statistics of a results store (a folder) or of its rows (a DataFrame): see
+    :func:`robustbench_dgsa.analysis.compare.run_compare` for the options (dataset, models, reference, paired,
+    partial, ...). Returns a ``Comparison`` (``.tables``, ``.warnings``, ``.info``)."""
+    from robustbench_dgsa.analysis.compare import run_compare
+    from robustbench_dgsa.store import load_results
+    if isinstance(results, (str, Path)):
+        options.setdefault("store_label", str(results))
+        results = load_results(results)
+    return run_compare(results, **options)
