@@ -193,6 +193,8 @@ def evaluate_command(
     random_init: bool = typer.Option(False, "--random-init", help="Allow --timm without --weights (untrained, "
                                      "recorded as random_init)."),
     name: Optional[str] = typer.Option(None, "--name", help="Model name in the store for --timm/--module."),
+    model_args: Optional[str] = typer.Option(None, "--model-args", help="Keyword arguments for the timm model or "
+                                             "the factory, e.g. img_size=32,patch_size=4,depth=6."),
 ) -> None:
     """Accuracy of a checkpoint (or of a timm / any importable model): clean, per corruption and severity, and
     under text noise (into the store)."""
@@ -204,15 +206,17 @@ def evaluate_command(
     if sum(x is not None for x in (checkpoint, timm_name, module)) != 1:
         raise UserError("give exactly one of --checkpoint, --timm or --module")
     if timm_name is None and module is None:
-        if weights is not None or random_init or name is not None:
-            raise UserError("--weights, --random-init and --name go with --timm or --module, not --checkpoint")
+        if weights is not None or random_init or name is not None or model_args:
+            raise UserError("--weights, --random-init, --name and --model-args go with --timm or --module, "
+                            "not --checkpoint")
         res = evaluate(checkpoint, dataset=dataset, data_root=data_root, split=split, max_test=max_test,
                        corruptions=resolve_corruption_names(corruptions), severities=resolve_severities(severity),
                        corruption_dir=corruption_dir, text_noise=resolve_text_noise(text_noise),
                        corruption_seed=corruption_seed, store_dir=store, batch_size=batch_size, device=device,
                        progress=not quiet, frost_dir=frost_dir)
     else:
-        res = _evaluate_external(timm_name, module, weights, random_init, name, dataset=dataset,
+        res = _evaluate_external(timm_name, module, weights, random_init, name, _parse_model_args(model_args),
+                                 dataset=dataset,
                                  data_root=data_root, split=split, max_examples=max_test,
                                  corruption=resolve_corruption_names(corruptions),
                                  severity=resolve_severities(severity),
@@ -234,8 +238,34 @@ def evaluate_command(
         Console(stderr=True).print(t)
 
 
+def _parse_model_args(text: str | None) -> dict[str, Any]:
+    """``a=1,b=0.5,c=true,d=name`` -> {"a": 1, "b": 0.5, "c": True, "d": "name"}."""
+    out: dict[str, Any] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise UserError(f"--model-args takes key=value pairs separated by commas, got {part.strip()!r}")
+        v = value.strip()
+        low = v.lower()
+        if low in ("true", "false"):
+            out[key.strip()] = low == "true"
+            continue
+        for cast in (int, float):
+            try:
+                out[key.strip()] = cast(v)
+                break
+            except ValueError:
+                continue
+        else:
+            out[key.strip()] = v
+    return out
+
+
 def _evaluate_external(timm_name: str | None, module: str | None, weights: Path | None, random_init: bool,
-                       name: str | None, *, dataset: str | None, store: Path | None, **kw: Any):
+                       name: str | None, model_args: dict[str, Any], *, dataset: str | None, store: Path | None,
+                       **kw: Any):
     """``evaluate --timm/--module``: load the model, then the library's benchmark() (same core as checkpoints)."""
     from robustbench_dgsa.engine.benchmark import benchmark
     from robustbench_dgsa.engine.evaluate import EvalResult
@@ -248,10 +278,10 @@ def _evaluate_external(timm_name: str | None, module: str | None, weights: Path 
     if module is not None and random_init:
         raise UserError("--random-init goes with --timm (a --module factory builds its own weights)")
     if timm_name is not None:
-        ext = load_timm_model(timm_name, weights=weights, num_classes=_num_classes(dataset, kw.get("data_root")),
-                              random_init=random_init)
+        model_args.setdefault("num_classes", _num_classes(dataset, kw.get("data_root")))
+        ext = load_timm_model(timm_name, weights=weights, random_init=random_init, **model_args)
     else:
-        ext = load_module_model(module, weights=weights)
+        ext = load_module_model(module, weights=weights, **model_args)
     rows = benchmark(ext, dataset, name=name, store=store, **kw)
     return EvalResult(rows.attrs["run_id"], rows.attrs["table"], store)
 

@@ -175,5 +175,9 @@ def test_cli_evaluate_timm_and_module(tmp_path):
     assert prov["preprocess"]["image_size"] == 160
     r = CliRunner().invoke(app, base + ["--module", "torchvision.models.resnet:resnet18"])
     assert isinstance(r.exception, UserError) and "1000 logits" in str(r.exception)
+    r = CliRunner().invoke(app, base + ["--module", "torchvision.models.resnet:resnet18", "--model-args",
+                                        "num_classes=6", "--name", "rn18"])
+    assert r.exit_code == 0, r.output
+    assert set(store.load_results(sd).model) == {"vt", "rn18"}
     r = CliRunner().invoke(app, base + ["--module", "torchvision.models.resnet:resnet18", "--checkpoint", "x"])
     assert isinstance(r.exception, UserError) and "exactly one" in str(r.exception)
