@@ -110,6 +110,8 @@ def published_value(pub: pd.DataFrame, dataset: str, model: str, *, tables: Sequ
     A row whose ``drop`` is empty (Table 3 prints no dropout) matches any dropout count.
     """
     sub = pub[pub["table"].isin(list(tables)) & (pub["model"] == model) & (pub["metric"] == metric)]
+    if sub.empty:  # a model the paper does not have (e.g. a benchmarked outside model)
+        return None
     sub = sub[[dataset in d.split("|") for d in sub["dataset"]]]
     sub = sub[(sub["proj"] == proj) & ((sub["drop"] == drop) | (sub["drop"] == ""))]
     return None if sub.empty else sub.iloc[0]

@@ -634,7 +634,7 @@ def rollout_metrics_run(checkpoint_or_model: Any, store_dir: str | Path, dataset
         "dataset": dataset, "split": "test", "seed": int(meta.get("seed", -1)), "epoch": -1})
     summary: dict[str, Any] = {"run_id": run_id, "model": meta.get("model", cfg.name), "dataset": dataset,
                                "n": n, "modes": {}}
-    classes = meta.get("classes") or getattr(data, "classes", None)
+    classes = getattr(data, "classes", None) or meta.get("classes")  # labels are the data's
     for si, spec in enumerate(specs):
         rows = []
         if cfg.modality == "image":
