@@ -149,7 +149,8 @@ def load_timm_model(name: str, *, weights: str | Path | None = None, num_classes
     if weights is not None:
         load_safetensors_weights(model, weights)
     model.eval()
-    return ExternalModel(model, name, f"timm:{name}", str(weights or ""), weights is None,
+    label = name if weights is not None else f"{name}-random-init"  # an untrained model says so in its name
+    return ExternalModel(model, label, f"timm:{name}", str(weights or ""), weights is None,
                          Preprocess.from_timm(model), {"timm_kwargs": _jsonable(kwargs)})
 
 

@@ -181,3 +181,44 @@ def test_cli_evaluate_timm_and_module(tmp_path):
     assert set(store.load_results(sd).model) == {"vt", "rn18"}
     r = CliRunner().invoke(app, base + ["--module", "torchvision.models.resnet:resnet18", "--checkpoint", "x"])
     assert isinstance(r.exception, UserError) and "exactly one" in str(r.exception)
+
+
+class _BagOfWords(torch.nn.Module):
+    """A tiny outside text model: mean of word embeddings -> linear."""
+
+    def __init__(self, vocab, classes=4):
+        super().__init__()
+        torch.manual_seed(2)
+        self.emb = torch.nn.EmbeddingBag(len(vocab) + 2, 8, mode="mean", padding_idx=0)
+        self.out = torch.nn.Linear(8, classes)
+
+    def forward(self, ids):
+        return self.out(self.emb(ids))
+
+
+def test_text_model_with_tokenizer_hook_equals_hand_loop():
+    from corruptions.text import TEXT_NOISE_TYPES, add_text_noise
+    from robustbench_dgsa.engine.benchmark import benchmark
+    texts = list(load_dataset("synthetic-text", "train").texts)
+    vocab = {w: i + 2 for i, w in enumerate(sorted({w for t in texts for w in t.split()}))}
+
+    def tokenizer(batch):
+        rows = [[vocab.get(w, 1) for w in t.split()][:32] for t in batch]
+        ids = torch.zeros(len(rows), 32, dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, :len(r)] = torch.tensor(r, dtype=torch.long)
+        return ids
+
+    model = _BagOfWords(vocab)
+    noise = TEXT_NOISE_TYPES[0]
+    rows = benchmark(model, "synthetic-text", text_noise=noise, severity=3, max_examples=N, tokenizer=tokenizer,
+                     name="bow", device="cpu", seed=4)
+    acc = rows[rows.metric == "accuracy"].set_index(["condition", "severity"])["value"]
+    test = load_dataset("synthetic-text", "test")
+    y = np.asarray(test.y)[:N]
+    clean = list(test.texts)[:N]
+    with torch.no_grad():
+        assert acc[("clean", 0)] == pytest.approx(float((model(tokenizer(clean)).argmax(1).numpy() == y).mean()))
+        noisy = add_text_noise(clean, noise, 3, seed=4, indices=np.arange(N))
+        assert acc[(noise, 3)] == pytest.approx(float((model(tokenizer(noisy)).argmax(1).numpy() == y).mean()))
+    assert set(rows[rows.condition == noise].metric) == {"accuracy", "cer", "wer"}
