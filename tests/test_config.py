@@ -232,7 +232,7 @@ out = []
 for args in json.loads(sys.argv[1]):
     sys.argv = ["dgsa-bench", *args]
     buf = io.StringIO()
-    with contextlib.redirect_stderr(buf):
+    with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(io.StringIO()):
         try:
             main()
             code = 0
