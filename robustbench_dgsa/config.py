@@ -400,8 +400,7 @@ def resolve_key(key: str) -> tuple[str, str]:
     every = [f"{s}.{f.name}" for s, cls in _SECTION_CLASSES.items() for f in fields(cls)]
     close = difflib.get_close_matches(key, every + [k.split(".", 1)[1] for k in every], n=1)
     hint = f"did you mean {close[0]}? " if close else ""
-    raise UserError(f"unknown config key {key!r} ({hint}write keys as section.key; sections: "
-                    f"{', '.join(SECTIONS)}; `dgsa-bench train --help` lists them)")
+    raise UserError(f"unknown config key {key!r} ({hint}valid keys: {', '.join(every)})")
 
 
 def apply_overrides(cfg: RunConfig, overrides: dict[str, Any], *, layer: str = "override",

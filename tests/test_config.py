@@ -1,13 +1,12 @@
 """The config system: presets, typed and range-checked overrides from CLI strings and files, provenance, hashing."""
 import json
-import re
 import subprocess
 import sys
 
 import pytest
 
-from robustbench_dgsa.config import (ATTENTION_TYPES, FFN_TYPES, GATE_BIAS_INITS, LAMBDA_INIT_MODES, MODALITIES,
-                                     PRESETS, SCHEDULES, DataConfig, ModelConfig, RunConfig, TrainConfig,
+from robustbench_dgsa.config import (ATTENTION_TYPES, FFN_TYPES, GATE_BIAS_INITS, LAMBDA_INIT_MODES, LAYERS,
+                                     MODALITIES, PRESETS, SCHEDULES, DataConfig, ModelConfig, RunConfig, TrainConfig,
                                      apply_overrides, check_overrides, expected_text, field_specs, load_config_file,
                                      load_preset, parse_set_options, resolve_config)
 from robustbench_dgsa.util.errors import UserError
@@ -87,6 +86,7 @@ def test_later_sources_win_and_are_recorded(tmp_path):
     assert cfg.sources["train.eps"] == "default" and cfg.sources["data.dataset"] == "argument"
     rt = resolve_config(ModelConfig(modality="text"), "rotten-tomatoes", "paper")
     assert rt.sources["model.depth"] == "paper-dataset"
+    assert set(cfg.sources.values()) <= set(LAYERS) and len(cfg.sources) == sum(len(d) for d in cfg.to_dict().values())
     # provenance is not identity: the same values from other layers hash the same
     other = resolve_config(ModelConfig(), "cifar10", "paper", overrides={"train.lr": 0.5, "train.epochs": 9,
                                                                          "train.betas": "0.8,0.95",
