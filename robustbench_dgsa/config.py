@@ -398,8 +398,9 @@ def resolve_key(key: str) -> tuple[str, str]:
         raise UserError(f"config key {key!r} is ambiguous; write it as section.key ("
                         + ", ".join(f"{s}.{key}" for s in owners) + ")")
     every = [f"{s}.{f.name}" for s, cls in _SECTION_CLASSES.items() for f in fields(cls)]
-    close = difflib.get_close_matches(key, every + [k.split(".", 1)[1] for k in every], n=1)
-    hint = f"did you mean {close[0]}? " if close else ""
+    full = {**{k: k for k in every}, **{k.split(".", 1)[1]: k for k in every}}
+    close = difflib.get_close_matches(key, list(full), n=1)
+    hint = f"did you mean {full[close[0]]}? " if close else ""
     raise UserError(f"unknown config key {key!r} ({hint}valid keys: {', '.join(every)})")
 
 

@@ -129,7 +129,8 @@ BAD_SETS = [
     ({"train.epoch": "3"}, "unknown config key 'train.epoch' (did you mean train.epochs? valid train keys: epochs"),
     ({"train.augment": "true"}, "did you mean data.augment?"),
     ({"trian.lr": "1"}, "unknown config section 'trian' in 'trian.lr' (did you mean train? valid: model, train, data)"),
-    ({"zzz": "1"}, "unknown config key 'zzz'"),
+    ({"zzz": "1"}, "unknown config key 'zzz' (valid keys: model.name, model.modality"),
+    ({"epoch": "3"}, "unknown config key 'epoch' (did you mean train.epochs? valid keys: "),
 ]
 
 
