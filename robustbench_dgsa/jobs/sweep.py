@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from robustbench_dgsa.config import check_overrides, load_preset, resolve_config
+from robustbench_dgsa.config import check_overrides, check_value, load_preset, resolve_config
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.progress import log
@@ -134,6 +134,7 @@ def write_plan(sweep_dir: str | Path, jobs: Sequence[Job], *, data_root: str | N
                download: bool = False, evaluation: EvalSettings | None = None, device: str = "auto") -> list[Job]:
     """Write (or extend) a sweep directory. Existing jobs keep their positions; new ones are appended."""
     sweep_dir = Path(sweep_dir)
+    check_value("train", "device", device)  # every job trains there: a bad name fails now, not on the cluster
     settings = {"data_root": data_root, "download": bool(download), "device": device,
                 "evaluation": dataclasses.asdict(evaluation or EvalSettings())}
     sfile = sweep_dir / SETTINGS_FILE

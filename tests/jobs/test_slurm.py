@@ -256,6 +256,7 @@ def test_cli_bad_slurm_and_plan_values_are_one_line(sweep_dir, tmp_path):
         (["sweep", "slurm", str(sweep_dir), "--submitit", "--time", "soon"], "--time: expected a Slurm time"),
         (plan_args + ["--set", "train.epochs=1.5"], "train.epochs: expected an integer ≥ 1, got 1.5"),
         (plan_args + ["--set", "train.nope=1"], "unknown config key 'train.nope'"),
+        (plan_args + ["--device", "gpu"], "train.device: expected auto, cpu, cuda or cuda:N, got gpu"),
     ]
     results = run_cli_cases([a for a, _ in cases] + [["sweep", "slurm", str(sweep_dir), "--time", "1-12:00:00",
                                                       "--mem", "500M"]])
