@@ -200,6 +200,8 @@ def decode_image_file(path: str | Path, *, max_side: int | None = None,
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+                if max_side is not None and max(orig) > max_side and im.format == "JPEG":
+                    im.draft(im.mode, _fit(*orig, max_side))  # JPEG decodes at 1/2, 1/4 or 1/8 scale directly
                 im.load()
                 im2 = _normalise_mode(im)
                 if max_side is not None and max(im2.size) > max_side and im2.mode in ("L", "LA", "RGB", "RGBA"):
