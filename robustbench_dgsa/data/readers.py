@@ -297,27 +297,43 @@ def stack_images(decoded: Sequence[DecodedImage], where: str) -> tuple[np.ndarra
 
 # --- arrays --------------------------------------------------------------------------------------------------
 
-def read_array_file(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
-    """``(x, y or None)`` from a ``.npy`` (x only) or ``.npz`` (``x`` and optional ``y``), no pickles."""
+def read_npz(path: str | Path, required: Sequence[str], optional: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """The named arrays of an ``.npz`` (no pickles): every ``required`` one, and the ``optional`` ones present."""
     p = Path(path).expanduser()
+    _check_file(p)
+    try:
+        with np.load(p, allow_pickle=False) as z:
+            missing = [n for n in required if n not in z.files]
+            if missing:
+                need = " and ".join(repr(n) for n in required)
+                extra = f" (and optionally {', '.join(repr(n) for n in optional)})" if optional else ""
+                raise DataError(f"{p}: needs an array named {need}{extra}; it has {', '.join(z.files) or 'none'}")
+            return {n: z[n] for n in (*required, *optional) if n in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise DataError(f"{p}: cannot read as a .npz archive ({' '.join(str(e).split())})") from None
+
+
+def _check_file(p: Path) -> None:
     if not p.exists():
         raise DataError(f"{p}: no such file")
     if not p.is_file():
         raise DataError(f"{p}: not a file")
+
+
+def read_array_file(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(x, y or None)`` from a ``.npy`` (x only) or ``.npz`` (``x`` and optional ``y``), no pickles."""
+    p = Path(path).expanduser()
     suffix = p.suffix.lower()
+    if suffix == ".npz":
+        z = read_npz(p, ["x"], ["y"])
+        return z["x"], z.get("y")
+    if suffix != ".npy":
+        raise DataError(f"{p}: arrays must be a .npy or .npz file")
+    _check_file(p)
     try:
-        if suffix == ".npy":
-            return np.load(p, allow_pickle=False), None
-        if suffix != ".npz":
-            raise DataError(f"{p}: arrays must be a .npy or .npz file")
-        with np.load(p, allow_pickle=False) as z:
-            if "x" not in z.files:
-                raise DataError(f"{p}: needs an array named 'x' (and optionally 'y'); it has "
-                                f"{', '.join(z.files) or 'none'}")
-            return z["x"], (z["y"] if "y" in z.files else None)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        kind = "a .npy array" if suffix == ".npy" else "a .npz archive"
-        raise DataError(f"{p}: cannot read as {kind} ({' '.join(str(e).split())})") from None
+        return np.load(p, allow_pickle=False), None
+    except (OSError, ValueError, EOFError) as e:
+        raise DataError(f"{p}: cannot read as a .npy array ({' '.join(str(e).split())})") from None
 
 
 def check_image_stack(x: Any, where: str) -> np.ndarray:

@@ -381,12 +381,9 @@ def load_cifar10(split: str, root: Path, download: bool = False, *, source: str 
     if split == "test-exact":
         npz = find_first(places, [_EXACT_NPZ], kind="file") if source != "official" else None
         if npz is not None:
-            try:
-                with np.load(npz, allow_pickle=False) as z:
-                    x, y = np.asarray(z["x"], dtype=np.uint8), np.asarray(z["y"], dtype=np.int64)
-                    index = np.asarray(z["index"]) if "index" in z.files else np.arange(len(y))
-            except (KeyError, ValueError, OSError) as e:
-                raise DataError(f"cifar10: cannot read {npz} (needs arrays x, y): {e}") from None
+            z = readers.read_npz(npz, ["x", "y"], ["index"])
+            x, y = np.asarray(z["x"], dtype=np.uint8), np.asarray(z["y"], dtype=np.int64)
+            index = np.asarray(z["index"]) if "index" in z else np.arange(len(y))
             if len(x) != len(y):
                 raise DataError(f"cifar10: {npz} has {len(x)} images but {len(y)} labels")
             if not np.array_equal(index, np.arange(len(y))):
