@@ -1,83 +1,133 @@
-"""One config system: dataclasses, named presets, overrides from the CLI (``key=value``) and from a file.
+"""One config system: typed dataclasses, named presets, overrides from a file and from the CLI (``key=value``).
 
 A run is fully described by a :class:`RunConfig` (model + train + data). Its canonical JSON hashes to the
 ``config_hash`` recorded in every results row and checkpoint.
 
-Resolution order (later wins): registry model config -> preset -> dataset adjustments (paper Table 5/6
-specials) -> config file (TOML/JSON with [model], [train], [data] tables) -> ``--set key=value`` overrides.
+Resolution order (later wins), each step recorded in ``RunConfig.sources`` (``"train.lr": "preset"``):
+``registry`` (the named model config) / ``default`` (train, data) -> ``preset`` (``presets/<name>.toml``) ->
+``paper-dataset`` (paper Table 5/6 specials, paper preset only) -> ``file`` (TOML/JSON with [model], [train],
+[data] tables) -> ``override`` (``--set key=value``, option values, sweep job overrides).
+
+Every value, whatever layer it comes from, goes through one check (:func:`check_value`) against the field's
+type and the :class:`Rule` in its metadata -- the one declarative place for ranges and choices. A bad value
+gives one line naming the key, the value and what is expected (``train.epochs: expected an integer ≥ 1,
+got 1.5``); an unknown key gives the valid ones and the closest match.
 """
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import hashlib
 import json
+import math
+import re
 import tomllib
-from dataclasses import dataclass, field, fields, asdict
+import typing
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from robustbench_dgsa.util.errors import UserError
 
 PRESETS = ("tiny", "small", "paper")
+PRESET_DIR = Path(__file__).resolve().parent / "presets"
+SECTIONS = ("model", "train", "data")
+#: layers a field can be set by, in resolution order (later wins)
+LAYERS = ("default", "registry", "argument", "preset", "paper-dataset", "file", "override", "stored")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a field accepts beyond its type: a numeric range, a set of choices or a text pattern."""
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    choices: tuple[str, ...] = ()
+    pattern: str | None = None        # full match, case-insensitive
+    what: str = ""                    # how the pattern reads to a person
+
+
+def _f(default: Any, **rule: Any) -> Any:
+    """A dataclass field with its :class:`Rule`."""
+    return field(default=default, metadata={"rule": Rule(**rule)})
+
+
+_POS = dict(ge=1)                     # counts and sizes
+_UNIT = dict(ge=0, lt=1)              # dropout, fractions, betas
+
+# Choices are also defined where they are used (models/attention.py, models/blocks.py, engine/schedules.py,
+# engine/predict.py); tests/test_config.py checks that the two stay equal.
+MODALITIES = ("image", "text")
+ATTENTION_TYPES = ("mhsa", "diff", "dgsa")
+FFN_TYPES = ("gelu", "swiglu")
+LAMBDA_INIT_MODES = ("layer", "fixed")
+GATE_BIAS_INITS = ("default", "diff")
+SCHEDULES = ("cosine", "linear", "constant")
+AMP_MODES = ("auto", "bf16", "off")
+DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?"
 
 
 @dataclass
 class ModelConfig:
     """Architecture of one model. Registered named configs live in ``robustbench_dgsa.models.registry``."""
-    name: str = "vit"                 # registry name it was built from
-    modality: str = "image"           # "image" | "text"
-    attention: str = "mhsa"           # "mhsa" | "diff" | "dgsa"
-    dim: int = 256
-    depth: int = 8
-    heads: int = 8
-    dropout: float = 0.05
-    ffn: str = "gelu"                 # "gelu" (Linear D->ffn_ratio*D, GELU) | "swiglu"
-    ffn_ratio: float = 4.0            # GELU hidden = ratio*D; SwiGLU first Linear = ratio*D (the paper's "proj.")
-    ffn_dropout2: bool = False        # the "dropout x2" variant (paper Table 1)
-    head_hidden: int = 128            # classifier: Linear(D->128) -> GELU -> dropout -> Linear(128->C)
-    num_classes: int = 10
+    name: str = _f("vit", pattern=r"\S+", what="a model name")       # registry name it was built from
+    modality: str = _f("image", choices=MODALITIES)
+    attention: str = _f("mhsa", choices=ATTENTION_TYPES)
+    dim: int = _f(256, **_POS)
+    depth: int = _f(8, **_POS)
+    heads: int = _f(8, **_POS)
+    dropout: float = _f(0.05, **_UNIT)
+    ffn: str = _f("gelu", choices=FFN_TYPES)  # "gelu" (Linear D->ffn_ratio*D, GELU) | "swiglu"
+    ffn_ratio: float = _f(4.0, gt=0)   # GELU hidden = ratio*D; SwiGLU first Linear = ratio*D (the paper's "proj.")
+    ffn_dropout2: bool = _f(False)     # the "dropout x2" variant (paper Table 1)
+    head_hidden: int = _f(128, **_POS)  # classifier: Linear(D->128) -> GELU -> dropout -> Linear(128->C)
+    num_classes: int = _f(10, **_POS)
     # vision geometry
-    image_size: int = 32
-    patch_size: int = 4
-    in_chans: int = 3
+    image_size: int = _f(32, **_POS)
+    patch_size: int = _f(4, **_POS)
+    in_chans: int = _f(3, **_POS)
     # text
-    vocab_size: int = 30000
-    max_len: int = 256                # tokens, CLS excluded
+    vocab_size: int = _f(30000, ge=2)  # id 0 is padding
+    max_len: int = _f(256, **_POS)     # tokens, CLS excluded
     # differential / gated attention options (SPEC 1)
-    lambda_init: str = "layer"        # "layer": 0.8 - 0.6 exp(-0.3 l) | "fixed": lambda_init_value
-    lambda_init_value: float = 0.8
-    gate_bias_init: str = "default"   # "default" (PyTorch Linear init) | "diff" (b = logit(1/(1+lambda_init)))
-    q_residual: bool = False          # DGSA: Y = Q + O W_o
+    lambda_init: str = _f("layer", choices=LAMBDA_INIT_MODES)  # "layer": 0.8 - 0.6 exp(-0.3 l) | "fixed"
+    lambda_init_value: float = _f(0.8, gt=0, lt=1)
+    gate_bias_init: str = _f("default", choices=GATE_BIAS_INITS)  # "diff": b = logit(1/(1+lambda_init))
+    q_residual: bool = _f(False)       # DGSA: Y = Q + O W_o
 
 
 @dataclass
 class TrainConfig:
-    epochs: int = 100
-    batch_size: int = 128
-    lr: float = 3e-4
-    weight_decay: float = 0.01
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
-    schedule: str = "cosine"          # "cosine" (per step, to 0) | "linear" (warm-up then linear decay)
-    warmup_steps: int = 0
-    grad_clip: float | None = None
-    decay_bias_and_norm: bool = True  # text presets exclude biases and norm weights from weight decay
-    amp: str = "auto"                 # "auto" (bf16 on CUDA) | "bf16" | "off"
-    eval_batch_size: int = 256
-    device: str = "auto"              # "auto" | "cpu" | "cuda" | "cuda:N"
+    epochs: int = _f(100, **_POS)
+    batch_size: int = _f(128, **_POS)
+    lr: float = _f(3e-4, gt=0)
+    weight_decay: float = _f(0.01, ge=0)
+    betas: tuple[float, float] = _f((0.9, 0.999), **_UNIT)
+    eps: float = _f(1e-8, gt=0)
+    schedule: str = _f("cosine", choices=SCHEDULES)  # "cosine" (per step, to 0) | "linear" (warm-up, decay)
+    warmup_steps: int = _f(0, ge=0)
+    grad_clip: float | None = _f(None, gt=0)          # max gradient norm; none = no clipping
+    decay_bias_and_norm: bool = _f(True)  # text presets exclude biases and norm weights from weight decay
+    amp: str = _f("auto", choices=AMP_MODES)          # "auto" (bf16 on CUDA) | "bf16" | "off"
+    eval_batch_size: int = _f(256, **_POS)
+    device: str = _f("auto", pattern=DEVICE_PATTERN, what="auto, cpu, cuda or cuda:N")
 
 
 @dataclass
 class DataConfig:
-    dataset: str = "synthetic-vision"
-    data_root: str | None = None
-    download: bool = False
-    max_train: int | None = None      # subsample the training split (stratified, seeded); None = all
-    max_test: int | None = None       # subsample the test split (first N in official order); None = all
-    val_fraction: float = 0.2         # stratified train/validation split of the training fold
-    min_freq: int = 2                 # text vocabulary
-    max_vocab: int = 60000
-    augment: bool = False             # vision: random crop (pad 4) + horizontal flip
+    dataset: str = _f("synthetic-vision", pattern=r".+", what="a dataset name")
+    data_root: str | None = _f(None)
+    download: bool = _f(False)
+    max_train: int | None = _f(None, **_POS)  # subsample the training split (stratified, seeded); none = all
+    max_test: int | None = _f(None, **_POS)   # subsample the test split (first N in official order); none = all
+    val_fraction: float = _f(0.2, **_UNIT)     # stratified train/validation split of the training fold
+    min_freq: int = _f(2, **_POS)              # text vocabulary
+    max_vocab: int = _f(60000, ge=2)
+    augment: bool = _f(False)                  # vision: random crop (pad 4) + horizontal flip
+
+
+_SECTION_CLASSES: dict[str, type] = {"model": ModelConfig, "train": TrainConfig, "data": DataConfig}
 
 
 @dataclass
@@ -85,15 +135,28 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    #: which layer set each field ("train.lr" -> "preset"); provenance only: not in to_dict() or hash()
+    sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {s: dataclasses.asdict(getattr(self, s)) for s in SECTIONS}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
-        return cls(model=_build(ModelConfig, d.get("model", {})),
-                   train=_build(TrainConfig, d.get("train", {})),
-                   data=_build(DataConfig, d.get("data", {})))
+    def from_dict(cls, d: dict[str, Any], *, layer: str = "stored") -> "RunConfig":
+        """Rebuild from :meth:`to_dict` output (e.g. a stored provenance record), every value checked."""
+        if not isinstance(d, dict):
+            raise UserError(f"a run config must be a mapping of sections {', '.join(SECTIONS)}, "
+                            f"got {_show(d, False)}")
+        unknown = sorted(set(d) - set(SECTIONS))
+        if unknown:
+            raise _unknown_section(unknown[0], unknown[0])
+        cfg = cls()
+        for sec in SECTIONS:
+            body = d.get(sec) or {}
+            if not isinstance(body, dict):
+                raise UserError(f"config section {sec}: expected a table of keys, got {_show(body, False)}")
+            apply_overrides(cfg, {f"{sec}.{k}": v for k, v in body.items()}, layer=layer, text=False)
+        return cfg
 
     def hash(self) -> str:
         """Identity of the experiment: where it runs (data folder, device) does not change it,
@@ -113,169 +176,376 @@ def config_hash(d: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def _build(cls, d: dict[str, Any]):
-    known = {f.name for f in fields(cls)}
-    unknown = set(d) - known
-    if unknown:
-        raise UserError(f"unknown {cls.__name__} field(s): {', '.join(sorted(unknown))} "
-                        f"(valid: {', '.join(sorted(known))})")
-    obj = cls()
-    for k, v in d.items():
-        setattr(obj, k, _coerce(cls, k, v))
-    return obj
+# --- the one check ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Spec:
+    base: type            # int, float, bool, str or tuple
+    optional: bool
+    size: int             # tuple length (0 otherwise)
+    rule: Rule
 
 
-def _annotation(cls, name: str) -> str:
-    """The field's annotation as written (a string under ``from __future__ import annotations``)."""
-    return str(next(f.type for f in fields(cls) if f.name == name))
+_SPECS: dict[type, dict[str, _Spec]] = {}
 
 
-def _coerce(cls, name: str, value: Any) -> Any:
-    """Coerce a value (possibly a CLI string) to the type of the field's default."""
-    default = getattr(cls(), name)
-    if isinstance(value, str) and not isinstance(default, str):
-        text = value.strip()
-        if text.lower() in ("none", "null"):
+def field_specs(cls: type) -> dict[str, _Spec]:
+    """name -> type and rule of every field of a config dataclass (from its annotations and metadata)."""
+    if cls not in _SPECS:
+        hints = typing.get_type_hints(cls)
+        specs = {}
+        for f in fields(cls):
+            args = [a for a in typing.get_args(hints[f.name]) if a is not type(None)]
+            optional = type(None) in typing.get_args(hints[f.name])
+            origin = typing.get_origin(hints[f.name])
+            if origin is tuple:
+                base, size = tuple, len(args)
+            else:
+                base, size = (args[0] if optional else hints[f.name]), 0
+            specs[f.name] = _Spec(base, optional, size, f.metadata.get("rule", Rule()))
+        _SPECS[cls] = specs
+    return _SPECS[cls]
+
+
+def _num(v: float) -> str:
+    return f"{v:g}"
+
+
+def _range_text(r: Rule) -> str:
+    lo = ("[", r.ge) if r.ge is not None else ("(", r.gt) if r.gt is not None else None
+    hi = ("]", r.le) if r.le is not None else (")", r.lt) if r.lt is not None else None
+    if lo and hi:
+        return f" in {lo[0]}{_num(lo[1])}, {_num(hi[1])}{hi[0]}"
+    if lo:
+        return f" {'≥' if lo[0] == '[' else '>'} {_num(lo[1])}"
+    if hi:
+        return f" {'≤' if hi[0] == ']' else '<'} {_num(hi[1])}"
+    return ""
+
+
+def expected_text(spec: _Spec) -> str:
+    """What a field accepts, as a person reads it: "an integer ≥ 1", "one of cosine, linear, constant"."""
+    r = spec.rule
+    if spec.base is bool:
+        text = "true or false"
+    elif spec.base is int:
+        text = "an integer" + _range_text(r)
+    elif spec.base is float:
+        text = "a number" + _range_text(r)
+    elif spec.base is tuple:
+        rng = _range_text(r)
+        text = f"{spec.size} comma-separated numbers" + (f", each{rng}" if rng else "")
+    elif r.choices:
+        text = "one of " + ", ".join(r.choices)
+    elif r.what:
+        text = r.what
+    else:
+        text = "text"
+    return text + (" or none" if spec.optional else "")
+
+
+def _show(value: Any, text: bool) -> str:
+    """The value as the user wrote it: CLI text as is, typed (file) values as JSON."""
+    if text and isinstance(value, str):
+        return value if value.strip() else repr(value)
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+class _Bad(Exception):
+    """Internal: the value does not fit; the caller turns it into the one-line UserError."""
+
+    def __init__(self, hint: str = "") -> None:
+        super().__init__(hint)
+        self.hint = hint
+
+
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def _from_text(spec: _Spec, text: str) -> Any:
+    """Parse CLI text (``--set`` values, sweep job overrides) into the field's type."""
+    t = text.strip()
+    if t.lower() in ("none", "null"):
+        return None
+    if spec.base is bool:
+        if t.lower() in _TRUE + _FALSE:
+            return t.lower() in _TRUE
+        raise _Bad()
+    if spec.base is int:
+        if not re.fullmatch(r"[+-]?\d+", t):
+            raise _Bad()
+        return int(t)
+    if spec.base is float:
+        return _float_text(t)
+    if spec.base is tuple:
+        parts = [p for p in t.strip("()[]").split(",")]
+        if len(parts) != spec.size or not all(p.strip() for p in parts):
+            raise _Bad()
+        return tuple(_float_text(p.strip()) for p in parts)
+    return text
+
+
+def _float_text(t: str) -> float:
+    try:
+        if "/" in t:  # fractions such as an FFN ratio of 16/3
+            num, den = t.split("/", 1)
+            return float(num) / float(den)
+        return float(t)
+    except (ValueError, ZeroDivisionError):
+        raise _Bad() from None
+
+
+def _typed(spec: _Spec, value: Any) -> Any:
+    """Check a typed value (file, preset, stored config, Python caller) against the field's type."""
+    if value is None:
+        if spec.optional:
             return None
-        if default is None and _annotation(cls, name).startswith("str"):
-            return value  # optional text fields (paths) stay strings, even "123" or "[x]"
-        if isinstance(default, bool):
-            if text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if text.lower() in ("0", "false", "no", "off"):
+        raise _Bad()
+    if isinstance(value, str) and spec.base is not str:
+        raise _Bad("text")
+    if spec.base is bool:
+        if not isinstance(value, bool):
+            raise _Bad()
+        return value
+    if spec.base is str:
+        if not isinstance(value, str):
+            raise _Bad()
+        return value
+    if spec.base is tuple:
+        if not isinstance(value, (list, tuple)) or len(value) != spec.size:
+            raise _Bad()
+        return tuple(_typed(_Spec(float, False, 0, spec.rule), v) for v in value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _Bad()
+    if spec.base is int:
+        if isinstance(value, float):
+            raise _Bad()
+        return int(value)
+    return float(value)
+
+
+def _in_rule(spec: _Spec, value: Any) -> bool:
+    if value is None:
+        return True
+    r = spec.rule
+    if spec.base in (int, float) or spec.base is tuple:
+        for v in (value if spec.base is tuple else (value,)):
+            if isinstance(v, float) and not math.isfinite(v):
                 return False
-            raise UserError(f"{cls.__name__}.{name} expects true/false, got {value!r}")
-        if isinstance(default, tuple):
-            return tuple(float(p) for p in text.strip("()[]").split(","))
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            expected = _annotation(cls, name) if default is None else type(default).__name__
-            raise UserError(f"{cls.__name__}.{name}: cannot read {value!r} as {expected}") from None
-    if isinstance(default, tuple) and isinstance(value, list):
-        return tuple(value)
-    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    return value
+            if ((r.ge is not None and v < r.ge) or (r.gt is not None and v <= r.gt)
+                    or (r.le is not None and v > r.le) or (r.lt is not None and v >= r.lt)):
+                return False
+    if spec.base is str:
+        if r.choices and value not in r.choices:
+            return False
+        if r.pattern and not re.fullmatch(r.pattern, value, flags=re.IGNORECASE):
+            return False
+    return True
 
 
-def apply_overrides(cfg: RunConfig, overrides: dict[str, Any]) -> RunConfig:
-    """Apply ``{"train.lr": "1e-3", "model.dim": 64}``; the section may be omitted when the key is unique."""
-    sections = {"model": cfg.model, "train": cfg.train, "data": cfg.data}
-    for key, value in overrides.items():
-        if "." in key:
-            sec, name = key.split(".", 1)
-            if sec not in sections:
-                raise UserError(f"unknown config section {sec!r} in {key!r} (valid: model, train, data)")
+def check_value(section: str, name: str, value: Any, *, text: bool = True) -> Any:
+    """The value for ``section.name``, converted to the field's type and checked against its rule.
+
+    ``text=True``: strings are parsed (``"3"`` -> 3, ``"none"`` -> None) as from ``--set``; ``text=False``:
+    values must already have the right type (config files, presets, stored configs). Raises a one-line
+    :class:`UserError` naming the key, the value and what is expected.
+    """
+    spec = field_specs(_SECTION_CLASSES[section])[name]
+    try:
+        if text and isinstance(value, str) and not (spec.base is str and not spec.optional):
+            out = value if spec.base is str and value.strip().lower() not in ("none", "null") \
+                else _from_text(spec, value)
         else:
-            owners = [s for s, obj in sections.items() if name_in(obj, key)]
-            if len(owners) != 1:
-                raise UserError(f"config key {key!r} is {'ambiguous' if owners else 'unknown'}; "
-                                "write it as section.key (model., train., data.)")
-            sec, name = owners[0], key
-        obj = sections[sec]
-        if not name_in(obj, name):
-            valid = ", ".join(f.name for f in fields(obj))
-            raise UserError(f"unknown config key {sec}.{name} (valid {sec} keys: {valid})")
-        setattr(obj, name, _coerce(type(obj), name, value))
+            out = _typed(spec, value)
+        if (out is None and not spec.optional) or not _in_rule(spec, out):
+            raise _Bad()
+    except _Bad as e:
+        hint = " (quoted text: write the value without quotes)" if e.hint == "text" else ""
+        raise UserError(f"{section}.{name}: expected {expected_text(spec)}, got {_show(value, text)}{hint}") from None
+    return out
+
+
+# --- keys, overrides and files ---------------------------------------------------------------------------
+
+def _unknown_section(sec: str, key: str) -> UserError:
+    close = difflib.get_close_matches(sec, SECTIONS, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return UserError(f"unknown config section {sec!r} in {key!r} ({hint}valid: {', '.join(SECTIONS)})")
+
+
+def resolve_key(key: str) -> tuple[str, str]:
+    """``"train.lr"`` -> ("train", "lr"); a bare ``"lr"`` works when only one section has it."""
+    key = str(key).strip()
+    if "." in key:
+        sec, name = key.split(".", 1)
+        if sec not in _SECTION_CLASSES:
+            raise _unknown_section(sec, key)
+        valid = [f.name for f in fields(_SECTION_CLASSES[sec])]
+        if name not in valid:
+            elsewhere = [s for s, c in _SECTION_CLASSES.items() if any(f.name == name for f in fields(c))]
+            close = [f"{s}.{name}" for s in elsewhere] or [f"{sec}.{c}" for c in
+                                                          difflib.get_close_matches(name, valid, n=1)]
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise UserError(f"unknown config key {key!r} ({hint}valid {sec} keys: {', '.join(valid)})")
+        return sec, name
+    owners = [s for s, cls in _SECTION_CLASSES.items() if any(f.name == key for f in fields(cls))]
+    if len(owners) == 1:
+        return owners[0], key
+    if owners:
+        raise UserError(f"config key {key!r} is ambiguous; write it as section.key ("
+                        + ", ".join(f"{s}.{key}" for s in owners) + ")")
+    every = [f"{s}.{f.name}" for s, cls in _SECTION_CLASSES.items() for f in fields(cls)]
+    full = {**{k: k for k in every}, **{k.split(".", 1)[1]: k for k in every}}
+    close = difflib.get_close_matches(key, list(full), n=1)
+    hint = f"did you mean {full[close[0]]}? " if close else ""
+    raise UserError(f"unknown config key {key!r} ({hint}valid keys: {', '.join(every)})")
+
+
+def apply_overrides(cfg: RunConfig, overrides: dict[str, Any], *, layer: str = "override",
+                    text: bool = True) -> RunConfig:
+    """Apply ``{"train.lr": "1e-3", "model.dim": 64}`` in place, every value checked; records ``layer``
+    as the source of each key. The section may be omitted when the key is unique."""
+    for key, value in overrides.items():
+        sec, name = resolve_key(key)
+        setattr(getattr(cfg, sec), name, check_value(sec, name, value, text=text))
+        cfg.sources[f"{sec}.{name}"] = layer
     return cfg
 
 
-def name_in(obj, name: str) -> bool:
+def check_overrides(overrides: dict[str, Any], *, text: bool = True) -> dict[str, Any]:
+    """Validate overrides without a config: ``{"lr": "1e-3"}`` -> ``{"train.lr": 0.001}``."""
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        sec, name = resolve_key(key)
+        out[f"{sec}.{name}"] = check_value(sec, name, value, text=text)
+    return out
+
+
+def _coerce(cls: type, name: str, value: Any) -> Any:
+    """A value for field ``name`` of a config dataclass (CLI text or typed), checked; kept for callers that
+    work on one dataclass (``models.registry.apply_model_overrides``)."""
+    section = next(s for s, c in _SECTION_CLASSES.items() if c is cls)
+    return check_value(section, name, value, text=True)
+
+
+def name_in(obj: Any, name: str) -> bool:
     return any(f.name == name for f in fields(obj))
 
 
 def parse_set_options(items: list[str] | None) -> dict[str, str]:
-    """Parse repeated ``--set key=value`` options."""
+    """Parse repeated ``--set key=value`` options (keys are checked here, values when applied)."""
     out: dict[str, str] = {}
     for item in items or []:
         if "=" not in item:
-            raise UserError(f"--set expects key=value, got {item!r}")
+            raise UserError(f"expected key=value (e.g. train.lr=1e-3), got {item!r}")
         k, v = item.split("=", 1)
+        resolve_key(k)  # an unknown key fails here, before anything runs
         out[k.strip()] = v.strip()
     return out
 
 
-def load_config_file(path: str | Path) -> dict[str, Any]:
-    """Read a TOML or JSON config file into flat ``section.key`` overrides."""
-    p = Path(path)
-    if not p.is_file():
-        raise UserError(f"config file not found: {p}")
+def _read_mapping(path: Path, what: str) -> dict[str, Any]:
+    """Parse a TOML (or, for ``.json``, JSON) file into a dict; any failure is one line naming the file."""
+    if not path.exists():
+        raise UserError(f"{what} not found: {path}")
+    if not path.is_file():
+        raise UserError(f"{what} {path} is not a file")
     try:
-        if p.suffix == ".json":
-            raw = json.loads(p.read_text())
-        else:
-            raw = tomllib.loads(p.read_text())
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as e:
-        raise UserError(f"cannot parse config file {p}: {e}") from None
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"{what} {path} is not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset "
+                        f"{e.start})") from None
+    except OSError as e:
+        raise UserError(f"cannot read {what} {path}: {e.strerror or e}") from None
+    try:
+        raw = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{what} {path} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{what} {path} is not valid TOML: {' '.join(str(e).split())}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{what} {path}: expected tables {', '.join(f'[{s}]' for s in SECTIONS)} at the top "
+                        f"level, got {type(raw).__name__ if raw is not None else 'null'}")
+    return raw
+
+
+def _flatten_tables(raw: dict[str, Any], where: str) -> dict[str, Any]:
+    """``{"train": {"lr": 1e-3}}`` -> ``{"train.lr": 1e-3}``, every key and (typed) value checked."""
     flat: dict[str, Any] = {}
     for sec, body in raw.items():
+        if sec not in _SECTION_CLASSES:
+            raise UserError(f"{where}: {_unknown_section(sec, sec)}")
         if not isinstance(body, dict):
-            raise UserError(f"config file {p}: top level must be tables [model], [train], [data]; got {sec!r}")
+            raise UserError(f"{where}: [{sec}] must be a table of keys, got {_show(body, False)}")
         for k, v in body.items():
-            flat[f"{sec}.{k}"] = v
+            try:
+                s, name = resolve_key(f"{sec}.{k}")
+                flat[f"{s}.{name}"] = check_value(s, name, v, text=False)
+            except UserError as e:
+                raise UserError(f"{where}: {e}") from None
     return flat
 
 
-# --- presets -----------------------------------------------------------------------------------------
-# Each preset gives model overrides and train/data settings per modality. "paper" is SPEC 3 exactly;
-# "small" trains in minutes per model on a 2-core CPU on real data; "tiny" takes seconds (tests, main job).
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a TOML or JSON config file (tables model, train, data) into checked ``section.key`` values."""
+    p = Path(path)
+    return _flatten_tables(_read_mapping(p, "config file"), f"config file {p}")
 
-_PRESETS: dict[str, dict[str, dict[str, dict[str, Any]]]] = {
-    "paper": {
-        "image": {"model": {},
-                  "train": dict(epochs=100, batch_size=128, lr=3e-4, weight_decay=0.01, betas=(0.9, 0.999),
-                                schedule="cosine", warmup_steps=0, grad_clip=None, decay_bias_and_norm=True),
-                  "data": dict(val_fraction=0.1, augment=False)},
-        "text": {"model": dict(dim=256, depth=6, heads=8, dropout=0.1, max_len=256),
-                 "train": dict(epochs=10, batch_size=32, lr=3e-4, weight_decay=0.01, betas=(0.9, 0.98),
-                               schedule="linear", warmup_steps=1000, grad_clip=1.0, decay_bias_and_norm=False),
-                 "data": dict(val_fraction=0.2, min_freq=2, max_vocab=60000)},
-    },
-    "small": {
-        "image": {"model": dict(dim=96, depth=4, heads=4),
-                  "train": dict(epochs=4, batch_size=128, lr=1e-3, schedule="cosine", warmup_steps=50),
-                  "data": dict(max_train=10000, max_test=2000, val_fraction=0.1)},
-        "text": {"model": dict(dim=96, depth=3, heads=4, dropout=0.1, max_len=128),
-                 "train": dict(epochs=4, batch_size=32, lr=1e-3, betas=(0.9, 0.98), schedule="linear",
-                               warmup_steps=100, grad_clip=1.0, decay_bias_and_norm=False),
-                 "data": dict(max_train=8000, max_test=2000, val_fraction=0.2, max_vocab=20000)},
-    },
-    "tiny": {
-        "image": {"model": dict(dim=32, depth=2, heads=2, head_hidden=32),
-                  "train": dict(epochs=3, batch_size=64, lr=2e-3, schedule="cosine", warmup_steps=10),
-                  "data": dict(max_train=1200, max_test=300, val_fraction=0.1)},
-        "text": {"model": dict(dim=32, depth=2, heads=2, head_hidden=32, dropout=0.1, max_len=48),
-                 "train": dict(epochs=3, batch_size=32, lr=2e-3, betas=(0.9, 0.98), schedule="linear",
-                               warmup_steps=10, grad_clip=1.0, decay_bias_and_norm=False),
-                 "data": dict(max_train=1200, max_test=300, val_fraction=0.2, max_vocab=5000)},
-    },
-}
 
-# Paper Table 5/6 specials, applied with the paper preset only.
-_DATASET_PAPER_SPECIALS: dict[str, dict[str, Any]] = {
-    "rotten-tomatoes": {"model.depth": 4, "train.lr": 5e-4, "train.warmup_steps": 500},
-    "mnli": {"model.dim": 512, "model.vocab_size": 30000, "data.max_vocab": 30000, "train.epochs": 5,
-             "train.batch_size": 128, "train.warmup_steps": 4000},
-}
+# --- presets ---------------------------------------------------------------------------------------------
+# presets/<name>.toml: [image.model], [image.train], [image.data], the same under text, and (paper) dataset
+# specials under [datasets.<dataset>.<section>]. "paper" is SPEC 3 exactly; "small" trains in minutes per
+# model on a 2-core CPU on real data; "tiny" takes seconds (tests, main job).
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    by_modality: dict[str, dict[str, Any]]              # modality -> flat checked overrides
+    by_dataset: dict[str, dict[str, Any]]               # dataset -> flat checked overrides (paper specials)
+
+
+_PRESET_CACHE: dict[str, Preset] = {}
+
+
+def load_preset(name: str) -> Preset:
+    """The named preset, read from package data and checked like any config file."""
+    if name not in PRESETS:
+        close = difflib.get_close_matches(str(name), PRESETS, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise UserError(f"unknown preset {name!r} ({hint}valid: {', '.join(PRESETS)})")
+    if name not in _PRESET_CACHE:
+        path = PRESET_DIR / f"{name}.toml"
+        raw = _read_mapping(path, "preset file")
+        where = f"preset file {path}"
+        unknown = sorted(set(raw) - {*MODALITIES, "datasets"})
+        if unknown:
+            raise UserError(f"{where}: unknown table [{unknown[0]}] (valid: {', '.join(MODALITIES)}, datasets)")
+        by_modality = {m: _flatten_tables(raw.get(m, {}), f"{where} [{m}]") for m in MODALITIES}
+        by_dataset = {d: _flatten_tables(body, f"{where} [datasets.{d}]")
+                      for d, body in raw.get("datasets", {}).items()}
+        _PRESET_CACHE[name] = Preset(name, by_modality, by_dataset)
+    return _PRESET_CACHE[name]
 
 
 def resolve_config(model: ModelConfig, dataset: str, preset: str = "tiny", *,
                    file_overrides: dict[str, Any] | None = None,
                    overrides: dict[str, Any] | None = None) -> RunConfig:
     """Build the full run config for a registered model config on a dataset under a preset."""
-    if preset not in PRESETS:
-        raise UserError(f"unknown preset {preset!r} (valid: {', '.join(PRESETS)})")
-    cfg = RunConfig(model=dataclasses.replace(model), train=TrainConfig(), data=DataConfig(dataset=dataset))
-    p = _PRESETS[preset][model.modality]
-    flat = {f"model.{k}": v for k, v in p["model"].items()}
-    flat.update({f"train.{k}": v for k, v in p["train"].items()})
-    flat.update({f"data.{k}": v for k, v in p["data"].items()})
-    if preset == "paper":
-        flat.update(_DATASET_PAPER_SPECIALS.get(dataset, {}))
-    apply_overrides(cfg, flat)
+    p = load_preset(preset)
+    cfg = RunConfig()
+    cfg.sources.update({f"{s}.{f.name}": "default" for s in SECTIONS for f in fields(_SECTION_CLASSES[s])})
+    registry = {f"model.{f.name}": getattr(model, f.name) for f in fields(ModelConfig)}
+    apply_overrides(cfg, registry, layer="registry", text=False)
+    apply_overrides(cfg, {"data.dataset": dataset}, layer="argument", text=False)
+    if cfg.model.modality not in p.by_modality:
+        raise UserError(f"preset {preset!r} has no settings for modality {cfg.model.modality!r}")
+    apply_overrides(cfg, p.by_modality[cfg.model.modality], layer="preset", text=False)
+    apply_overrides(cfg, p.by_dataset.get(dataset, {}), layer="paper-dataset", text=False)
     if file_overrides:
-        apply_overrides(cfg, file_overrides)
+        apply_overrides(cfg, file_overrides, layer="file", text=False)
     if overrides:
-        apply_overrides(cfg, overrides)
+        apply_overrides(cfg, overrides, layer="override")
     return cfg

@@ -5,12 +5,9 @@ Thin: input reading and option handling here; the work is in the standalone ``co
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
-import re
 import time
-import zipfile
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,10 +24,6 @@ _TEXT_SUFFIXES = {".csv", ".tsv", ".jsonl", ".txt"}
 def _log(message: str) -> None:
     from robustbench_dgsa.util.progress import log
     log(message)
-
-
-def _natural_key(path: Path) -> list:
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path.as_posix())]
 
 
 def _jsonable(obj: Any) -> Any:
@@ -56,156 +49,54 @@ def _looks_like_path(spec: str) -> bool:
             or spec.startswith((".", "~")))
 
 
-def _as_uint8_images(x: Any, where: str) -> tuple[np.ndarray, str | None]:
-    """Check dtype/shape; replicate grayscale to 3 channels. Returns (x, note)."""
+def _image_source(spec: str) -> str:
+    """The dataset-source name for ``--input``: an image folder, a .npy/.npz file, or a dataset name as given."""
     from corruptions.errors import CorruptionError
-    if not isinstance(x, np.ndarray):
-        raise CorruptionError(f"{where}: expected a NumPy array, got {type(x).__name__}")
-    if x.dtype != np.uint8:
-        hint = (" (floats in [0,1]? convert with (x * 255).round().astype(np.uint8))"
-                if x.dtype.kind == "f" else "")
-        raise CorruptionError(f"{where}: images must be uint8 (0..255), got {x.dtype}{hint}")
-    if x.ndim == 3:
-        return np.repeat(np.asarray(x)[..., None], 3, axis=-1), f"grayscale input {x.shape}: replicated to 3 channels"
-    if x.ndim == 4 and x.shape[-1] == 1:
-        return np.repeat(np.asarray(x), 3, axis=-1), f"grayscale input {x.shape}: replicated to 3 channels"
-    if x.ndim == 4 and x.shape[-1] == 3:
-        return x, None
-    if x.ndim == 4 and x.shape[1] in (1, 3) and x.shape[-1] not in (1, 3):
-        raise CorruptionError(f"{where}: shape {x.shape} looks channels-first; transpose to (N, H, W, 3)")
-    raise CorruptionError(f"{where}: images must have shape (N, H, W, 3), (N, H, W, 1) or (N, H, W), got {x.shape}")
-
-
-def _check_labels(y: Any, n: int, where: str) -> np.ndarray | None:
-    from corruptions.errors import CorruptionError
-    if y is None:
-        return None
-    y = np.asarray(y)
-    if y.ndim != 1 or len(y) != n or y.dtype.kind not in "iu":
-        raise CorruptionError(f"{where}: labels must be {n} integers (1-D), got {y.dtype} {y.shape}")
-    return y.astype(np.int64)
-
-
-def _read_npy(path: Path, limit: int | None):
-    from corruptions.errors import CorruptionError
-    try:
-        x = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise CorruptionError(f"{path}: cannot read as a .npy array ({e})") from None
-    if not isinstance(x, np.ndarray):
-        raise CorruptionError(f"{path}: not a single array")
-    return np.array(x[:limit] if limit else x), None
-
-
-def _read_npz(path: Path, limit: int | None):
-    from corruptions.errors import CorruptionError
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if "x" not in z.files:
-                raise CorruptionError(f"{path}: needs an array named 'x' (and optionally 'y'); it has "
-                                      f"{', '.join(z.files) or 'none'}")
-            x = z["x"]
-            y = z["y"] if "y" in z.files else None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
-        raise CorruptionError(f"{path}: cannot read as a .npz archive ({e})") from None
-    if limit:
-        x = x[:limit]
-        y = None if y is None else y[:limit]
-    return x, y
-
-
-def _read_image_folder(root: Path, split: str, limit: int | None):
-    """Images under ``root`` (or ``root/<split>`` when that exists), recursively; labels from class folders
-    when every image sits in a first-level subfolder. Returns (x, y, class_names, note, base)."""
-    from PIL import Image, UnidentifiedImageError
-
-    from corruptions.errors import CorruptionError
-    base = root / split if (root / split).is_dir() else root
-    files = sorted((p for p in base.rglob("*") if p.suffix.lower() in _IMAGE_SUFFIXES and p.is_file()
-                    and not any(part.startswith(".") for part in p.relative_to(base).parts)), key=_natural_key)
-    if not files:
-        raise CorruptionError(f"{base}: no .png/.jpg images found")
-    rel = [p.relative_to(base) for p in files]
-    classes = sorted({r.parts[0] for r in rel}) if all(len(r.parts) >= 2 for r in rel) else None
-    if classes is not None:  # keep class-major order (natural sort within each class)
-        order = sorted(range(len(files)), key=lambda i: (classes.index(rel[i].parts[0]), _natural_key(rel[i])))
-        files, rel = [files[i] for i in order], [rel[i] for i in order]
-    if limit:
-        files, rel = files[:limit], rel[:limit]
-    arrays, gray, alpha = [], 0, 0
-    for p in files:
-        try:
-            with Image.open(p) as im:
-                if im.mode in ("L", "I;16", "I", "F", "1", "LA"):
-                    gray += 1
-                if im.mode in ("RGBA", "LA", "PA") or "transparency" in im.info:
-                    alpha += 1
-                a = np.asarray(im.convert("RGB"), dtype=np.uint8)
-        except (OSError, UnidentifiedImageError) as e:
-            raise CorruptionError(f"{p}: unreadable image ({e})") from None
-        if arrays and a.shape != arrays[0].shape:
-            raise CorruptionError(f"{p}: size {a.shape[1]}x{a.shape[0]} differs from the first image's "
-                                  f"{arrays[0].shape[1]}x{arrays[0].shape[0]}; all images must have one size")
-        arrays.append(a)
-    x = np.stack(arrays)
-    y = None if classes is None else np.array([classes.index(r.parts[0]) for r in rel], dtype=np.int64)
-    notes = []
-    if gray:
-        notes.append(f"{gray} grayscale image(s): replicated to 3 channels")
-    if alpha:
-        notes.append(f"{alpha} image(s) with transparency: alpha channel dropped")
-    return x, y, classes, "; ".join(notes) or None, base
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return f"folder:{path}"
+    if path.suffix.lower() in _ARRAY_SUFFIXES:
+        return f"{path.suffix.lower()[1:]}:{path}"
+    if path.exists():
+        raise CorruptionError(f"{path}: unsupported input (give a .npy or .npz file, an image folder, or a "
+                              f"dataset name)")
+    if _looks_like_path(spec):
+        raise CorruptionError(f"{path}: no such file or folder")
+    return spec
 
 
 def _load_image_input(spec: str, split: str, data_root: Path | None, limit: int | None) -> dict:
-    """Returns {"x", "y", "description", "notes", "dataset"}."""
+    """Through the dataset machinery (``load_dataset``: folder:/npy:/npz: sources or a dataset name; one
+    reader, :mod:`robustbench_dgsa.data.readers`). Returns {"x", "y", "description", "notes", "dataset"}."""
     from corruptions.errors import CorruptionError
-    path = Path(spec).expanduser()
-    notes: list[str] = []
-    dataset = None
-    if path.exists():
-        if path.is_dir():
-            x, y, classes, note, base = _read_image_folder(path, split, limit)
-            desc = f"image folder {base}" + (f" ({len(classes)} classes from sub-folders)" if classes else
-                                             " (no class sub-folders: no labels)")
-            if note:
-                notes.append(note)
-        elif path.suffix.lower() == ".npy":
-            x, y = _read_npy(path, limit)
-            desc = f"array {path}"
-        elif path.suffix.lower() == ".npz":
-            x, y = _read_npz(path, limit)
-            desc = f"arrays {path}" + ("" if y is not None else " (no 'y': no labels)")
-        else:
-            raise CorruptionError(f"{path}: unsupported input (give a .npy or .npz file, an image folder, or a "
-                                  f"dataset name)")
-    elif _looks_like_path(spec):
-        raise CorruptionError(f"{path}: no such file or folder")
-    else:
-        try:
-            from ..data import load_dataset
-        except ImportError as e:
-            from robustbench_dgsa.util.errors import UserError
-            raise UserError(f"{spec!r} is not a file or folder, and dataset loading is unavailable ({e})") from None
-        ds = load_dataset(spec, split, data_root=data_root)
-        x, y = getattr(ds, "x", None), getattr(ds, "y", None)
-        if not isinstance(x, np.ndarray):
-            raise CorruptionError(f"dataset {spec!r} is not an image dataset (no image array); for text use "
-                                  f"dgsa-bench corrupt-text")
-        if limit:
-            x = x[:limit]
-            y = None if y is None else y[:limit]
-        dataset = spec.lower()
-        desc = f"dataset {spec} split {split} ({getattr(ds, 'source', None) or data_root or 'default root'})"
-    x, gray_note = _as_uint8_images(x, desc)
-    if gray_note:
-        notes.append(gray_note)
     from corruptions.layout import check_images
+
+    from robustbench_dgsa.data import load_dataset, readers
+    source = _image_source(spec)
+    generic = source.startswith(("folder:", "npy:", "npz:"))
+    options = {"unlabeled_ok": True} if generic else {}
+    if source.startswith("folder:"):
+        options["split_optional"] = True
+    ds = load_dataset(source, split, data_root=data_root, **options)
+    if getattr(ds, "modality", None) != "image":
+        raise CorruptionError(f"dataset {spec!r} is not an image dataset (no image array); for text use "
+                              f"dgsa-bench corrupt-text")
+    x, y = ds.x, (ds.y if ds.classes else None)
+    if limit:
+        x = x[:limit]
+        y = None if y is None else y[:limit]
+    if generic:
+        desc = ds.source
+    else:
+        desc = f"dataset {spec} split {split} ({ds.source or data_root or 'default root'})"
+    notes = list(ds.notes)
+    if x.shape[-1] == 1:
+        notes.append(f"grayscale input {x.shape[:-1]}: replicated to 3 channels")
+        x = readers.to_rgb(x)
     check_images(x, desc)
-    y = _check_labels(y, len(x), desc)
     if limit:
         desc += f", first {len(x)} images"
-    return {"x": x, "y": y, "description": desc, "notes": notes, "dataset": dataset}
+    return {"x": x, "y": y, "description": desc, "notes": notes, "dataset": None if generic else spec.lower()}
 
 
 def _device(device: str) -> str | None:
@@ -384,59 +275,41 @@ def _maybe_int_labels(labels: list) -> list:
 
 
 def _read_text_file(path: Path, text_column: str, label_column: str | None, encoding: str):
+    """Texts and optional labels from a .txt (one example per line) or a text table, by the one reader."""
     from corruptions.errors import CorruptionError
+
+    from robustbench_dgsa.data import readers
     suffix = path.suffix.lower()
-    try:
-        raw = path.read_text(encoding=encoding)
-    except UnicodeDecodeError as e:
-        raise CorruptionError(f"{path}: not valid {encoding} ({e.reason} at byte {e.start}); pass --encoding "
-                              f"(e.g. latin-1)") from None
-    except OSError as e:
-        raise CorruptionError(f"{path}: unreadable ({e})") from None
-    texts: list[str] = []
-    labels: list | None = None
     if suffix == ".txt":
-        texts = [line for line in raw.splitlines() if line.strip()]
-        return texts, None
-    if suffix in (".csv", ".tsv"):
-        rows = list(csv.DictReader(raw.splitlines(), delimiter="\t" if suffix == ".tsv" else ","))
-        fields = list(rows[0].keys()) if rows else []
-    elif suffix == ".jsonl":
-        rows = []
-        for k, line in enumerate(raw.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as e:
-                raise CorruptionError(f"{path}:{k}: not JSON ({e})") from None
-            if not isinstance(obj, dict):
-                raise CorruptionError(f"{path}:{k}: each line must be a JSON object")
-            rows.append(obj)
-        fields = list(rows[0].keys()) if rows else []
-    else:
+        return readers.read_lines(path, encoding), None
+    if suffix not in (".csv", ".tsv", ".jsonl"):
         raise CorruptionError(f"{path}: unsupported text file (use .csv, .tsv, .jsonl or .txt)")
-    if not rows:
+    table = readers.read_table(path, encoding=encoding)
+    if not table.rows:
         raise CorruptionError(f"{path}: no rows")
+    fields = table.columns
     if text_column not in fields:
         raise CorruptionError(f"{path}: no column {text_column!r} (columns: {', '.join(fields)}); pass "
                               f"--text-column")
     lab = label_column if label_column is not None else ("label" if "label" in fields else None)
     if lab is not None and lab not in fields:
         raise CorruptionError(f"{path}: no column {lab!r} (columns: {', '.join(fields)}); pass --label-column")
-    for k, r in enumerate(rows):
+    texts = []
+    for r, line in zip(table.rows, table.lines):
         t = r.get(text_column)
         if not isinstance(t, str):
-            raise CorruptionError(f"{path}: row {k + 1}: {text_column!r} is not a string")
+            raise CorruptionError(f"{path} line {line}: {text_column!r} is not a string")
         texts.append(t)
-    if lab is not None:
-        labels = _maybe_int_labels([r.get(lab) for r in rows])
+    labels = _maybe_int_labels([r.get(lab) for r in table.rows]) if lab is not None else None
     return texts, labels
 
 
 def _load_text_input(spec: str, split: str, data_root: Path | None, text_column: str, label_column: str | None,
                      encoding: str, limit: int | None) -> tuple[list[str], list | None, str]:
     from corruptions.errors import CorruptionError
+
+    from robustbench_dgsa.data import load_dataset, readers
+    readers.check_encoding(encoding)
     path = Path(spec).expanduser()
     if path.is_file():
         texts, labels = _read_text_file(path, text_column, label_column, encoding)
@@ -445,19 +318,11 @@ def _load_text_input(spec: str, split: str, data_root: Path | None, text_column:
         raise CorruptionError(f"{path}: not a text file (use .csv, .tsv, .jsonl or .txt, or a dataset name)"
                               if path.exists() else f"{path}: no such file")
     else:
-        try:
-            from ..data import load_dataset
-        except ImportError as e:
-            from robustbench_dgsa.util.errors import UserError
-            raise UserError(f"{spec!r} is not a file, and dataset loading is unavailable ({e})") from None
         ds = load_dataset(spec, split, data_root=data_root)
-        texts = next((getattr(ds, a) for a in ("texts", "text", "x") if isinstance(getattr(ds, a, None), list)),
-                     None)
-        if texts is None or not all(isinstance(t, str) for t in texts[:100]):
+        if getattr(ds, "modality", None) != "text":
             raise CorruptionError(f"dataset {spec!r} is not a text dataset; for images use dgsa-bench corrupt")
-        y = getattr(ds, "y", None)
-        labels = None if y is None else list(np.asarray(y).tolist())
-        desc = f"dataset {spec} split {split} ({getattr(ds, 'source', None) or data_root or 'default root'})"
+        texts, labels = list(ds.texts), ds.y.tolist()
+        desc = f"dataset {spec} split {split} ({ds.source or data_root or 'default root'})"
     if limit:
         texts = texts[:limit]
         labels = None if labels is None else labels[:limit]

@@ -75,10 +75,12 @@ def reproduce_command(
                                                "synthetic-text; imdb with --preset paper; 'none' to skip)."),
     models: Optional[str] = typer.Option(None, "--models", help="Comma-separated models (default: vit, dvit, "
                                          "dgvit, transformer, dt, dgt)."),
-    corruptions: str = typer.Option("all", "--corruptions", help="Image corruptions: all, benchmark, extra, "
-                                    "groups or names."),
-    text_noise: str = typer.Option("all", "--text-noise", help="Text noise types: all, char, word or names."),
-    severities: str = typer.Option("1-5", "--severities", help="Severities, e.g. 1-5 or 1,3,5."),
+    corruptions: Optional[str] = typer.Option(None, "--corruptions", help="Image corruptions: all, benchmark, "
+                                              "extra, groups or names (default: all; with --quick 2)."),
+    text_noise: Optional[str] = typer.Option(None, "--text-noise", help="Text noise types: all, char, word or "
+                                             "names (default: all; with --quick 2)."),
+    severities: Optional[str] = typer.Option(None, "--severities", help="Severities, e.g. 1-5 or 1,3,5 "
+                                             "(default: 1-5; with --quick 1,3)."),
     max_test: Optional[int] = typer.Option(None, "--max-test", help="Test examples per condition (default: "
                                            "the preset's)."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N."),
@@ -96,7 +98,7 @@ def reproduce_command(
 
     folder = reproduce(out, preset=preset, seeds=parse_seeds(None, seeds), data_root=data_root,
                        image_dataset=image_dataset, text_dataset=text_dataset, models=models,
-                       severities=parse_severities(severities), corruptions=corruptions, text_noise=text_noise,
+                       severities=parse_severities(severities) if severities else None, corruptions=corruptions, text_noise=text_noise,
                        max_test=max_test, progress=not as_json, quick=quick, device=device)
     timings = json.loads((folder / "timings.json").read_text())
     _print_summary(folder / "store", folder, as_json)

@@ -30,10 +30,11 @@ Examples:
 
   dgsa-bench rollout --metrics --checkpoint dgvit.safetensors --store runs/store
 
-Images of any size and mode are read with Pillow (grayscale replicated to RGB, RGBA composited on white,
-palette expanded) and prepared exactly as in training (robustbench_dgsa.engine.predict: bilinear antialiased resize to
-the checkpoint's input size, its own mean/std).
-Writes the figure (--out, default <image stem>_rollout.png), the heatmap(s) at the image's resolution as .npy
+Images of any size and mode are read by the one reader (robustbench_dgsa.data.readers: alpha composited over
+white, palette expanded, 16-bit scaled to 8 bits, grayscale replicated to RGB for RGB models), downscaled to at
+most 1024 pixels on the longer side, and prepared exactly as in training (robustbench_dgsa.engine.predict:
+bilinear antialiased resize to the checkpoint's input size, its own mean/std).
+Writes the figure (--out, default <image stem>_rollout.png), the heatmap(s) at that (bounded) resolution as .npy
 ((H,W), or (M,H,W) for M models in --compare order) and a .json summary beside it. Text: PNG + HTML with
 tokens shaded by relevance, and .json (tokens and scores per model).
 
@@ -103,14 +104,16 @@ def _image_mode(image: Path, sources: list[dict[str, Any]], out: Optional[Path],
                 head_fusion: str, discard_ratio: float, device: str, as_json: bool) -> None:
     import numpy as np
 
+    from robustbench_dgsa.data import readers
     from robustbench_dgsa.util import atomic
     from robustbench_dgsa.rollout.plots import display_name, plot_image_rollout, plot_rollout_grid
-    from robustbench_dgsa.rollout.runs import image_rollout_full, load_image_file, resolve_spec, top_fraction_mass
+    from robustbench_dgsa.rollout.runs import MAX_SIDE, image_rollout_full, resolve_spec, top_fraction_mass
 
     for s in sources:
         if s["model"].config.modality != "image":
             raise UserError(f"{s['source']} is a text model ({s['name']}); give --text \"...\" instead of an image")
-    img = load_image_file(image)
+    decoded = readers.decode_image_file(image, max_side=MAX_SIDE)  # bounded: a huge image is downscaled first
+    img = decoded.pixels
     stack = img[None]
     out = out or Path(f"{image.stem}_rollout.png")
     if out.suffix.lower() != ".png":
@@ -145,7 +148,8 @@ def _image_mode(image: Path, sources: list[dict[str, Any]], out: Optional[Path],
     with atomic.atomic_path(npy) as tmp:
         with open(tmp, "wb") as f:
             np.save(f, heat.astype(np.float32))
-    doc = {"image": str(image), "image_shape": list(img.shape), "figure": str(out), "heatmaps": str(npy),
+    doc = {"image": str(image), "image_shape": list(img.shape), "original_size": list(decoded.size[::-1]),
+           "figure": str(out), "heatmaps": str(npy),
            "heatmaps_shape": list(heat.shape), "models": summary}
     atomic.write_json(out.with_suffix(".json"), doc)
     _report(doc, as_json, [out, npy, out.with_suffix(".json")])
@@ -298,8 +302,8 @@ def rollout_command(
     if not ckpts and not model:
         raise UserError("give --checkpoint CKPT (or --model NAME for an untrained model)")
     if image is not None:
-        from robustbench_dgsa.rollout.runs import load_image_file
-        load_image_file(image)  # fail on a bad image before loading any model
+        from robustbench_dgsa.data.readers import check_image_file
+        check_image_file(image)  # fail on a bad image (header only) before loading any model
     sources = _load_sources(ckpts, list(model or []), text)
     if metrics:
         if text is not None or image is not None:

@@ -392,26 +392,29 @@ def sweep_slurm(
     sweep_dir: Path = typer.Argument(..., help="Sweep folder."),
     submitit_: bool = typer.Option(False, "--submitit", help="Submit through submitit (pip install "
                                                             "'robustbench-dgsa\\[slurm]') instead of writing a script."),
-    time_limit: str = typer.Option("24:00:00", "--time", help="Time limit per job (HH:MM:SS)."),
+    time_limit: str = typer.Option("24:00:00", "--time", help="Time limit per job, any Slurm format: MM, MM:SS, "
+                                                               "HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."),
     gpus: int = typer.Option(1, "--gpus", help="GPUs per job (0 for CPU jobs)."),
-    cpus: int = typer.Option(8, "--cpus", help="CPUs per job."),
-    mem: str = typer.Option("32G", "--mem", help="Memory per job."),
-    partition: Optional[str] = typer.Option(None, "--partition"),
-    account: Optional[str] = typer.Option(None, "--account"),
+    cpus: int = typer.Option(8, "--cpus", help="CPUs per job (≥ 1)."),
+    mem: str = typer.Option("32G", "--mem", help="Memory per job: a number with unit K, M, G or T (no unit = MB, "
+                                                 "as in Slurm), e.g. 500M, 32G."),
+    partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition."),
+    account: Optional[str] = typer.Option(None, "--account", help="Slurm account."),
     max_parallel: Optional[int] = typer.Option(None, "--max-parallel", help="At most N array tasks at once."),
     setup: Optional[list[str]] = typer.Option(None, "--setup", help="Shell line run before the job, e.g. "
                                                                     "'source .venv/bin/activate' (repeatable)."),
 ) -> None:
     """Write slurm/sweep.sbatch (submit with sbatch), or submit with --submitit."""
-    from robustbench_dgsa.jobs.sweep import submit_submitit, write_slurm_script
-    if submitit_:
-        h, m, s = (list(map(int, time_limit.split(":"))) + [0, 0])[:3] if time_limit.count(":") == 2 else (0, 0, 0)
-        minutes = h * 60 + m + (1 if s else 0) or 24 * 60
-        mem_gb = int("".join(ch for ch in mem if ch.isdigit()) or 32)
-        ids = submit_submitit(sweep_dir, time_limit_min=minutes, gpus=gpus, cpus=cpus, mem_gb=mem_gb,
-                              partition=partition, account=account, max_parallel=max_parallel)
-        typer.echo(f"submitted {len(ids)} jobs: {', '.join(ids)}")
-        return
-    path = write_slurm_script(sweep_dir, time_limit=time_limit, gpus=gpus, cpus=cpus, mem=mem, partition=partition,
-                              account=account, max_parallel=max_parallel, setup=setup or ())
-    typer.echo(f"wrote {path}; submit with: sbatch {path}")
+    from robustbench_dgsa.jobs.slurm import ResourceError, submit_submitit, write_slurm_script
+    options = dict(time_limit=time_limit, gpus=gpus, cpus=cpus, mem=mem, partition=partition, account=account,
+                   max_parallel=max_parallel, setup=setup or ())
+    try:
+        if submitit_:
+            ids = submit_submitit(sweep_dir, **options)
+            typer.echo(f"submitted {len(ids)} jobs: {', '.join(ids)}")
+            return
+        path = write_slurm_script(sweep_dir, **options)
+    except ResourceError as e:
+        raise UserError(f"--{e.key.replace('_', '-')}: {e.detail}") from None
+    import shlex
+    typer.echo(f"wrote {path}; submit with: sbatch {shlex.quote(str(path))}")

@@ -20,11 +20,13 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import lzma
 import os
 import shutil
 import tarfile
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -125,25 +127,47 @@ def is_archive(path: Path) -> bool:
     return path.is_file() and path.name.lower().endswith(ARCHIVE_SUFFIXES)
 
 
+# What a damaged archive raises while it is read (a truncated .tar.xz ends in EOFError, which click would
+# otherwise turn into a bare "Aborted.").
+_ARCHIVE_ERRORS = (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, lzma.LZMAError, zlib.error)
+
+
+def _archive_error(path: Path, e: BaseException) -> DataError:
+    what = " ".join(str(e).split()) or type(e).__name__
+    return DataError(f"cannot read archive {path}: {what}; the file is truncated or damaged (re-download or "
+                     "re-copy it)")
+
+
 def iter_archive(path: str | os.PathLike) -> Iterator[tuple[str, Callable[[], bytes]]]:
     """Yield ``(member path with '/' separators, read())`` for every regular file of a tar or zip archive.
 
     ``read`` must be called before advancing (tar streams are read sequentially); the loop may stop early.
+    A damaged or truncated archive is a one-line :class:`DataError`, whether it shows while listing or in
+    ``read()``.
     """
     path = Path(path)
+
+    def guarded(read: Callable[[], bytes]) -> Callable[[], bytes]:
+        def run() -> bytes:
+            try:
+                return read()
+            except _ARCHIVE_ERRORS as e:
+                raise _archive_error(path, e) from None
+        return run
+
     try:
         if path.name.lower().endswith(".zip"):
             with zipfile.ZipFile(path) as zf:
                 for info in zf.infolist():
                     if not info.is_dir():
-                        yield info.filename, (lambda i=info: zf.read(i))
+                        yield info.filename, guarded(lambda i=info: zf.read(i))
             return
         with tarfile.open(path, "r:*") as tf:
             for m in tf:
                 if m.isfile():
-                    yield m.name, (lambda m=m: tf.extractfile(m).read())  # type: ignore[union-attr]
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError) as e:
-        raise DataError(f"cannot read archive {path}: {e} (re-download or re-copy it)") from None
+                    yield m.name, guarded(lambda m=m: tf.extractfile(m).read())  # type: ignore[union-attr]
+    except _ARCHIVE_ERRORS as e:
+        raise _archive_error(path, e) from None
 
 
 def extract_archive(path: str | os.PathLike) -> Path:
@@ -172,7 +196,7 @@ def extract_archive(path: str | os.PathLike) -> Path:
                             if m.name.startswith("/") or ".." in Path(m.name).parts or m.issym() or m.islnk():
                                 raise DataError(f"unsafe member {m.name!r} in archive {path}")
                         tf.extractall(tmp)
-        except (tarfile.TarError, zipfile.BadZipFile, EOFError) as e:
-            raise DataError(f"cannot extract archive {path}: {e} (re-download or re-copy it)") from None
+        except _ARCHIVE_ERRORS as e:
+            raise _archive_error(path, e) from None
 
     return cached_dir("extracted", stem, file_key(path), build)

@@ -6,10 +6,14 @@ Names: ``cifar10``, ``cifar100``, ``fashion-mnist``, ``svhn``, ``imdb``, ``20new
 Generic sources (no registry entry):
 
 * ``folder:PATH`` — an image folder ``PATH/<split>/<class>/*.png|jpg`` (see :func:`.vision.load_image_folder`);
+* ``npz:PATH`` / ``npy:PATH`` — image arrays: an ``.npz`` holding ``x`` uint8 (N, H, W, C) and optionally ``y``,
+  or an ``.npy`` holding ``x`` only (no labels; only ``unlabeled_ok=True`` callers such as ``corrupt`` accept
+  that); PATH may contain ``{split}`` (see :func:`.vision.load_image_arrays`);
 * ``csv:PATH``, ``tsv:PATH``, ``jsonl:PATH``, ``json:PATH`` — text files with ``text`` and ``label`` columns
   (options ``text_column``, ``label_column``, ``classes``, ``test_fraction``); PATH may contain ``{split}``
   or be a folder with ``train.csv``/``test.csv`` (see :func:`.text.load_text_file`);
-* a bare path is detected: a file ending in .csv/.tsv/.jsonl/.json -> text file; a folder with
+* a bare path is detected: a file ending in .npy/.npz -> image arrays; .csv/.tsv/.jsonl/.json -> text file;
+  a folder with
   ``train.*``/``test.*`` text files -> text files; a folder with ``<split>/<class>/`` image sub-folders -> image
   folder.
 
@@ -84,26 +88,31 @@ DATASETS: dict[str, DatasetInfo] = {
                                   "2,000 / 500 by default", _SYN_HINT),
 }
 
-GENERIC_PREFIXES = ("folder:", "csv:", "tsv:", "jsonl:", "json:", "text:")
+GENERIC_PREFIXES = ("folder:", "npy:", "npz:", "csv:", "tsv:", "jsonl:", "json:", "text:")
+ARRAY_EXTS = (".npy", ".npz")
 
 
 def valid_names_line() -> str:
-    return ", ".join(DATASETS) + "; or folder:PATH (image folder), csv:PATH / tsv:PATH / jsonl:PATH (text files)"
+    return (", ".join(DATASETS) + "; or folder:PATH (image folder), npz:PATH / npy:PATH (image arrays), "
+            "csv:PATH / tsv:PATH / jsonl:PATH (text files)")
 
 
 def _classify_generic(name: str) -> tuple[str, str] | None:
-    """``("folder"|"textfile", path spec)`` for a generic source name, else None."""
+    """``("folder"|"arrays"|"textfile", path spec)`` for a generic source name, else None."""
     for prefix in GENERIC_PREFIXES:
         if name.startswith(prefix):
             spec = name[len(prefix):]
             if not spec:
                 raise UserError(f"dataset {name!r}: give a path after {prefix!r}")
-            return ("folder" if prefix == "folder:" else "textfile", spec)
+            kind = {"folder:": "folder", "npy:": "arrays", "npz:": "arrays"}.get(prefix, "textfile")
+            return (kind, spec)
     looks_like_path = os.sep in name or "/" in name or name.startswith((".", "~")) or \
-        name.lower().endswith(text.TEXT_FILE_EXTS)
+        name.lower().endswith(text.TEXT_FILE_EXTS + ARRAY_EXTS)
     p = Path(name).expanduser()
     if not (looks_like_path or p.exists()):
         return None
+    if name.lower().endswith(ARRAY_EXTS):
+        return ("arrays", name)
     if name.lower().endswith(text.TEXT_FILE_EXTS) or "{split}" in name:
         return ("textfile", name)
     if p.is_dir():
@@ -111,7 +120,7 @@ def _classify_generic(name: str) -> tuple[str, str] | None:
             return ("textfile", name)
         return ("folder", name)
     if p.is_file():
-        raise UserError(f"dataset path {name!r}: files must end in .csv, .tsv, .jsonl or .json "
+        raise UserError(f"dataset path {name!r}: files must end in .csv, .tsv, .jsonl, .json, .npy or .npz "
                         "(or use folder:PATH for an image folder)")
     raise DataError(f"dataset path {name!r} does not exist (a folder:PATH needs PATH/<split>/<class>/*.png|jpg, "
                     "a text file PATH.csv/.jsonl needs text and label columns)")
@@ -127,6 +136,9 @@ def get_info(name: str) -> DatasetInfo:
     if kind[0] == "folder":
         return DatasetInfo(name, "image", 0, None, f"image folder {kind[1]}",
                            f"{kind[1]}/<split>/<class>/*.png|jpg")
+    if kind[0] == "arrays":
+        return DatasetInfo(name, "image", 0, None, f"image arrays {kind[1]}",
+                           f"{kind[1]}: .npz with x uint8 (N, H, W, C) and y, or .npy with x only")
     return DatasetInfo(name, "text", 0, None, f"text file(s) {kind[1]}",
                        f"{kind[1]} with columns text,label (CSV header row, or JSONL objects)")
 
@@ -215,7 +227,9 @@ def load_dataset(name: str, split: str = "train", *, data_root: str | os.PathLik
     ``options``: per-dataset keyword options (unknown ones are a UserError that lists the valid ones), e.g.
     ``source="jpeg"`` (cifar10), ``label_mode="coarse"`` (cifar100), ``remove=()`` (20newsgroups),
     ``split_mode="seeded"`` / ``encoding="latin-1"`` (rotten-tomatoes), ``n_train=`` / ``num_classes=``
-    (synthetic), ``text_column=`` / ``label_column=`` (text files), ``image_size=`` (image folders).
+    (synthetic), ``text_column=`` / ``label_column=`` / ``encoding=`` (text files), ``image_size=`` (image folders),
+    ``unlabeled_ok=True`` (image folders and arrays without labels), ``split_optional=True`` (image folders).
+    Every user file is opened by :mod:`.readers` (one policy for alpha, palette, 16-bit and grayscale images).
 
     Raises UserError for an unknown name/split/option and DataError (one line, saying which files to put
     where) for missing, misplaced or inconsistent files.
@@ -233,4 +247,6 @@ def load_dataset(name: str, split: str = "train", *, data_root: str | os.PathLik
         raise UserError(f"unknown dataset {name!r} (valid: {valid_names_line()})")
     if kind[0] == "folder":
         return _call(vision.load_image_folder, name, (kind[1], split), seed, options)
+    if kind[0] == "arrays":
+        return _call(vision.load_image_arrays, name, (kind[1], split), seed, options)
     return _call(text.load_text_file, name, (kind[1], split), seed, options)

@@ -36,7 +36,6 @@ dataset's archive (``aclImdb.tar.xz`` / ``aclImdb_v1.tar.gz``, ``20news-bydate.t
 from __future__ import annotations
 
 import csv
-import json
 import os
 import re
 from dataclasses import dataclass, replace
@@ -46,7 +45,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from robustbench_dgsa.util.errors import DataError, UserError
-from . import cache
+from . import cache, readers
 from .locate import bases, find_first, missing_error
 from .splits import stratified_split
 
@@ -518,36 +517,7 @@ def load_mnli(split: str, root: Path, download: bool = False) -> TextData:
 
 # --- generic CSV / TSV / JSONL ---------------------------------------------------------------------------------
 
-TEXT_FILE_EXTS = (".csv", ".tsv", ".jsonl", ".json")
-
-
-def _read_rows(path: Path, fmt: str | None = None) -> list[dict]:
-    fmt = fmt or path.suffix.lower().lstrip(".")
-    try:
-        if fmt in ("csv", "tsv"):
-            with open(path, newline="", encoding="utf-8-sig") as f:
-                return list(csv.DictReader(f, delimiter="\t" if fmt == "tsv" else ","))
-        if fmt == "jsonl":
-            rows = []
-            with open(path, encoding="utf-8-sig") as f:
-                for lineno, line in enumerate(f, 1):
-                    if line.strip():
-                        obj = json.loads(line)
-                        if not isinstance(obj, dict):
-                            raise DataError(f"{path} line {lineno} is not a JSON object")
-                        rows.append(obj)
-            return rows
-        if fmt == "json":
-            with open(path, encoding="utf-8-sig") as f:
-                obj = json.load(f)
-            if not isinstance(obj, list) or not all(isinstance(r, dict) for r in obj):
-                raise DataError(f"{path} must hold a JSON list of objects")
-            return obj
-    except json.JSONDecodeError as e:
-        raise DataError(f"cannot parse {path}: {e}") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise DataError(f"cannot read {path}: {e}") from None
-    raise UserError(f"unknown text file format {fmt!r} for {path} (valid: csv, tsv, jsonl, json)")
+TEXT_FILE_EXTS = readers.TEXT_TABLE_EXTS
 
 
 def _columns(text_column: str | Sequence[str]) -> list[str]:
@@ -556,7 +526,8 @@ def _columns(text_column: str | Sequence[str]) -> list[str]:
     return list(text_column)
 
 
-def _rows_to_texts(rows: list[dict], path: Path, text_cols: list[str], label_column: str) -> tuple[list[str], list]:
+def _table_texts(table: readers.Table, text_cols: list[str], label_column: str) -> tuple[list[str], list]:
+    path, rows = table.path, table.rows
     if not rows:
         raise DataError(f"{path} holds no rows")
     missing = [c for c in text_cols + [label_column] if c not in rows[0]]
@@ -564,12 +535,12 @@ def _rows_to_texts(rows: list[dict], path: Path, text_cols: list[str], label_col
         raise DataError(f"{path} has no column(s) {', '.join(missing)} (columns: {', '.join(map(str, rows[0]))}); "
                         "set text_column= / label_column=")
     texts, labels = [], []
-    for i, r in enumerate(rows):
+    for r, line in zip(rows, table.lines):
         try:
             texts.append(SEP_JOIN.join("" if r[c] is None else str(r[c]) for c in text_cols))
             labels.append(r[label_column])
         except KeyError as e:
-            raise DataError(f"{path} row {i + 1} lacks column {e}") from None
+            raise DataError(f"{path} line {line} lacks column {e}") from None
     return texts, labels
 
 
@@ -606,7 +577,7 @@ def resolve_text_files(spec: str, split: str) -> tuple[Path, bool]:
 
 def load_text_file(spec: str, split: str, *, seed: int = 0, text_column: str | Sequence[str] = "text",
                    label_column: str = "label", classes: Sequence[str] | None = None,
-                   test_fraction: float = 0.2, fmt: str | None = None) -> TextData:
+                   test_fraction: float = 0.2, fmt: str | None = None, encoding: str = "utf-8") -> TextData:
     """Texts and labels from CSV (header row), TSV, JSONL (one object per line) or JSON (a list of objects).
 
     ``spec``: a file, a file pattern with ``{split}`` (``data/{split}.csv``), or a folder with ``train.csv`` and
@@ -614,19 +585,23 @@ def load_text_file(spec: str, split: str, *, seed: int = 0, text_column: str | S
     seeded stratified split holding out ``test_fraction`` (default 0.2) as "test".
     ``text_column`` may name several columns (a list or "premise,hypothesis"), joined with " <sep> ".
     Labels may be strings or numbers: classes are the distinct labels of the training file sorted (numbers
-    numerically), mapped to 0..K-1, unless ``classes`` gives the order explicitly.
+    numerically), mapped to 0..K-1, unless ``classes`` gives the order explicitly. Files are read by
+    :func:`.readers.read_table` (``encoding``, default UTF-8; strict CSV quoting: an unterminated quote or a
+    ragged row is an error naming the file and line).
     """
     if split not in ("train", "test"):
         raise UserError(f"text file datasets have splits train, test; got {split!r}")
     text_cols = _columns(text_column)
+    readers.check_encoding(encoding)
     path, seeded = resolve_text_files(spec, split)
-    texts, labels = _rows_to_texts(_read_rows(path, fmt), path, text_cols, label_column)
+    texts, labels = _table_texts(readers.read_table(path, fmt, encoding=encoding), text_cols, label_column)
     if classes is None:
         train_labels = labels
         if not seeded and split != "train":
             try:
                 tpath, _ = resolve_text_files(spec, "train")
-                train_labels = _rows_to_texts(_read_rows(tpath, fmt), tpath, text_cols, label_column)[1]
+                train_labels = _table_texts(readers.read_table(tpath, fmt, encoding=encoding), text_cols,
+                                            label_column)[1]
             except DataError:
                 pass  # no train file: use this split's labels
         classes = [str(v).strip() for v in sorted({str(v).strip() for v in train_labels}, key=_label_key)]

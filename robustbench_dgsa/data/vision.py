@@ -1,7 +1,7 @@
 """Image datasets: official layouts, the shared JPEG copy of CIFAR-10, image folders, preprocessing.
 
 All loaders return :class:`ImageData` with ``x`` uint8 (N, H, W, C), C = 1 or 3, in the official order.
-Local files are parsed here (pickles, IDX, .mat, JPEG/PNG) — torchvision is used only to *download*
+Local files are parsed here (pickles, IDX, .mat; images and arrays through :mod:`.readers`) — torchvision is used only to *download*
 (``download=True``) when the files are absent, so its checksum test never rejects locally provided files.
 
 Sources per dataset (searched in ``<root>`` and the sub-folders listed in ``_SUBDIRS``):
@@ -16,7 +16,8 @@ Sources per dataset (searched in ``<root>`` and the sub-folders listed in ``_SUB
 * ``fashion-mnist``: ``{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]`` in ``<root>``, ``<root>/fashion-mnist``
   or ``<root>/FashionMNIST/raw`` (C = 1).
 * ``svhn``: ``{train,test,extra}_32x32.mat`` (label 10 -> 0).
-* image folders: ``<folder>/<split>/<class>/*.{png,jpg,jpeg,bmp,gif,webp}``.
+* image folders: ``<folder>/<split>/<class>/*.{png,jpg,jpeg,bmp,gif,webp,tif,tiff}``, and ``.npy`` / ``.npz``
+  image arrays; both read by :mod:`.readers` (its docstring states the pixel policy).
 
 Normalisation constants (``mean``/``std``, per channel, on the [0, 1] scale): published values for CIFAR-10
 (also used for its JPEG copy, so one model applies to both), CIFAR-100, Fashion-MNIST and SVHN; computed from
@@ -25,7 +26,6 @@ the *training* split for image folders and the synthetic set.
 from __future__ import annotations
 
 import gzip
-import io
 import os
 import pickle
 import re
@@ -37,7 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from robustbench_dgsa.util.errors import DataError, UserError
-from . import cache
+from . import cache, readers
 from .locate import bases, find_first, missing_error
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
@@ -81,7 +81,7 @@ HINTS = {
                      "(or directly in <root>, or in <root>/FashionMNIST/raw/)",
     "svhn": "<root>/svhn/{train,test}_32x32.mat (or directly in <root>)",
 }
-IMAGE_EXTS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
+IMAGE_EXTS = readers.IMAGE_EXTS
 
 
 @dataclass
@@ -95,6 +95,7 @@ class ImageData:
     salient: np.ndarray | None = None
     mean: tuple[float, ...] = field(default=(0.5, 0.5, 0.5))
     std: tuple[float, ...] = field(default=(0.25, 0.25, 0.25))
+    notes: tuple[str, ...] = ()  # what the reading policy did (e.g. "2 image(s) with transparency: ...")
 
     modality = "image"  # class attribute, not a field
 
@@ -311,17 +312,6 @@ _JPEG_COUNTS = {"train": 50000, "test": 10000}
 JPEG_NOTE = "JPEG quality 75 (lossy, MAE about 5.8/255 against the original pixels)"
 
 
-def _decode_image(data: bytes, where: str, mode: str | None = "RGB") -> np.ndarray:
-    from PIL import Image, UnidentifiedImageError
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            if mode is not None:
-                im = im.convert(mode)
-            return np.asarray(im, dtype=np.uint8)
-    except (UnidentifiedImageError, OSError, ValueError) as e:
-        raise DataError(f"cannot decode image {where}: {e}") from None
-
-
 def _assemble_indexed(name: str, split: str, items: dict[int, tuple[int, np.ndarray]], expected: int,
                       where: str) -> tuple[np.ndarray, np.ndarray]:
     if sorted(items) != list(range(expected)):
@@ -358,7 +348,7 @@ def _cifar10_jpeg_archive(archive: Path, split: str) -> tuple[np.ndarray, np.nda
             raise DataError(f"cifar10: unexpected class folder {cname!r} in {archive} ({member})")
         if idx in found[s]:
             raise DataError(f"cifar10: image number {idx} appears twice in the {s} split of {archive}")
-        found[s][idx] = (cls_index[cname], _decode_image(read(), f"{archive}:{member}"))
+        found[s][idx] = (cls_index[cname], readers.to_rgb(readers.decode_image_bytes(read(), f"{archive}:{member}")))
         if len(found[s]) == _JPEG_COUNTS[s] and max(found[s]) == _JPEG_COUNTS[s] - 1:
             complete.add(s)
             if s == split:
@@ -391,12 +381,9 @@ def load_cifar10(split: str, root: Path, download: bool = False, *, source: str 
     if split == "test-exact":
         npz = find_first(places, [_EXACT_NPZ], kind="file") if source != "official" else None
         if npz is not None:
-            try:
-                with np.load(npz, allow_pickle=False) as z:
-                    x, y = np.asarray(z["x"], dtype=np.uint8), np.asarray(z["y"], dtype=np.int64)
-                    index = np.asarray(z["index"]) if "index" in z.files else np.arange(len(y))
-            except (KeyError, ValueError, OSError) as e:
-                raise DataError(f"cifar10: cannot read {npz} (needs arrays x, y): {e}") from None
+            z = readers.read_npz(npz, ["x", "y"], ["index"])
+            x, y = np.asarray(z["x"], dtype=np.uint8), np.asarray(z["y"], dtype=np.int64)
+            index = np.asarray(z["index"]) if "index" in z else np.arange(len(y))
             if len(x) != len(y):
                 raise DataError(f"cifar10: {npz} has {len(x)} images but {len(y)} labels")
             if not np.array_equal(index, np.arange(len(y))):
@@ -421,7 +408,7 @@ def load_cifar10(split: str, root: Path, download: bool = False, *, source: str 
         if folder is None and root.name == "cifar10-jpeg75" and (root / split).is_dir():
             folder = root  # data root pointed at the extracted folder itself
         if folder is not None and (folder / split).is_dir():
-            x, y, classes, where = _read_folder_split(folder, split, order="number", classes=CIFAR10_CLASSES)
+            x, y, classes, where, _ = _read_folder_split(folder, split, order="number", classes=CIFAR10_CLASSES)
             if not np.array_equal(where, np.arange(len(y))):
                 raise DataError(f"cifar10: file numbers in {folder / split} are not exactly 0..{len(y) - 1}")
             return ImageData(x, y, classes, "cifar10", f"{folder / split} ({JPEG_NOTE})", mean=mean, std=std)
@@ -558,122 +545,166 @@ def load_svhn(split: str, root: Path, download: bool = False) -> ImageData:
 _NUM_RE = re.compile(r"(\d+)")
 
 
-def _natural_key(name: str) -> tuple:
-    return tuple(int(t) if t.isdigit() else t for t in _NUM_RE.split(name))
+def _class_dirs(d: Path) -> list[str]:
+    return sorted(p.name for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def _list_folder_split(folder: Path, split: str) -> tuple[list[str], list[tuple[str, str]]]:
-    d = folder / split
-    classes = sorted(p.name for p in d.iterdir() if p.is_dir() and not p.name.startswith("."))
-    files = []
-    for c in classes:
-        for entry in os.scandir(d / c):
-            if entry.is_file() and entry.name.lower().endswith(IMAGE_EXTS) and not entry.name.startswith("."):
-                files.append((c, entry.name))
-    return classes, files
+def _list_folder(base: Path, classes: Sequence[str] | None, unlabeled_ok: bool
+                 ) -> tuple[list[str], list[tuple[int, Path]]]:
+    """Classes and ``(class index or -1, file)`` for every image below ``base`` (recursive).
 
-
-def _read_folder_split(folder: Path, split: str, *, order: str = "name", classes: Sequence[str] | None = None,
-                       image_size: int | None = None) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray]:
-    """Decode ``<folder>/<split>/<class>/*`` (cached as .npy). Returns x, y, classes, file numbers (or -1).
-
-    ``order="name"``: by class, then natural sort of file names; ``"number"``: by the number in the file name
-    across classes (the official order of the CIFAR-10 JPEG copy).
-    """
-    found_classes, files = _list_folder_split(folder, split)
-    if classes is None:
-        classes = found_classes
-    cls_index = {c: i for i, c in enumerate(classes)}
-    extra = [c for c in found_classes if c not in cls_index]
-    if extra:
-        raise DataError(f"{folder / split} has class folder(s) {', '.join(extra)} that are not among the classes "
-                        f"{', '.join(classes)} (from the train split)")
+    Labelled when every image sits below a first-level class folder; otherwise an error, or (``unlabeled_ok``)
+    no labels at all (classes ``[]``, label -1)."""
+    files = readers.list_image_files(base)
     if not files:
-        raise DataError(f"no images (*.png, *.jpg, ...) in {folder / split}/<class>/")
+        raise DataError(f"no images (*.png, *.jpg, ...) in {base}/<class>/")
+    rel = [f.relative_to(base) for f in files]
+    if all(len(r.parts) >= 2 for r in rel):
+        found = sorted({r.parts[0] for r in rel})
+        classes = list(classes) if classes is not None else found
+        index = {c: i for i, c in enumerate(classes)}
+        extra = [c for c in found if c not in index]
+        if extra:
+            raise DataError(f"{base} has class folder(s) {', '.join(extra)} that are not among the classes "
+                            f"{', '.join(classes)} (from the train split)")
+        return classes, [(index[r.parts[0]], f) for r, f in zip(rel, files)]
+    if not unlabeled_ok:
+        loose = next(r for r in rel if len(r.parts) < 2)
+        raise DataError(f"{base / loose} is not inside a class folder; expected {base}/<class>/*.png|jpg")
+    return [], [(-1, f) for f in files]
 
-    def number(fname: str) -> int:
-        m = _NUM_RE.findall(Path(fname).stem)
+
+def _read_folder_split(folder: Path, split: str | None, *, order: str = "name", classes: Sequence[str] | None = None,
+                       image_size: int | None = None, unlabeled_ok: bool = False
+                       ) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray, list[str]]:
+    """Decode the images below ``<folder>/<split>`` (``folder`` itself when ``split`` is None) with
+    :mod:`.readers` (cached as .npy). Returns x, y, classes, file numbers (or -1), notes.
+
+    ``order="name"``: by class, then natural sort of the relative paths; ``"number"``: by the number in the file
+    name across classes (the official order of the CIFAR-10 JPEG copy).
+    """
+    d = folder if split is None else folder / split
+    classes, items = _list_folder(d, classes, unlabeled_ok)
+
+    def number(f: Path) -> int:
+        m = _NUM_RE.findall(f.stem)
         return int(m[-1]) if m else -1
 
     if order == "number":
-        files.sort(key=lambda cf: (number(cf[1]), cf[0], cf[1]))
+        items.sort(key=lambda cf: (number(cf[1]), cf[0], readers.natural_key(cf[1].relative_to(d).as_posix())))
     else:
-        files.sort(key=lambda cf: (cls_index[cf[0]], _natural_key(cf[1])))
-    d = folder / split
+        items.sort(key=lambda cf: (cf[0], readers.natural_key(cf[1].relative_to(d).as_posix())))
     listing = []
-    for c, f in files:
-        st = (d / c / f).stat()
-        listing.append((f"{c}/{f}", st.st_size, st.st_mtime_ns))
+    for _, f in items:
+        st = f.stat()
+        listing.append((f.relative_to(d).as_posix(), st.st_size, st.st_mtime_ns))
     key = cache.listing_key(listing, extra={"folder": str(d.resolve()), "order": order, "classes": list(classes),
-                                            "image_size": image_size})
+                                            "image_size": image_size, "policy": readers.IMAGE_POLICY_VERSION,
+                                            "max_pixels": readers.max_pixels()})
 
     def build(tmp: Path) -> None:
-        imgs = []
-        sizes = set()
-        modes = set()
-        raw = []
-        from PIL import Image
-        for c, f in files:
-            p = d / c / f
-            try:
-                with Image.open(p) as im:
-                    im.load()
-                    mode = "L" if im.mode in ("L", "1", "I", "I;16", "F", "LA") else "RGB"
-                    im = im.convert(mode)
-                    if image_size is not None and im.size != (image_size, image_size):
-                        im = im.resize((image_size, image_size), Image.BILINEAR)
-                    arr = np.asarray(im, dtype=np.uint8)
-            except OSError as e:
-                raise DataError(f"cannot decode image {p}: {e}") from None
-            raw.append((p, arr))
-            sizes.add(arr.shape[:2])
-            modes.add(mode)
-        if len(sizes) > 1:
-            (p1, a1), (p2, a2) = raw[0], next(r for r in raw if r[1].shape[:2] != raw[0][1].shape[:2])
-            raise DataError(f"images in {d} have different sizes ({p1.name}: {a1.shape[1]}x{a1.shape[0]}, "
-                            f"{p2.name}: {a2.shape[1]}x{a2.shape[0]}); pass image_size=N to resize them on load")
-        for _, arr in raw:
-            if arr.ndim == 2:
-                arr = arr[..., None]
-            if arr.shape[-1] == 1 and modes != {"L"}:
-                arr = np.repeat(arr, 3, axis=-1)
-            imgs.append(arr)
-        x = np.stack(imgs)
-        y = np.array([cls_index[c] for c, _ in files], dtype=np.int64)
-        nums = np.array([number(f) for _, f in files], dtype=np.int64)
-        cache.save_arrays(tmp, x=x, y=y, nums=nums)
+        size = None if image_size is None else (int(image_size), int(image_size))
+        decoded = [readers.decode_image_file(f, size=size) for _, f in items]
+        x, notes = readers.stack_images(decoded, str(d))
+        cache.save_arrays(tmp, x=x, y=np.array([c for c, _ in items], dtype=np.int64),
+                          nums=np.array([number(f) for _, f in items], dtype=np.int64))
         cache.save_json(tmp, "classes.json", list(classes))
+        cache.save_json(tmp, "notes.json", notes)
 
-    entry = cache.cached_dir("decoded", f"folder-{split}", key, build)
+    entry = cache.cached_dir("decoded", f"folder-{split or 'all'}", key, build)
     x, y, nums = cache.load_arrays(entry, "x", "y", "nums")
-    return x, y, list(classes), nums
+    return x, y, list(classes), nums, list(cache.load_json(entry, "notes.json"))
 
 
 def load_image_folder(folder: str | os.PathLike, split: str, *, image_size: int | None = None,
-                      order: str = "name") -> ImageData:
-    """Images in ``<folder>/<split>/<class>/*.{png,jpg,jpeg,bmp,gif,webp}``.
+                      order: str = "name", split_optional: bool = False, unlabeled_ok: bool = False) -> ImageData:
+    """Images in ``<folder>/<split>/<class>/**/*.{png,jpg,jpeg,bmp,gif,webp,tif,tiff}``, read by the policy of
+    :mod:`.readers` (alpha composited over white, palette expanded, 16-bit scaled to 8 bits).
 
     Classes are the sorted class-folder names of the ``train`` split (of the requested split when there is no
-    train split), so label ids agree across splits. Images are decoded as RGB, or as 1-channel when every
-    image is grayscale; all must have one size unless ``image_size`` resizes them (bilinear). ``mean``/``std``
+    train split), so label ids agree across splits. Images are RGB, or one channel when every image is
+    grayscale; all must have one size unless ``image_size`` resizes them (antialiased bilinear). ``mean``/``std``
     are computed from the train split. Decoded arrays are cached (see :mod:`.cache`).
+
+    ``split_optional``: when ``<folder>/<split>`` does not exist, read ``folder`` itself (its first-level
+    folders are then the classes). ``unlabeled_ok``: images outside class folders are allowed; the data then
+    has no labels (``classes == []``, every label -1). ``dgsa-bench corrupt`` uses both; training does not.
     """
     folder = Path(folder).expanduser()
     if order not in ("name", "number"):
         raise UserError(f"image folder: order must be name or number, got {order!r}")
     if not folder.is_dir():
         raise DataError(f"image folder {folder} does not exist; expected {folder}/<split>/<class>/*.png|jpg")
-    splits = sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if split not in splits:
+    splits = _class_dirs(folder)
+    if split not in splits and not split_optional:
         raise DataError(f"image folder {folder} has no split folder {split!r} (found: {', '.join(splits) or 'none'}); "
                         f"expected {folder}/{split}/<class>/*.png|jpg")
+    sub: str | None = split if split in splits else None
     classes = None
-    if "train" in splits:
-        classes = _list_folder_split(folder, "train")[0]
-    x, y, classes, _ = _read_folder_split(folder, split, order=order, classes=classes, image_size=image_size)
-    if split == "train" or "train" not in splits:
+    if sub is not None and "train" in splits and sub != "train":
+        classes = _list_folder(folder / "train", None, unlabeled_ok)[0] or None
+    x, y, classes, _, notes = _read_folder_split(folder, sub, order=order, classes=classes, image_size=image_size,
+                                                 unlabeled_ok=unlabeled_ok)
+    if sub is None or sub == "train" or "train" not in splits:
         mean, std = channel_stats(x)
     else:
-        xt, _, _, _ = _read_folder_split(folder, "train", order=order, classes=classes, image_size=image_size)
+        xt = _read_folder_split(folder, "train", order=order, classes=classes, image_size=image_size,
+                                unlabeled_ok=unlabeled_ok)[0]
         mean, std = channel_stats(xt)
-    return ImageData(x, y, classes, f"folder:{folder}", f"{folder / split} (image folder)", mean=mean, std=std)
+    where = folder if sub is None else folder / sub
+    label_note = f"{len(classes)} classes from sub-folders" if classes else "no class sub-folders: no labels"
+    return ImageData(x, y, classes, f"folder:{folder}", f"{where} (image folder, {label_note})", mean=mean, std=std,
+                     notes=tuple(notes))
+
+
+# --- image arrays (.npy / .npz) --------------------------------------------------------------------------------
+
+def _array_path(spec: str, split: str) -> Path:
+    if "{split}" in spec:
+        return Path(spec.replace("{split}", split)).expanduser()
+    p = Path(spec).expanduser()
+    if p.is_dir():
+        for ext in (".npz", ".npy"):
+            if (p / f"{split}{ext}").is_file():
+                return p / f"{split}{ext}"
+        raise DataError(f"array folder {p} has no {split}.npz or {split}.npy")
+    return p
+
+
+def load_image_arrays(spec: str, split: str, *, seed: int = 0, classes: Sequence[str] | None = None,
+                      test_fraction: float | None = None, unlabeled_ok: bool = False) -> ImageData:
+    """Images from ``.npy`` (``x`` only) or ``.npz`` (``x`` uint8 (N, H, W[, C]) and optionally ``y``) files,
+    read by :mod:`.readers` (never unpickled).
+
+    ``spec``: a file (served whole for every split), a pattern with ``{split}`` (``data/{split}.npz``) or a folder
+    with ``<split>.npz``/``.npy``. ``test_fraction``: split one file into train/test by a seeded stratified split
+    instead. ``classes``: the class names (default ``"0" .. "K-1"``). Without ``y`` the data has no labels, an
+    error unless ``unlabeled_ok``. ``mean``/``std`` are computed from the data (the train file of a pattern).
+    """
+    path = _array_path(spec, split)
+    x, y = readers.read_array_file(path)
+    x = readers.check_image_stack(x, str(path))
+    if y is None:
+        if not unlabeled_ok:
+            raise DataError(f"{path} holds no labels; save an .npz with arrays x and y to train or evaluate on it")
+        y, names = np.full(len(x), -1, dtype=np.int64), []
+    else:
+        y = readers.check_labels(y, len(x), str(path))
+        k = int(y.max()) + 1 if len(y) else 0
+        names = [str(c) for c in classes] if classes is not None else [str(i) for i in range(k)]
+        if k > len(names):
+            raise DataError(f"{path}: labels go up to {k - 1} but {len(names)} class names were given")
+    source = f"{path} (arrays, {len(x)} images{'' if names else ', no labels'})"
+    if test_fraction is not None and "{split}" not in spec and not Path(spec).expanduser().is_dir():
+        from .splits import stratified_split
+        train_idx, test_idx = stratified_split(y, float(test_fraction), seed)
+        idx = train_idx if split == "train" else test_idx
+        source += f" ({split}: seeded stratified split, test_fraction {test_fraction}, seed {seed})"
+        x_train = x[train_idx]
+        x, y = x[idx], y[idx]
+    else:
+        x_train = x
+        if "{split}" in spec and split != "train" and Path(spec.replace("{split}", "train")).expanduser().is_file():
+            x_train = readers.check_image_stack(readers.read_array_file(_array_path(spec, "train"))[0], spec)
+    mean, std = channel_stats(x_train)
+    return ImageData(x, y, names, f"arrays:{spec}", source, mean=mean, std=std)

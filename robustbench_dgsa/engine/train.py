@@ -199,7 +199,8 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
     _save_state(state_path, model, optimizer, scheduler, run_id=run_id, seed=seed, epoch=tc.epochs,
                 config_hash=config_hash, history=history, finished=True)
     from robustbench_dgsa.util.provenance import sha256_file
-    writer.write_provenance({"kind": "train", "config": cfg.to_dict(), "config_hash": config_hash,
+    writer.write_provenance({"kind": "train", "config": cfg.to_dict(), "config_sources": dict(cfg.sources),
+                             "config_hash": config_hash,
                              "model": cfg.model.name, "dataset": cfg.data.dataset, "seed": int(seed),
                              "device": str(device), "precision": "bf16" if _bf16(device, tc.amp) else "fp32",
                              "data": data.summary, "params": n_params, "history": history, "final": final,

@@ -78,10 +78,13 @@ def _split(spec: str | Sequence[str] | None) -> list[str] | None:
 def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int] = (0, 1),
               data_root: str | Path | None = None, image_dataset: str | None = None,
               text_dataset: str | None = None, models: Sequence[str] | str | None = None,
-              severities: Sequence[int] = (1, 2, 3, 4, 5), corruptions: str | Sequence[str] = "all",
-              text_noise: str | Sequence[str] = "all", max_test: int | None = None, quick: bool = False,
+              severities: Sequence[int] | None = None, corruptions: str | Sequence[str] | None = None,
+              text_noise: str | Sequence[str] | None = None, max_test: int | None = None, quick: bool = False,
               device: str = "auto") -> Plan:
-    """Resolve the options into a :class:`Plan` (validates names; nothing is run)."""
+    """Resolve the options into a :class:`Plan` (validates names; nothing is run).
+
+    ``None`` means the size's default: every corruption, noise type and severity, or with ``quick`` the
+    small QUICK sets; explicit values are always kept (and checked), also with ``quick``."""
     from corruptions.registry import parse_severities, resolve_corruptions
     from corruptions.text import resolve_text_noise
 
@@ -118,9 +121,12 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
     if not model_list:
         raise UserError("none of the models takes the modality of the datasets given")
 
-    sev = list(QUICK["severities"]) if quick else parse_severities(list(severities))
-    cors = list(QUICK["corruptions"]) if quick else resolve_corruptions(corruptions)
-    noise = list(QUICK["text_noise"]) if quick else resolve_text_noise(text_noise)
+    sev = parse_severities(list(severities if severities is not None else QUICK["severities"] if quick else
+                                range(1, 6)))
+    cors = list(resolve_corruptions(corruptions if corruptions is not None else
+                                    list(QUICK["corruptions"]) if quick else "all"))
+    noise = list(resolve_text_noise(text_noise if text_noise is not None else
+                                    list(QUICK["text_noise"]) if quick else "all"))
     overrides: dict[str, str] = {"train.device": device}
     if data_root is not None:
         overrides["data.data_root"] = str(data_root)
@@ -367,8 +373,8 @@ def _bench(plan: Plan, model_name: str, job) -> None:
 # ------------------------------------------------------------------------------------------- entry point
 def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny", seeds: Sequence[int] = (0, 1),
               data_root: str | Path | None = None, image_dataset: str | None = None, text_dataset: str | None = None,
-              models: Sequence[str] | str | None = None, severities: Sequence[int] = (1, 2, 3, 4, 5),
-              corruptions: str | Sequence[str] = "all", text_noise: str | Sequence[str] = "all",
+              models: Sequence[str] | str | None = None, severities: Sequence[int] | None = None,
+              corruptions: str | Sequence[str] | None = None, text_noise: str | Sequence[str] | None = None,
               max_test: int | None = None, progress: bool = True, quick: bool = False, device: str = "auto",
               threads: int | None = None, on_phase: Callable[[str, float], None] | None = None) -> Path:
     """Run the main job (see the module docstring); returns the report folder (``out_dir``).

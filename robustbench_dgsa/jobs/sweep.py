@@ -15,9 +15,12 @@ in the store; ``run`` skips finished jobs and resumes half-trained ones (``train
 idempotent: run it again after a crash or a time-out.
 
 Executors: ``run`` (local pool: in-process for one worker, else one subprocess per job and one GPU per worker
-when several GPUs are visible), ``run_one`` (one job by index: what each Slurm array task calls),
-``write_slurm_script`` (plain sbatch array script, nothing extra needed) and ``submit_submitit``
-(optional extra ``pip install robustbench-dgsa[slurm]``).
+when several GPUs are visible), ``run_one`` (one job by index: what each Slurm array task calls); the Slurm
+side (sbatch array script, submitit) lives in :mod:`robustbench_dgsa.jobs.slurm`.
+
+Everything is checked when it enters: ``plan`` resolves every job's config (unknown keys and bad values fail
+at plan time, not on the cluster), and ``load_jobs`` / ``load_settings`` refuse a damaged file with one line
+naming the file and line.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from robustbench_dgsa.config import check_overrides, check_value, load_preset, resolve_config
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.progress import log
@@ -86,22 +90,24 @@ def job_id(model: str, dataset: str, preset: str, seed: int, overrides: dict[str
 
 def plan(models: Sequence[str], seeds: Sequence[int], datasets: Sequence[str], preset: str = "tiny",
          overrides: dict[str, Any] | None = None) -> list[Job]:
-    """All (model, dataset, seed) jobs whose modalities match, in model -> dataset -> seed order."""
-    from robustbench_dgsa.config import PRESETS
+    """All (model, dataset, seed) jobs whose modalities match, in model -> dataset -> seed order.
+
+    Every job's config is resolved here, so an unknown key or a bad value fails now, not on the cluster."""
     from robustbench_dgsa.engine.predict import dataset_info
     from robustbench_dgsa.models import get_model_config
-    if preset not in PRESETS:
-        raise UserError(f"unknown preset {preset!r} (valid: {', '.join(PRESETS)})")
+    load_preset(preset)
     modality_of = {d: dataset_info(d).modality for d in datasets}
     if not models or not datasets or not seeds:
         raise UserError("a sweep needs at least one model, one dataset and one seed")
     ov = {str(k): str(v) for k, v in (overrides or {}).items()}
+    check_overrides(ov)
     jobs: list[Job] = []
     for m in models:
         modality = get_model_config(m).modality
         for d in datasets:
             if modality_of[d] != modality:
                 continue  # e.g. a text model in a sweep that also lists image datasets
+            check_job_config(m, d, preset, ov)
             for s in seeds:
                 jobs.append(Job(job_id(m, d, preset, s, ov), m, d, preset, int(s), dict(ov)))
     if not jobs:
@@ -109,15 +115,31 @@ def plan(models: Sequence[str], seeds: Sequence[int], datasets: Sequence[str], p
     return jobs
 
 
+def check_job_config(model: str, dataset: str, preset: str, overrides: dict[str, str]) -> None:
+    """Resolve one job's config and check the model's consistency (dim vs heads, ...), as training will."""
+    from robustbench_dgsa.models import get_model_config
+    from robustbench_dgsa.models.blocks import check_config
+    cfg = resolve_config(get_model_config(model), dataset, preset, overrides=overrides)
+    model_cfg = cfg.model
+    if cfg.sources.get("model.image_size") != "override":
+        # training takes the image size from the data; any multiple of the patch size stands in for it here
+        model_cfg = dataclasses.replace(model_cfg, image_size=model_cfg.patch_size)
+    try:
+        check_config(model_cfg)
+    except UserError as e:
+        raise UserError(f"{model} on {dataset}: {e}") from None
+
+
 def write_plan(sweep_dir: str | Path, jobs: Sequence[Job], *, data_root: str | None = None,
                download: bool = False, evaluation: EvalSettings | None = None, device: str = "auto") -> list[Job]:
     """Write (or extend) a sweep directory. Existing jobs keep their positions; new ones are appended."""
     sweep_dir = Path(sweep_dir)
+    check_value("train", "device", device)  # every job trains there: a bad name fails now, not on the cluster
     settings = {"data_root": data_root, "download": bool(download), "device": device,
                 "evaluation": dataclasses.asdict(evaluation or EvalSettings())}
     sfile = sweep_dir / SETTINGS_FILE
     if sfile.exists():
-        old = json.loads(sfile.read_text())
+        old = load_settings(sweep_dir)
         if old != settings:
             raise UserError(f"{sweep_dir} was planned with other settings ({SETTINGS_FILE}); "
                             "use a new sweep directory")
@@ -130,17 +152,85 @@ def write_plan(sweep_dir: str | Path, jobs: Sequence[Job], *, data_root: str | N
 
 
 def load_jobs(sweep_dir: str | Path) -> list[Job]:
+    """The jobs of a sweep folder; a damaged ``jobs.jsonl`` is refused with one line naming file and line."""
     path = Path(sweep_dir) / JOBS_FILE
     if not path.exists():
         raise UserError(f"not a sweep directory (no {JOBS_FILE}): {sweep_dir}; create one with `dgsa-bench sweep plan`")
-    return [Job.from_dict(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    jobs: list[Job] = []
+    for n, line in enumerate(_read_text(path).splitlines(), 1):
+        if line.strip():
+            jobs.append(_parse_job(path, n, line))
+    seen: set[str] = set()
+    for job in jobs:
+        if job.id in seen:
+            raise UserError(f"{path}: job id {job.id!r} appears twice")
+        seen.add(job.id)
+    return jobs
+
+
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _parse_job(path: Path, n: int, line: str) -> Job:
+    where = f"{path} line {n}"
+    try:
+        d = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise UserError(f"{where}: not valid JSON ({e.msg}, column {e.colno})") from None
+    if not isinstance(d, dict):
+        raise UserError(f"{where}: expected a JSON object (a job), got {type(d).__name__}")
+    missing = [k for k in ("id", "model", "dataset", "preset", "seed") if k not in d]
+    if missing:
+        raise UserError(f"{where}: the job lacks {', '.join(missing)}")
+    if not isinstance(d["id"], str) or not _JOB_ID.fullmatch(d["id"]):
+        raise UserError(f"{where}: job id must be letters, digits, '.', '_' or '-' (a folder name), got {d['id']!r}")
+    if not all(isinstance(d[k], str) and d[k] for k in ("model", "dataset", "preset")):
+        raise UserError(f"{where}: model, dataset and preset must be non-empty text")
+    if isinstance(d["seed"], bool) or not isinstance(d["seed"], int) or d["seed"] < 0:
+        raise UserError(f"{where}: seed must be an integer ≥ 0, got {d['seed']!r}")
+    ov = d.get("overrides") or {}
+    if not isinstance(ov, dict) or not all(isinstance(v, str) for v in ov.values()):
+        raise UserError(f"{where}: overrides must map keys to text values, got {ov!r}")
+    try:
+        check_overrides(ov)
+    except UserError as e:
+        raise UserError(f"{where}: {e}") from None
+    return Job.from_dict(d)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[:e.start].count(b"\n") + 1
+        raise UserError(f"{path} line {line}: not UTF-8 text") from None
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+_SETTINGS_KEYS = {"data_root", "download", "device", "evaluation"}
 
 
 def load_settings(sweep_dir: str | Path) -> dict[str, Any]:
+    """``sweep.json``; a damaged one is refused with one line naming the file (and line)."""
     path = Path(sweep_dir) / SETTINGS_FILE
     if not path.exists():
         raise UserError(f"not a sweep directory (no {SETTINGS_FILE}): {sweep_dir}")
-    return json.loads(path.read_text())
+    try:
+        settings = json.loads(_read_text(path))
+    except json.JSONDecodeError as e:
+        raise UserError(f"{path} line {e.lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
+    if not isinstance(settings, dict):
+        raise UserError(f"{path}: expected a JSON object of sweep settings, got {type(settings).__name__}")
+    unknown = sorted(set(settings) - _SETTINGS_KEYS)
+    if unknown:
+        raise UserError(f"{path}: unknown setting {unknown[0]!r} (valid: {', '.join(sorted(_SETTINGS_KEYS))})")
+    ev = settings.get("evaluation", {})
+    known = {f.name for f in dataclasses.fields(EvalSettings)}
+    if not isinstance(ev, dict) or set(ev) - known:
+        bad = sorted(set(ev) - known) if isinstance(ev, dict) else ev
+        raise UserError(f"{path}: evaluation must be an object with keys {', '.join(sorted(known))}; got {bad!r}")
+    return settings
 
 
 def job_dir(sweep_dir: str | Path, job: Job) -> Path:
@@ -349,65 +439,3 @@ class _job_lock:
 
     def __exit__(self, *exc: Any) -> None:
         self.path.unlink(missing_ok=True)
-
-
-# --- Slurm -----------------------------------------------------------------------------------------------
-
-def write_slurm_script(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus: int = 1, cpus: int = 8,
-                       mem: str = "32G", partition: str | None = None, account: str | None = None,
-                       max_parallel: int | None = None, setup: Sequence[str] = (),
-                       command: str = "dgsa-bench") -> Path:
-    """Write ``slurm/sweep.sbatch``: a job array over all jobs (finished ones exit at once). Submit with sbatch."""
-    sweep_dir = Path(sweep_dir).resolve()
-    jobs = load_jobs(sweep_dir)
-    (sweep_dir / "slurm").mkdir(parents=True, exist_ok=True)
-    array = f"0-{len(jobs) - 1}" + (f"%{max_parallel}" if max_parallel else "")
-    lines = ["#!/bin/bash",
-             f"#SBATCH --job-name=dgsa-{sweep_dir.name}"[:80],
-             f"#SBATCH --array={array}",
-             f"#SBATCH --output={sweep_dir}/slurm/%A_%a.out",
-             f"#SBATCH --time={time_limit}",
-             f"#SBATCH --cpus-per-task={cpus}",
-             f"#SBATCH --mem={mem}"]
-    if gpus:
-        lines.append(f"#SBATCH --gres=gpu:{gpus}")
-    if partition:
-        lines.append(f"#SBATCH --partition={partition}")
-    if account:
-        lines.append(f"#SBATCH --account={account}")
-    lines += ["", "# Generated by `dgsa-bench sweep slurm`. Each array task runs one line of jobs.jsonl;",
-              "# finished jobs return at once and half-trained ones resume, so resubmitting is safe.",
-              "set -euo pipefail", *setup,
-              f"{command} sweep run-one {sweep_dir} --index \"$SLURM_ARRAY_TASK_ID\"", ""]
-    path = sweep_dir / "slurm" / "sweep.sbatch"
-    atomic.write_text(path, "\n".join(lines))
-    path.chmod(0o755)
-    return path
-
-
-def submit_submitit(sweep_dir: str | Path, *, time_limit_min: int = 24 * 60, gpus: int = 1, cpus: int = 8,
-                    mem_gb: int = 32, partition: str | None = None, account: str | None = None,
-                    max_parallel: int | None = None) -> list[str]:
-    """Submit the unfinished jobs as a Slurm array through submitit (optional extra). Returns Slurm job ids."""
-    try:
-        import submitit  # type: ignore[import-not-found]
-    except ImportError:
-        raise UserError("submitit is not installed: pip install 'robustbench-dgsa[slurm]' -- or use "
-                        "`dgsa-bench sweep slurm DIR` without --submitit to write an sbatch script") from None
-    sweep_dir = Path(sweep_dir).resolve()
-    jobs = load_jobs(sweep_dir)
-    pending = [i for i, j in enumerate(jobs) if not is_finished(sweep_dir, j)]
-    if not pending:
-        log("[sweep] nothing to submit: every job is finished")
-        return []
-    ex = submitit.AutoExecutor(folder=str(sweep_dir / "slurm" / "submitit"))
-    params: dict[str, Any] = dict(timeout_min=time_limit_min, gpus_per_node=gpus, cpus_per_task=cpus,
-                                  mem_gb=mem_gb, slurm_array_parallelism=max_parallel or len(pending),
-                                  name=f"dgsa-{sweep_dir.name}")
-    if partition:
-        params["slurm_partition"] = partition
-    if account:
-        params["slurm_account"] = account
-    ex.update_parameters(**params)
-    submitted = ex.map_array(run_one, [str(sweep_dir)] * len(pending), pending)
-    return [s.job_id for s in submitted]

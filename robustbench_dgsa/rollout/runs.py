@@ -46,12 +46,14 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 import torch
 
+from robustbench_dgsa.data import readers
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.rollout.capture import as_rollout_model, default_preprocess
 from robustbench_dgsa.rollout.core import RolloutSpec, cls_relevance, relevance_grid, rollout, token_relevance, upsample
 
 FORMAT_VERSION = 1
+MAX_SIDE = 1024  # images (and so heatmaps) are bounded to this many pixels on their longer side
 MASS_DEFINITIONS = ("positive", "abs")
 _MAP_BUDGET_BYTES = 256 * 2 ** 20  # attention maps held at once per batch (all layers, all map kinds)
 
@@ -124,49 +126,10 @@ class ImageRollout:
     spec: RolloutSpec
 
 
-def load_image_file(path: str | Path) -> np.ndarray:
-    """Read an image file as uint8 (H, W, 3) RGB or (H, W) grayscale, with one clear error when unreadable.
-
-    Palette images are expanded; RGBA/LA are composited on white; 16-bit and float modes are scaled to 8 bits.
-    """
-    from PIL import Image, UnidentifiedImageError
-
-    p = Path(path)
-    if not p.exists():
-        raise UserError(f"image not found: {p}")
-    if not p.is_file():
-        raise UserError(f"not an image file: {p} (a directory?)")
-    try:
-        with Image.open(p) as im:
-            im.load()
-            return pil_to_array(im)
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
-        raise UserError(f"cannot read image {p}: not a readable image file ({type(e).__name__})") from None
-
-
-def pil_to_array(im) -> np.ndarray:
-    from PIL import Image
-
-    if im.mode == "P":
-        im = im.convert("RGBA")
-    if im.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
-        a = np.asarray(im, dtype=np.float64)
-        lo, hi = float(a.min()), float(a.max())
-        a = (a - lo) / (hi - lo) * 255.0 if hi > lo else np.zeros_like(a)
-        return np.clip(np.rint(a), 0, 255).astype(np.uint8)
-    if im.mode in ("1", "L"):
-        return np.array(im.convert("L"), dtype=np.uint8)
-    if im.mode in ("LA", "RGBA", "PA"):
-        rgba = im.convert("RGBA")
-        bg = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        return np.array(Image.alpha_composite(bg, rgba).convert("RGB"), dtype=np.uint8)
-    return np.array(im.convert("RGB"), dtype=np.uint8)
-
-
 def _prepare_images(images: np.ndarray, preprocess: dict[str, Any], model) -> torch.Tensor:
-    """Channels fixed here (RGBA composited on white, RGB → luminance for one-channel models); resizing
-    and grayscale replication are left to :func:`robustbench_dgsa.engine.predict.prepare_images`, the same path as
-    training."""
+    """Channels fixed by :mod:`robustbench_dgsa.data.readers`' policy (alpha composited over white; RGB ->
+    luma for one-channel models); resizing and grayscale replication are left to
+    :func:`robustbench_dgsa.engine.predict.prepare_images`, the same path as training."""
     from robustbench_dgsa.engine.predict import prepare_images
     chans = int(preprocess.get("in_chans") or model.config.in_chans)
     pre = {**preprocess, "image_size": int(preprocess.get("image_size") or model.config.image_size),
@@ -174,17 +137,23 @@ def _prepare_images(images: np.ndarray, preprocess: dict[str, Any], model) -> to
     imgs = np.asarray(images)
     if imgs.ndim == 3:  # (K,H,W) grayscale stack
         imgs = imgs[..., None]
-    if imgs.shape[-1] == 4 or (imgs.shape[-1] == 2):
-        imgs = np.stack([_to_rgb_array(im) for im in imgs])
+    if imgs.shape[-1] in (2, 4):
+        imgs = readers.flatten_alpha(imgs)
     if chans == 1 and imgs.shape[-1] == 3:
-        imgs = np.rint(imgs.astype(np.float64) @ np.array([0.299, 0.587, 0.114]))[..., None].astype(np.uint8)
+        imgs = readers.rgb_to_gray(imgs)
     return prepare_images(imgs, pre)
 
 
-def _to_rgb_array(im: np.ndarray) -> np.ndarray:
-    from PIL import Image
-    mode = {2: "LA", 4: "RGBA"}[im.shape[-1]]
-    return pil_to_array(Image.fromarray(np.ascontiguousarray(im), mode))
+def bound_images(images: np.ndarray, max_side: int = MAX_SIDE) -> np.ndarray:
+    """The stack with each image's longer side reduced to ``max_side`` (antialiased bilinear, as
+    :func:`robustbench_dgsa.data.readers.downscale`); unchanged when already small enough."""
+    imgs = np.asarray(images)
+    if max(imgs.shape[1:3]) <= max_side:
+        return imgs
+    squeeze = imgs.ndim == 4 and imgs.shape[-1] == 1
+    flat = imgs[..., 0] if squeeze else imgs
+    out = np.stack([readers.downscale(np.ascontiguousarray(im), max_side) for im in flat])
+    return out[..., None] if squeeze else out
 
 
 def image_rollout_full(model, images_uint8: np.ndarray, preprocess: dict[str, Any], *, mode: str | None = None,
@@ -192,7 +161,10 @@ def image_rollout_full(model, images_uint8: np.ndarray, preprocess: dict[str, An
                        batch_size: int | None = None, spec: RolloutSpec | None = None) -> ImageRollout:
     """Rollout of a vision model on uint8 images (K,H,W,C) (any size: resized to the model's input).
 
-    Heatmaps are upsampled (bilinear) back to the images' H×W, so they overlay the images as given.
+    Heatmaps are upsampled (bilinear) back to the images' H×W, so they overlay the images as given. Images
+    with a side over :data:`MAX_SIDE` are first downscaled to it (:func:`bound_images`), so a huge image costs
+    neither minutes nor gigabytes and its heatmaps stay bounded (then they overlay the downscaled images;
+    ``dgsa-bench rollout`` reads images at that bound to begin with).
     A timm ``VisionTransformer`` works too (its attention maps are captured, see :mod:`.capture`).
     """
     model = as_rollout_model(model)
@@ -202,6 +174,9 @@ def image_rollout_full(model, images_uint8: np.ndarray, preprocess: dict[str, An
     imgs = np.asarray(images_uint8)
     if imgs.ndim not in (3, 4) or len(imgs) == 0:
         raise UserError(f"expected a non-empty image stack (K,H,W[,C]), got shape {imgs.shape}")
+    if imgs.ndim == 4 and imgs.shape[-1] in (2, 4):
+        imgs = readers.flatten_alpha(imgs)
+    imgs = bound_images(imgs)
     x = _prepare_images(imgs, preprocess, model)
     H, W = imgs.shape[1:3]
     grids, logits = [], []

@@ -120,10 +120,10 @@ def test_corrupt_dataset_name(tmp_path):
     (["-c", "gaussian_nosie"], CorruptionError, "valid"),
     (["-s", "6"], CorruptionError, "6"),
     (["-s", "0"], CorruptionError, "0"),
-    (["--input-file", "float.npy"], CorruptionError, "uint8"),
-    (["--input-file", "noxy.npz"], CorruptionError, "'x'"),
-    (["--input-file", "broken.npy"], CorruptionError, "cannot read"),
-    (["--input-file", "missing.npy"], CorruptionError, "no such file"),
+    (["--input-file", "float.npy"], UserError, "uint8"),  # the reader's DataError (a UserError)
+    (["--input-file", "noxy.npz"], UserError, "'x'"),
+    (["--input-file", "broken.npy"], UserError, "cannot read"),
+    (["--input-file", "missing.npy"], UserError, "no such file"),
     (["--device", "tpu"], UserError, "device"),
 ])
 def test_corrupt_bad_inputs(tmp_path, arrays, args, exc, match):

@@ -10,8 +10,7 @@ from typer.testing import CliRunner
 
 from robustbench_dgsa import store
 from robustbench_dgsa.util.errors import UserError
-from robustbench_dgsa.jobs.sweep import (EvalSettings, is_finished, job_id, load_jobs, plan, run, status, write_plan,
-                                    write_slurm_script)
+from robustbench_dgsa.jobs.sweep import EvalSettings, is_finished, job_id, load_jobs, plan, run, status, write_plan
 
 TINY = {"model.dim": "16", "model.depth": "1", "model.heads": "2", "model.head_hidden": "16",
         "train.epochs": "1", "train.batch_size": "32", "data.max_train": "96", "data.max_test": "32"}
@@ -65,22 +64,6 @@ def test_run_trains_evaluates_and_skips_finished(tmp_path):
     assert second["ran"] == [] and sorted(second["skipped"]) == sorted(j.id for j in jobs)
     assert len(store.load_results(sd / "store")) == n_rows
     assert status(sd)["finished"] and not status(sd)["pending"]
-
-
-def test_slurm_script_and_submitit_message(tmp_path):
-    sd = tmp_path / "sw"
-    write_plan(sd, plan(["vit"], [0, 1, 2], ["synthetic-vision"], "tiny", TINY))
-    path = write_slurm_script(sd, partition="gpu", max_parallel=2, setup=["source .venv/bin/activate"])
-    text = path.read_text()
-    assert "#SBATCH --array=0-2%2" in text and "#SBATCH --partition=gpu" in text
-    assert 'sweep run-one' in text and '--index "$SLURM_ARRAY_TASK_ID"' in text
-    assert (sd / "slurm").is_dir()
-    try:
-        import submitit  # noqa: F401
-    except ImportError:
-        from robustbench_dgsa.jobs.sweep import submit_submitit
-        with pytest.raises(UserError, match=r"pip install 'robustbench-dgsa\[slurm\]'"):
-            submit_submitit(sd)
 
 
 # --- CLI -----------------------------------------------------------------------------------------------------

@@ -1,0 +1,207 @@
+"""Slurm for sweeps: checked resource values, the sbatch array script, and submission through submitit.
+
+Values are checked before anything is written or submitted, each bad one refused with one line:
+
+* time limit -- every Slurm format: ``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS``;
+  written into the script exactly as given (``90`` stays 90 minutes, ``1-12:00:00`` a day and a half);
+* memory -- a whole number with an optional unit ``K``, ``M``, ``G`` or ``T``; no unit means megabytes, as in
+  Slurm (``500M`` stays 500 MB);
+* GPUs ≥ 0, CPUs ≥ 1, array parallelism ≥ 1, partition and account names without spaces or quotes.
+
+Paths in the script are quoted for both readers of it: the shell (``shlex.quote``) and sbatch's own
+``#SBATCH`` parser, which understands the same quotes; ``%`` in a log path is doubled (a Slurm file pattern).
+"""
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from robustbench_dgsa.jobs import sweep
+from robustbench_dgsa.util import atomic
+from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.progress import log
+
+SCRIPT = "sweep.sbatch"
+
+# (regex, format name) in Slurm's order; the groups are days, hours, minutes, seconds.
+_TIME_FORMATS = (
+    (r"(?P<m>\d+)", "MM"),
+    (r"(?P<m>\d+):(?P<s>\d+)", "MM:SS"),
+    (r"(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)", "HH:MM:SS"),
+    (r"(?P<d>\d+)-(?P<h>\d+)", "D-HH"),
+    (r"(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+)", "D-HH:MM"),
+    (r"(?P<d>\d+)-(?P<h>\d+):(?P<m>\d+):(?P<s>\d+)", "D-HH:MM:SS"),
+)
+TIME_EXPECTED = "a Slurm time (" + ", ".join(name for _, name in _TIME_FORMATS) + ") longer than zero"
+MEM_EXPECTED = "a whole number with an optional unit K, M, G or T (no unit = MB), e.g. 500M, 32G, 4096"
+_MB_PER_UNIT = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+_NAME = re.compile(r"[A-Za-z0-9._,:+-]+")
+
+
+class ResourceError(UserError):
+    """A refused Slurm resource value; ``key`` names it (time, mem, gpus, ...) so the CLI can name its flag."""
+
+    def __init__(self, key: str, expected: str, value: Any) -> None:
+        self.key, self.detail = key, f"expected {expected}, got {value!r}"
+        super().__init__(f"Slurm {key}: {self.detail}")
+
+
+def parse_time(text: str) -> int:
+    """Minutes (rounded up) of a Slurm time limit; :class:`ResourceError` if it is not one."""
+    t = str(text).strip()
+    for pattern, _ in _TIME_FORMATS:
+        m = re.fullmatch(pattern, t, flags=re.ASCII)
+        if not m:
+            continue
+        parts = {k: int(v) for k, v in m.groupdict().items()}
+        d, h, mi, s = (parts.get(k, 0) for k in "dhms")
+        # A field right of a larger one is bounded (59 s, 59 min, 23 h); the leading one is not (90 = 90 min).
+        if ("m" in parts and s >= 60) or ("h" in parts and mi >= 60) or ("d" in parts and h >= 24):
+            break
+        seconds = ((d * 24 + h) * 60 + mi) * 60 + s
+        if seconds <= 0:
+            break
+        return math.ceil(seconds / 60)
+    raise ResourceError("time", TIME_EXPECTED, text)
+
+
+def parse_mem(text: str) -> int:
+    """Megabytes (rounded up) of a Slurm memory value; :class:`ResourceError` if it is not one."""
+    m = re.fullmatch(r"(\d+)([KMGTkmgt]?)", str(text).strip(), flags=re.ASCII)
+    if not m or int(m.group(1)) <= 0:
+        raise ResourceError("mem", MEM_EXPECTED, text)
+    return math.ceil(int(m.group(1)) * _MB_PER_UNIT[(m.group(2) or "M").upper()])
+
+
+@dataclass
+class SlurmResources:
+    """What each array task asks Slurm for. Build with :meth:`checked` to have every value validated."""
+    time: str = "24:00:00"
+    gpus: int = 1
+    cpus: int = 8
+    mem: str = "32G"
+    partition: str | None = None
+    account: str | None = None
+    max_parallel: int | None = None
+    setup: list[str] = field(default_factory=list)
+
+    @classmethod
+    def checked(cls, **values: Any) -> "SlurmResources":
+        res = cls(**values)
+        res.time, res.mem = str(res.time).strip(), str(res.mem).strip()
+        parse_time(res.time)
+        parse_mem(res.mem)
+        for key, low in (("gpus", 0), ("cpus", 1), ("max_parallel", 1)):
+            v = getattr(res, key)
+            if v is None and key == "max_parallel":
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise ResourceError(key, f"an integer ≥ {low}", v)
+        for key in ("partition", "account"):
+            v = getattr(res, key)
+            if v is not None and not _NAME.fullmatch(str(v)):
+                raise ResourceError(key, "a name of letters, digits and . _ , : + -", v)
+        for line in res.setup:
+            if "\n" in line or "\r" in line:
+                raise ResourceError("setup", "one shell line per value", line)
+        res.setup = list(res.setup)
+        return res
+
+    @property
+    def minutes(self) -> int:
+        return parse_time(self.time)
+
+
+def _sbatch_path(path: Path, pattern: str = "") -> str:
+    """A path quoted for the shell and for sbatch's #SBATCH parser (which treats backslashes as escapes);
+    with ``pattern`` (a Slurm file pattern such as ``%A_%a.out``) appended, literal ``%`` in the path doubled."""
+    text = str(path)
+    if any(c in text for c in "\\\n\r"):
+        raise UserError(f"cannot use {text!r} in an sbatch script: move the sweep to a folder whose path has "
+                        "no backslash or line break")
+    return shlex.quote(f"{text.replace('%', '%%')}/{pattern}" if pattern else text)
+
+
+def sbatch_script(sweep_dir: Path, n_jobs: int, res: SlurmResources, command: str = "dgsa-bench") -> str:
+    """The text of the array script: one task per line of jobs.jsonl."""
+    sweep_dir = Path(sweep_dir)
+    array = f"0-{n_jobs - 1}" + (f"%{res.max_parallel}" if res.max_parallel else "")
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", sweep_dir.name).strip("_")[:60] or "sweep"
+    lines = ["#!/bin/bash",
+             f"#SBATCH --job-name=dgsa-{name}",
+             f"#SBATCH --array={array}",
+             f"#SBATCH --output={_sbatch_path(sweep_dir / 'slurm', '%A_%a.out')}",
+             f"#SBATCH --time={res.time}",
+             f"#SBATCH --cpus-per-task={res.cpus}",
+             f"#SBATCH --mem={res.mem}"]
+    if res.gpus:
+        lines.append(f"#SBATCH --gres=gpu:{res.gpus}")
+    if res.partition:
+        lines.append(f"#SBATCH --partition={res.partition}")
+    if res.account:
+        lines.append(f"#SBATCH --account={res.account}")
+    lines += ["", "# Generated by `dgsa-bench sweep slurm`. Each array task runs one line of jobs.jsonl;",
+              "# finished jobs return at once and half-trained ones resume, so resubmitting is safe.",
+              "set -euo pipefail", *res.setup,
+              f"{command} sweep run-one {_sbatch_path(sweep_dir)} --index \"$SLURM_ARRAY_TASK_ID\"", ""]
+    return "\n".join(lines)
+
+
+def write_slurm_script(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus: int = 1, cpus: int = 8,
+                       mem: str = "32G", partition: str | None = None, account: str | None = None,
+                       max_parallel: int | None = None, setup: Sequence[str] = (),
+                       command: str = "dgsa-bench") -> Path:
+    """Write ``slurm/sweep.sbatch``: a job array over all jobs (finished ones exit at once). Submit with sbatch.
+    Every value is checked first; nothing is written if one is refused."""
+    res = SlurmResources.checked(time=time_limit, gpus=gpus, cpus=cpus, mem=mem, partition=partition,
+                                 account=account, max_parallel=max_parallel, setup=list(setup))
+    sweep_dir = Path(sweep_dir).resolve()
+    jobs = sweep.load_jobs(sweep_dir)
+    text = sbatch_script(sweep_dir, len(jobs), res, command)
+    path = sweep_dir / "slurm" / SCRIPT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, text)
+    path.chmod(0o755)
+    return path
+
+
+def submit_submitit(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus: int = 1, cpus: int = 8,
+                    mem: str = "32G", partition: str | None = None, account: str | None = None,
+                    max_parallel: int | None = None, setup: Sequence[str] = ()) -> list[str]:
+    """Submit the unfinished jobs as a Slurm array through submitit (optional extra). Returns Slurm job ids.
+    The time limit goes in as whole minutes (rounded up), the memory as given."""
+    res = SlurmResources.checked(time=time_limit, gpus=gpus, cpus=cpus, mem=mem, partition=partition,
+                                 account=account, max_parallel=max_parallel, setup=list(setup))
+    try:
+        import submitit  # type: ignore[import-not-found]  # optional extra: imported only when asked for
+    except ImportError:
+        raise UserError("submitit is not installed: pip install 'robustbench-dgsa[slurm]' -- or use "
+                        "`dgsa-bench sweep slurm DIR` without --submitit to write an sbatch script") from None
+    sweep_dir = Path(sweep_dir).resolve()
+    jobs = sweep.load_jobs(sweep_dir)
+    pending = [i for i, j in enumerate(jobs) if not sweep.is_finished(sweep_dir, j)]
+    if not pending:
+        log("[sweep] nothing to submit: every job is finished")
+        return []
+    ex = submitit.AutoExecutor(folder=str(sweep_dir / "slurm" / "submitit"))
+    ex.update_parameters(**submitit_parameters(sweep_dir, res, len(pending)))
+    submitted = ex.map_array(sweep.run_one, [str(sweep_dir)] * len(pending), pending)
+    return [s.job_id for s in submitted]
+
+
+def submitit_parameters(sweep_dir: Path, res: SlurmResources, n_pending: int) -> dict[str, Any]:
+    """submitit's AutoExecutor parameters for these resources."""
+    params: dict[str, Any] = dict(timeout_min=res.minutes, gpus_per_node=res.gpus, cpus_per_task=res.cpus,
+                                  slurm_mem=res.mem, slurm_array_parallelism=res.max_parallel or n_pending,
+                                  name=f"dgsa-{Path(sweep_dir).name}")
+    if res.setup:
+        params["slurm_setup"] = list(res.setup)
+    if res.partition:
+        params["slurm_partition"] = res.partition
+    if res.account:
+        params["slurm_account"] = res.account
+    return params
