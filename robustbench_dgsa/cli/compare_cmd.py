@@ -95,8 +95,8 @@ def _render(cmp: Comparison) -> None:
         console.print(t)
     for f in cmp.families:
         console.print(f"[dim]{f}[/]")
-    for w in cmp.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+    for w in cmp.warnings:  # warnings: stderr (stdout holds the tables)
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/] {w}")
 
 
 def _to_jsonable(cmp: Comparison) -> dict[str, Any]:

@@ -345,6 +345,7 @@ class VocabularyCommand(TyperCommand):
         taken = {o for p in self.params for o in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ()))}
         self._aliases: dict[str, tuple[str, str, str]] = {}  # alias param name -> (canonical, flag, alias flag)
         self._required: list[TyperOption] = []  # checked after the aliases are merged
+        self._multiple = {p.name: bool(getattr(p, "multiple", False)) for p in self.params}
         for p in list(self.params):
             if not isinstance(p, TyperOption):
                 continue
@@ -376,7 +377,9 @@ class VocabularyCommand(TyperCommand):
             if ctx.get_parameter_source(alias_name) not in given:
                 continue
             if ctx.get_parameter_source(target) in given:
-                raise UsageError(f"give {canonical} or its old spelling {flag}, not both", ctx)
+                if not self._multiple.get(target):
+                    raise UsageError(f"give {canonical} or its old spelling {flag}, not both", ctx)
+                value = (*ctx.params[target], *value)  # repeatable: both spellings add up
             ctx.params[target] = value
         for p in self._required:
             if ctx.params.get(p.name) in (None, (), []):
