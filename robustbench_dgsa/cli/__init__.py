@@ -9,6 +9,7 @@ unexpected exception (a bug) is one line pointing to ``--debug``.
 from __future__ import annotations
 
 import importlib
+import json
 import shlex
 import sys
 from typing import Sequence
@@ -80,6 +81,8 @@ def _classify(e: BaseException) -> tuple[str, int] | None:
     if isinstance(e, UnicodeDecodeError):
         return (f"cannot decode text as {e.encoding} ({e.reason} at byte {e.start}); save the file as UTF-8 or "
                 f"give its encoding"), USAGE
+    if isinstance(e, json.JSONDecodeError):
+        return f"malformed JSON ({e.msg} at line {e.lineno}, column {e.colno}); check the files the command reads", USAGE
     if isinstance(e, OSError):
         return _os_message(e), FAILURE
     if isinstance(e, Truncated):

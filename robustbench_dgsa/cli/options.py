@@ -355,8 +355,9 @@ class VocabularyCommand(TyperCommand):
                 for name in names:
                     if name in taken:
                         continue
-                    if p.required:
+                    if p.required:  # checked in invoke, after an old spelling may have given the value
                         p.required = False
+                        p.help = f"{p.help or ''} Required.".strip()
                         self._required.append(p)
                     alias = _hidden_copy(p, name)
                     self.params.append(alias)

@@ -351,6 +351,7 @@ def test_read_only_output_for_real(tmp_path, capsys):
     (EOFError("Compressed file ended before the end-of-stream marker was reached"), 1, "truncated"),
     (UserError("severity must be 1..5, got 7"), 2, "severity must be 1..5"),
     (MemoryError(), 1, "out of memory"),
+    (__import__("json").JSONDecodeError("Expecting value", "{x", 1), 2, "malformed JSON"),
     (RuntimeError("a genuine bug"), 1, "--debug"),
 ])
 def test_failures_inside_a_command_are_one_line(tmp_path, capsys, capture, exc, code, needle):
