@@ -82,7 +82,8 @@ def _classify(e: BaseException) -> tuple[str, int] | None:
         return (f"cannot decode text as {e.encoding} ({e.reason} at byte {e.start}); save the file as UTF-8 or "
                 f"give its encoding"), USAGE
     if isinstance(e, json.JSONDecodeError):
-        return f"malformed JSON ({e.msg} at line {e.lineno}, column {e.colno}); check the files the command reads", USAGE
+        return (f"malformed JSON ({e.msg} at line {e.lineno}, column {e.colno}); check the files the command "
+                f"reads"), USAGE
     if isinstance(e, OSError):
         return _os_message(e), FAILURE
     if isinstance(e, Truncated):

@@ -147,7 +147,8 @@ def compare(
              "<corruption or noise type> (mean over severities 1-5) | <name>:<severity> | all. "
              "Default: clean plus mCA/mNA when corrupted results exist."),
     paired: bool = typer.Option(False, "--paired", help="Paired t-test over matched seeds instead of Welch."),
-    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0, help="Significance level (Holm-adjusted decisions, CD)."),
+    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0,
+                                help="Significance level (Holm-adjusted decisions, CD)."),
     aso: bool = typer.Option(False, "--aso", help="Add almost-stochastic-order eps_min (bootstrap; slower)."),
     all_pairs: bool = typer.Option(False, "--all-pairs", help="Test every model pair, not only vs the reference."),
     partial: bool = typer.Option(False, "--partial", help="Average mCA/mNA over the cells present (flagged) "
@@ -172,7 +173,8 @@ def compare(
     opt.check_output_file(latex, "--latex")
     opt.check_output_file(cd_plot, "--cd-plot", suffixes=(".png", ".pdf", ".svg"))
     results = store_mod.load_results(store)
-    cmp = run_compare(results, dataset=dataset, models=opt.split_list(models) or None, reference=reference, metric=metric,
+    cmp = run_compare(results, dataset=dataset, models=opt.split_list(models) or None, reference=reference,
+                      metric=metric,
                       condition=condition, paired=paired, alpha=alpha, aso=aso, all_pairs=all_pairs,
                       partial=partial, source=source, split=split, tie_tol=tie_tol, store_label=str(store))
     written: list[Path] = []

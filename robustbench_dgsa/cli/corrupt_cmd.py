@@ -236,8 +236,8 @@ def _verify_table(df) -> None:
         console = Console(width=max(console.width, 130))
     console.print(table)
     if df.attrs.get("labels_identical") is False:
-        Console(stderr=True).print("[yellow]warning: labels differ between the two directories: were they made from the same images "
-                      "in the same order?[/]")
+        Console(stderr=True).print("[yellow]warning: labels differ between the two directories: were they made "
+                                   "from the same images in the same order?[/]")
 
 
 @app.command("corrupt")
@@ -489,7 +489,8 @@ def corrupt_text(
     if not quiet:
         _log(f"input: {desc}: {len(texts)} examples, {'labels' if labels is not None else 'no labels'}")
     manifest = tn.write_text_noise(texts, labels, out, types, sevs, seed=seed, overwrite=overwrite,
-                                   max_measure=cer_sample or None, input_description=desc, progress=None if quiet else track)
+                                   max_measure=cer_sample or None, input_description=desc,
+                                   progress=None if quiet else track)
     rows = [{"file": f, "noise": m["noise"], "severity": m["severity"], "p": m["p"], "cer": m["cer"],
              "wer": m["wer"], "n_measured": m["n_measured"]}
             for f, m in manifest["files"].items() if m["noise"] is not None]

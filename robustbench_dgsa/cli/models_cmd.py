@@ -69,7 +69,8 @@ def models(
     from ..config import parse_set_options
 
     overrides = {k.removeprefix("model."): v for k, v in parse_set_options(set_).items()}
-    rows = model_table(opt.split_list(model) or None, image_size=image_size, patch_size=patch_size, num_classes=num_classes, proj=proj,
+    rows = model_table(opt.split_list(model) or None, image_size=image_size, patch_size=patch_size,
+                       num_classes=num_classes, proj=proj,
                        vocab_size=vocab_size, max_len=max_len, overrides=overrides)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))

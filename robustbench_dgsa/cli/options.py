@@ -267,7 +267,8 @@ def json_(help: str | None = None) -> Any:
 
 
 def quiet(help: str | None = None) -> Any:
-    return typer.Option(False, "--quiet", "-q", help=help or "No progress bars or status lines on stderr.")
+    return typer.Option(False, "--quiet", "-q",
+                        help=help or "No progress bars (warnings and errors still go to stderr).")
 
 
 def checkpoint(default: Any = None, help: str | None = None) -> Any:
