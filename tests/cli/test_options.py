@@ -352,6 +352,8 @@ def test_read_only_output_for_real(tmp_path, capsys):
     (UserError("severity must be 1..5, got 7"), 2, "severity must be 1..5"),
     (MemoryError(), 1, "out of memory"),
     (__import__("json").JSONDecodeError("Expecting value", "{x", 1), 2, "malformed JSON"),
+    (__import__("PIL.Image").Image.DecompressionBombError("Image size (10**10 pixels) exceeds limit"), 2,
+     "too large"),
     (RuntimeError("a genuine bug"), 1, "--debug"),
 ])
 def test_failures_inside_a_command_are_one_line(tmp_path, capsys, capture, exc, code, needle):
@@ -397,6 +399,14 @@ def test_sweep_run_ctrl_c_resumes_with_the_same_line(tmp_path, capsys, capture):
     install("robustbench_dgsa.jobs.sweep", "run", KeyboardInterrupt())
     code, _, err = _main(capsys, "sweep", "run", tmp_path)
     assert code == 130 and _one_line(err) == f"interrupted; resume with: dgsa-bench sweep run {tmp_path}"
+
+
+def test_reproduce_ctrl_c_resumes_with_the_same_line(tmp_path, capsys, capture):
+    calls, install = capture
+    install("robustbench_dgsa.jobs.reproduce", "reproduce", KeyboardInterrupt())
+    code, _, err = _main(capsys, "reproduce", "--out", tmp_path / "r", "--quick")
+    assert code == 130
+    assert _one_line(err) == f"interrupted; resume with: dgsa-bench reproduce --out {tmp_path / 'r'} --quick"
 
 
 def test_result_tables_go_to_stdout(tmp_path, capsys, capture):
