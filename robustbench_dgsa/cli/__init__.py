@@ -71,9 +71,9 @@ def _os_message(e: OSError) -> str:
 
 def _classify(e: BaseException) -> tuple[str, int] | None:
     """(one-line message, exit code) for an expected failure; None for a bug."""
-    from typer._click.exceptions import ClickException
-    from typer.exceptions import Abort
-    from .options import Truncated
+    from typer import Abort
+
+    from .options import ClickException, Truncated
     if isinstance(e, _user_error_types()):
         return str(e), USAGE
     if isinstance(e, ClickException):
@@ -108,9 +108,8 @@ def _interrupted(command: str, argv: Sequence[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run ``dgsa-bench`` with ``argv`` (default: sys.argv[1:]); always ends in SystemExit."""
     import typer.main
-    from typer._click.exceptions import NoArgsIsHelpError
 
-    from .options import Interrupted, debug_enabled, set_debug
+    from .options import Interrupted, NoArgsIsHelpError, debug_enabled, set_debug
 
     args = list(sys.argv[1:] if argv is None else argv)
     set_debug(False)

@@ -23,9 +23,25 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import typer
-from typer._click.core import ParameterSource
-from typer._click.exceptions import MissingParameter, UsageError
 from typer.core import TyperCommand, TyperOption
+
+try:  # recent Typer vendors click as typer._click; older ones use click itself
+    from typer._click.core import ParameterSource
+    from typer._click.exceptions import ClickException, MissingParameter, UsageError
+except ImportError:  # pragma: no cover - depends on the installed Typer
+    from click.core import ParameterSource
+    from click.exceptions import ClickException, MissingParameter, UsageError
+try:
+    from typer._click.exceptions import NoArgsIsHelpError
+except ImportError:  # pragma: no cover
+    try:
+        from click.exceptions import NoArgsIsHelpError
+    except ImportError:  # click < 8.2 prints the help itself
+        class NoArgsIsHelpError(UsageError):  # type: ignore[no-redef]
+            """Never raised by this click version."""
+
+# For the error boundary in cli/__init__.py (one import place for click's exceptions).
+BOUNDARY_EXCEPTIONS = (ClickException, NoArgsIsHelpError)
 
 from robustbench_dgsa.util.errors import UserError
 
