@@ -266,9 +266,9 @@ def test_cli_bad_config_values_are_one_line_and_write_nothing(tmp_path):
         (train + ["--set", "train.lr=-1"], "train.lr: expected a number > 0, got -1"),
         (train + ["--set", "train.nope=1"], "unknown config key 'train.nope'"),
         (train + ["--set", "lr"], "expected key=value"),
-        (train + ["--epochs", "0"], "train.epochs: expected an integer ≥ 1, got 0"),
-        (train + ["--batch-size", "-5"], "train.batch_size: expected an integer ≥ 1, got -5"),
-        (train + ["--lr", "-1"], "train.lr: expected a number > 0, got -1"),
+        (train + ["--epochs", "0"], "--epochs"),  # the CLI refuses these by flag, before the config layer
+        (train + ["--batch-size", "-5"], "--batch-size"),
+        (train + ["--lr", "-1"], "--lr"),
         (train + ["--config", str(tmp_path / "types.toml")], 'train.epochs: expected an integer ≥ 1, got "ten"'),
         (train + ["--config", str(tmp_path / "list.json")], "at the top level, got list"),
         (train + ["--config", str(tmp_path / "null.json")], "train.batch_size: expected an integer ≥ 1, got null"),

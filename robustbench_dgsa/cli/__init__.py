@@ -1,12 +1,18 @@
 """``dgsa-bench`` command line. Thin: each command parses its options and calls library functions.
 
-Every command lives in its own module and registers on ``app``. User errors (bad paths, names, values)
-become one red line on stderr and exit code 2; nothing half-written is left behind by the library.
+Every command lives in its own module and registers on ``app``; shared options live in ``options.py``.
+:func:`main` is the one error boundary: an expected failure (a bad option value, name, path or file; an OS
+error on a path; a file that cannot be decoded) is one ``error: ...`` line on stderr, exit 2 for usage errors
+and 1 for failures while running; Ctrl-C is one line and exit 130. A traceback only with ``--debug``; an
+unexpected exception (a bug) is one line pointing to ``--debug``.
 """
 from __future__ import annotations
 
 import importlib
+import json
+import shlex
 import sys
+from typing import Sequence
 
 from .app import app
 
@@ -18,6 +24,11 @@ for _name in _COMMAND_MODULES:
     except ModuleNotFoundError as _e:  # a module not written yet during development
         if _e.name != f"{__name__}.{_name}":
             raise
+
+USAGE, FAILURE, INTERRUPTED = 2, 1, 130
+
+# Commands that continue where they stopped when run again (the extra flag it takes, if any).
+_RESUMABLE = {"train": "--resume", "reproduce": "", "sweep run": "", "sweep run-one": ""}
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
@@ -31,15 +42,96 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
-def main() -> None:
-    errors = _user_error_types()
+def _say(message: str) -> None:
+    """One line on stderr: ``error: message`` (newlines folded, markup escaped)."""
+    from rich.console import Console
+    from rich.markup import escape
+    line = " ".join(str(message).split()) or "unknown error"
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(line)}")
+
+
+_OS_HINTS = {
+    "PermissionError": "permission denied (read-only?); choose a writable location or fix the permissions",
+    "IsADirectoryError": "is a folder, but a file is expected; give a file path",
+    "NotADirectoryError": "a file is in the way where a folder is expected; give a folder path",
+    "FileExistsError": "already exists; choose another path or remove it",
+    "FileNotFoundError": "no such file or folder; check the path",
+}
+
+
+def _os_message(e: OSError) -> str:
+    paths = [str(p) for p in (e.filename, e.filename2) if p is not None]
+    hint = _OS_HINTS.get(type(e).__name__)
+    if hint is None:
+        import errno
+        hint = {errno.ENOSPC: "no space left on the device; free space or choose another location",
+                errno.EROFS: "read-only file system; choose a writable location"}.get(e.errno, e.strerror or str(e))
+    return f"{' -> '.join(paths)}: {hint}" if paths else f"{e.strerror or e}: {hint}"
+
+
+def _classify(e: BaseException) -> tuple[str, int] | None:
+    """(one-line message, exit code) for an expected failure; None for a bug."""
+    from typer import Abort
+
+    from .options import ClickException, Truncated
+    if isinstance(e, _user_error_types()):
+        return str(e), USAGE
+    if isinstance(e, ClickException):
+        return e.format_message(), e.exit_code
+    if isinstance(e, UnicodeDecodeError):
+        return (f"cannot decode text as {e.encoding} ({e.reason} at byte {e.start}); save the file as UTF-8 or "
+                f"give its encoding"), USAGE
+    if isinstance(e, json.JSONDecodeError):
+        return (f"malformed JSON ({e.msg} at line {e.lineno}, column {e.colno}); check the files the command "
+                f"reads"), USAGE
+    if isinstance(e, OSError):
+        return _os_message(e), FAILURE
+    if isinstance(e, Truncated):
+        return f"a file or archive ended early ({e}); it is probably truncated: download or write it again", FAILURE
+    if type(e).__name__ == "DecompressionBombError":
+        return f"image too large to open safely ({e})", USAGE
+    if isinstance(e, MemoryError):
+        return "out of memory; try a smaller --batch-size or --max-examples", FAILURE
+    if isinstance(e, Abort):
+        return "aborted", FAILURE
+    return None
+
+
+def _interrupted(command: str, argv: Sequence[str]) -> str:
+    if command not in _RESUMABLE:
+        return "interrupted"
+    extra = _RESUMABLE[command]
+    args = list(argv) + ([extra] if extra and extra not in argv else [])
+    return "interrupted; resume with: " + shlex.join(["dgsa-bench", *args])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run ``dgsa-bench`` with ``argv`` (default: sys.argv[1:]); always ends in SystemExit."""
+    import typer.main
+
+    from .options import Interrupted, NoArgsIsHelpError, debug_enabled, set_debug
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    set_debug(False)
     try:
-        app()
-    except errors as e:
-        from rich.console import Console
-        from rich.markup import escape
-        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(str(e))}")
-        sys.exit(2)
+        rv = typer.main.get_command(app).main(args=args, prog_name="dgsa-bench", standalone_mode=False)
+    except NoArgsIsHelpError:
+        sys.exit(USAGE)  # the help is already printed
+    except Interrupted as e:
+        print(_interrupted(e.command, args), file=sys.stderr, flush=True)
+        sys.exit(INTERRUPTED)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        print("interrupted", file=sys.stderr, flush=True)
+        sys.exit(INTERRUPTED)
+    except Exception as e:  # noqa: BLE001 - the one error boundary
+        known = _classify(e)
+        if debug_enabled():
+            import traceback
+            traceback.print_exc()
+        if known is None:
+            _say(f"internal error: {type(e).__name__}: {e} (this is a bug; run again with --debug for the "
+                 f"traceback and report it)")
+            sys.exit(FAILURE)
+        _say(known[0])
+        sys.exit(known[1])
+    sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)

@@ -1,7 +1,20 @@
 """The Typer application object. Command modules register themselves on it (see cli/__init__.py)."""
+from typing import Any, Optional
+
 import typer
 
-app = typer.Typer(
+from .options import VocabularyCommand, set_debug
+
+
+class App(typer.Typer):
+    """Typer whose commands get the shared vocabulary's hidden old spellings (see cli/options.py)."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", VocabularyCommand)
+        return super().command(*args, **kwargs)
+
+
+app = App(
     name="dgsa-bench",
     help="Robustness benchmarking for attention mechanisms: ViT/DViT/DGViT and Transformer/DT/DGT, "
          "CIFAR-C corruptions, text noise, significance tests, attention rollout and reports.",
@@ -9,3 +22,21 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from robustbench_dgsa import __version__
+        typer.echo(f"dgsa-bench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Optional[bool] = typer.Option(None, "--version", callback=_print_version, is_eager=True,
+                                           help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show the Python traceback of an error (also accepted "
+                                                      "after the command)."),
+) -> None:
+    if debug:
+        set_debug(True)

@@ -17,7 +17,8 @@ import typer
 
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.analysis import stats
-from robustbench_dgsa.analysis.compare import Comparison, run_compare, split_list
+from robustbench_dgsa.analysis.compare import Comparison, run_compare
+from . import options as opt
 from .app import app
 
 # ------------------------------------------------------------------------------------------------ output
@@ -94,8 +95,8 @@ def _render(cmp: Comparison) -> None:
         console.print(t)
     for f in cmp.families:
         console.print(f"[dim]{f}[/]")
-    for w in cmp.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+    for w in cmp.warnings:  # warnings: stderr (stdout holds the tables)
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/] {w}")
 
 
 def _to_jsonable(cmp: Comparison) -> dict[str, Any]:
@@ -135,9 +136,8 @@ def _write_latex(cmp: Comparison, path: Path) -> Path:
 @app.command("compare")
 def compare(
     store: Path = typer.Option(Path("runs/store"), "--store", help="Results store directory."),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="Dataset to compare on (default: every dataset "
-                                          "in the store)."),
-    models: Optional[str] = typer.Option(None, "--models", help="Comma-separated models (default: all)."),
+    dataset: Optional[str] = opt.dataset(None, help="Dataset to compare on (default: every dataset in the store)."),
+    models: Optional[list[str]] = opt.models(None, help="Models, comma-separated or repeated (default: all)."),
     reference: Optional[str] = typer.Option(None, "--reference", help="Reference model for pairwise tests and "
                                             "relative CE (default: the first model)."),
     metric: str = typer.Option("accuracy", "--metric", help="Result metric to compare."),
@@ -147,7 +147,8 @@ def compare(
              "<corruption or noise type> (mean over severities 1-5) | <name>:<severity> | all. "
              "Default: clean plus mCA/mNA when corrupted results exist."),
     paired: bool = typer.Option(False, "--paired", help="Paired t-test over matched seeds instead of Welch."),
-    alpha: float = typer.Option(0.05, "--alpha", help="Significance level (Holm-adjusted decisions, CD)."),
+    alpha: float = typer.Option(0.05, "--alpha", min=0.0, max=1.0,
+                                help="Significance level (Holm-adjusted decisions, CD)."),
     aso: bool = typer.Option(False, "--aso", help="Add almost-stochastic-order eps_min (bootstrap; slower)."),
     all_pairs: bool = typer.Option(False, "--all-pairs", help="Test every model pair, not only vs the reference."),
     partial: bool = typer.Option(False, "--partial", help="Average mCA/mNA over the cells present (flagged) "
@@ -155,21 +156,25 @@ def compare(
     source: Optional[str] = typer.Option(None, "--source", help="Corrupted-data source to use (e.g. official, "
                                          "regenerated) when the store has several."),
     split: str = typer.Option("test", "--split", help="Evaluation split."),
-    tie_tol: float = typer.Option(0.0, "--tie-tol", help="|difference| <= this counts as a tie over cells."),
+    tie_tol: float = typer.Option(0.0, "--tie-tol", min=0.0, help="|difference| <= this counts as a tie over cells."),
     cd_plot: Optional[Path] = typer.Option(None, "--cd-plot", help="Write the critical-difference diagram "
                                            "(.png/.pdf/.svg) when >= 3 models; several Friedman tests give "
                                            "<stem>.<dataset-blocks><suffix>."),
     csv: Optional[Path] = typer.Option(None, "--csv", help="Write the seed summary here and the other tables "
                                        "beside it as <stem>.<table>.csv."),
     latex: Optional[Path] = typer.Option(None, "--latex", help="Write all tables as booktabs LaTeX."),
-    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    json_out: bool = opt.json_(help="Print JSON instead of tables."),
 ) -> None:
     """Compare models over seeds and corruption cells: t-intervals, Welch/paired t + Holm, Hedges' g,
     Wilcoxon over cells, Friedman + average ranks + critical difference, honest warnings."""
     from .. import store as store_mod
 
+    opt.check_output_file(csv, "--csv")
+    opt.check_output_file(latex, "--latex")
+    opt.check_output_file(cd_plot, "--cd-plot", suffixes=(".png", ".pdf", ".svg"))
     results = store_mod.load_results(store)
-    cmp = run_compare(results, dataset=dataset, models=split_list(models), reference=reference, metric=metric,
+    cmp = run_compare(results, dataset=dataset, models=opt.split_list(models) or None, reference=reference,
+                      metric=metric,
                       condition=condition, paired=paired, alpha=alpha, aso=aso, all_pairs=all_pairs,
                       partial=partial, source=source, split=split, tie_tol=tie_tol, store_label=str(store))
     written: list[Path] = []

@@ -14,6 +14,7 @@ from typing import Any, Optional
 import numpy as np
 import typer
 
+from . import options as opt
 from .app import app
 
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
@@ -99,22 +100,6 @@ def _load_image_input(spec: str, split: str, data_root: Path | None, limit: int 
     return {"x": x, "y": y, "description": desc, "notes": notes, "dataset": None if generic else spec.lower()}
 
 
-def _device(device: str) -> str | None:
-    from robustbench_dgsa.util.errors import UserError
-    d = device.strip().lower()
-    if d == "auto":
-        import torch
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if d == "cpu":
-        return "cpu"
-    if d.startswith("cuda"):
-        import torch
-        if not torch.cuda.is_available():
-            raise UserError(f"--device {device}: CUDA is not available here (use cpu or auto)")
-        return d
-    raise UserError(f"--device must be cpu, cuda, cuda:N or auto, got {device!r}")
-
-
 def _verify_table(df) -> None:
     from rich import box
     from rich.console import Console
@@ -142,8 +127,8 @@ def _verify_table(df) -> None:
         console = Console(width=max(console.width, 130))
     console.print(table)
     if df.attrs.get("labels_identical") is False:
-        console.print("[yellow]labels differ between the two directories: were they made from the same images "
-                      "in the same order?[/]")
+        Console(stderr=True).print("[yellow]warning: labels differ between the two directories: were they made "
+                                   "from the same images in the same order?[/]")
 
 
 @app.command("corrupt")
@@ -155,21 +140,18 @@ def corrupt(
              "an existing --out directory."),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Root folder of the dataset files."),
     split: str = typer.Option("test", "--split", help="Dataset split (also <folder>/<split> for image folders)."),
-    corruption: str = typer.Option("all", "--corruption", "-c",
-                                   help="Names or groups, comma-separated: a corruption, noise/blur/weather/"
-                                        "digital, benchmark (15), extra (4), all (19)."),
-    severity: str = typer.Option("1-5", "--severity", "-s", help="Severities: 3, 1-5 or 1,3,5."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the keyed randomness."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o",
-                                       help="Output folder (official layout + manifest.json)."),
-    device: str = typer.Option("auto", "--device", help="cpu, cuda, cuda:N or auto."),
+    corruption: str = opt.corruption("all"),
+    severity: str = opt.severity("1-5"),
+    seed: str = opt.seed("0", help="Seed of the keyed randomness (one)."),
+    out: Optional[Path] = opt.out(None, help="Output folder (official layout + manifest.json)."),
+    device: str = opt.device(),
     chunk_size: int = typer.Option(1000, "--chunk-size", min=1, help="Images per chunk (bounds memory)."),
     frost_dir: Optional[Path] = typer.Option(None, "--frost-dir",
                                              help="Folder with frost1.png, frost2.png, frost3.png, frost4.jpg, "
                                                   "frost5.jpg (e.g. ../shared/data/corruptions/frost). Default: an "
                                                   "installed imagecorruptions, else a labelled procedural "
                                                   "substitute."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Use only the first N images."),
+    limit: Optional[int] = opt.max_examples(help="Use only the first N images."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
     preview: Optional[Path] = typer.Option(None, "--preview",
                                            help="Also draw a PNG grid: images x corruptions x severities."),
@@ -177,17 +159,18 @@ def corrupt(
     verify_against: Optional[Path] = typer.Option(
         None, "--verify-against",
         help="Official CIFAR-10-C/100-C folder: compare the output with it and print a table."),
-    json_: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
+    json_: bool = opt.json_(),
+    quiet: bool = opt.quiet(),
 ) -> None:
     """Regenerate CIFAR-10-C-style corruptions in the official layout (<corruption>.npy + labels.npy +
     manifest.json), optionally preview them and compare them with an official set."""
     from corruptions import layout
-    from corruptions.errors import CorruptionError
 
     from robustbench_dgsa.util.errors import UserError
     from robustbench_dgsa.util.progress import track
 
     started = time.monotonic()
+    log = (lambda message: None) if quiet else _log  # warnings still go to stderr
     summary: dict[str, Any] = {}
     if input is None:
         if verify_against is None or out is None:
@@ -199,31 +182,32 @@ def corrupt(
         raise UserError("give --out DIR (and/or --preview PNG)")
     if verify_against is not None and not verify_against.is_dir():
         raise UserError(f"--verify-against {verify_against}: no such folder")
-    if preview is not None and preview.suffix.lower() != ".png":
-        raise UserError(f"--preview must name a .png file, got {preview}")
+    opt.check_output_file(preview, "--preview", suffixes=(".png",))
+    if input is not None:
+        opt.check_output_dir(out, "--out")
 
     if input is not None:
-        names = layout._resolve_names(corruption)
-        sevs = layout._resolve_severities(severity)
-        if seed < 0:
-            raise CorruptionError(f"--seed must be >= 0, got {seed}")
-        dev = _device(device)
+        names = opt.parse_corruptions(corruption)
+        sevs = opt.parse_severities(severity)
+        seed = opt.parse_one_seed(seed)
+        from robustbench_dgsa.engine.predict import resolve_device
+        dev = str(resolve_device(device))
         inp = _load_image_input(input, split, data_root, limit)
         x, y = inp["x"], inp["y"]
         for note in inp["notes"]:
-            _log(f"note: {note}")
-        _log(f"input: {inp['description']}: {len(x)} images {x.shape[1]}x{x.shape[2]}, "
+            log(f"note: {note}")
+        log(f"input: {inp['description']}: {len(x)} images {x.shape[1]}x{x.shape[2]}, "
              f"{'labels' if y is not None else 'no labels'}")
         frost = None
         if "frost" in names:
             from corruptions.frost import load_frost_textures
             frost = load_frost_textures(frost_dir)
-            _log(f"frost textures: {frost.source}")
+            log(f"frost textures: {frost.source}")
             if str(frost.source).startswith("procedural"):
                 _log("warning: no frost textures found (give --frost-dir or install imagecorruptions); frost uses "
                      "a procedural substitute and is not the reference frost")
         elif frost_dir is not None:
-            _log("note: --frost-dir ignored (frost is not among the corruptions)")
+            log("note: --frost-dir ignored (frost is not among the corruptions)")
         phrase = ("CIFAR-100-C-style (regenerated)" if inp["dataset"] and "100" in inp["dataset"]
                   else layout.REGENERATED_PHRASE)
         summary.update(input=inp["description"], notes=inp["notes"], n=len(x), image_shape=list(x.shape[1:]),
@@ -231,18 +215,18 @@ def corrupt(
                        frost_source=None if frost is None else frost.source)
         if out is not None:
             manifest = layout.regenerate(x, y, out, names, sevs, seed=seed, device=dev, frost=frost,
-                                         chunk_size=chunk_size, overwrite=overwrite, progress=track,
+                                         chunk_size=chunk_size, overwrite=overwrite, progress=None if quiet else track,
                                          description=phrase, input_description=inp["description"])
             summary.update(out=str(out), manifest=str(manifest.path), description=phrase,
                            files={k: v["sha256"] for k, v in manifest.files.items()})
-            _log(f"wrote {len(names)} corruption file(s) x {len(sevs)} severities to {out} ({phrase})")
+            log(f"wrote {len(names)} corruption file(s) x {len(sevs)} severities to {out} ({phrase})")
         if preview is not None:
             k = min(preview_images, len(x))
             from corruptions.preview import preview_grid
             preview_grid(x[:k], names, sevs, preview, seed=seed, frost=frost, device=dev,
                          title=f"{phrase}, seed {seed}: {inp['description']}")
             summary["preview"] = str(preview)
-            _log(f"preview: {preview}")
+            log(f"preview: {preview}")
     else:
         if layout.read_manifest(out) is None and not layout.list_available(out):
             raise UserError(f"{out}: no corruption files to verify")
@@ -343,36 +327,35 @@ def corrupt_text(
     label_column: Optional[str] = typer.Option(None, "--label-column",
                                                help="Label column of a CSV/JSONL file (default: 'label' if "
                                                     "present, else no labels)."),
-    encoding: str = typer.Option("utf-8", "--encoding", help="Encoding of a text file."),
-    noise: str = typer.Option("all", "--noise", "-n",
-                              help="Noise types, comma-separated, or char / word / all (all: the 10 types and "
-                                   "mixed)."),
-    severity: str = typer.Option("1-5", "--severity", "-s", help="Severities: 3, 1-5 or 1,3,5."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the keyed randomness."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output folder (JSONL per condition + manifest.json)."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Use only the first N examples."),
+    encoding: str = opt.encoding(),
+    noise: str = opt.text_noise("all"),
+    severity: str = opt.severity("1-5"),
+    seed: str = opt.seed("0", help="Seed of the keyed randomness (one)."),
+    out: Path = opt.out(..., help="Output folder (JSONL per condition + manifest.json)."),
+    limit: Optional[int] = opt.max_examples(),
     cer_sample: int = typer.Option(1000, "--cer-sample", min=0,
                                    help="Measure CER/WER on this many examples spread over the corpus (0: all)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
-    json_: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
+    json_: bool = opt.json_(),
+    quiet: bool = opt.quiet(),
 ) -> None:
     """Write noisy copies of a text dataset per (noise type, severity) as JSONL, with the realised character
     and word error rates in manifest.json."""
     from corruptions import text as tn
-    from corruptions.errors import CorruptionError
 
     from robustbench_dgsa.util.progress import track
 
     started = time.monotonic()
-    types = tn.resolve_text_noise(noise)
-    from corruptions.layout import _resolve_severities
-    sevs = _resolve_severities(severity)
-    if seed < 0:
-        raise CorruptionError(f"--seed must be >= 0, got {seed}")
+    types = opt.parse_text_noise(noise)
+    sevs = opt.parse_severities(severity)
+    seed = opt.parse_one_seed(seed)
+    opt.check_output_dir(out, "--out")
     texts, labels, desc = _load_text_input(input, split, data_root, text_column, label_column, encoding, limit)
-    _log(f"input: {desc}: {len(texts)} examples, {'labels' if labels is not None else 'no labels'}")
+    if not quiet:
+        _log(f"input: {desc}: {len(texts)} examples, {'labels' if labels is not None else 'no labels'}")
     manifest = tn.write_text_noise(texts, labels, out, types, sevs, seed=seed, overwrite=overwrite,
-                                   max_measure=cer_sample or None, input_description=desc, progress=track)
+                                   max_measure=cer_sample or None, input_description=desc,
+                                   progress=None if quiet else track)
     rows = [{"file": f, "noise": m["noise"], "severity": m["severity"], "p": m["p"], "cer": m["cer"],
              "wer": m["wer"], "n_measured": m["n_measured"]}
             for f, m in manifest["files"].items() if m["noise"] is not None]

@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 import typer
 
+from . import options as opt
 from .app import app
 
 _FLOPS_NOTE = ("FLOPs: forward, per sample, 2 per multiply-add, matmuls/convolutions incl. attention "
@@ -47,19 +48,19 @@ def model_table(names: list[str] | None = None, *, image_size: int = 32, patch_s
 
 @app.command("models")
 def models(
-    image_size: int = typer.Option(32, "--image-size", help="Image side for the vision models."),
-    patch_size: int = typer.Option(4, "--patch-size", help="Patch side for the vision models."),
-    num_classes: int = typer.Option(10, "--num-classes", help="Number of classes of the classifier head."),
+    image_size: int = typer.Option(32, "--image-size", min=1, help="Image side for the vision models."),
+    patch_size: int = typer.Option(4, "--patch-size", min=1, help="Patch side for the vision models."),
+    num_classes: int = typer.Option(10, "--num-classes", min=1, help="Number of classes of the classifier head."),
     proj: str = typer.Option("4", "--proj",
                              help="FFN ratio of the SwiGLU models (the paper's 'proj.'): 2, 4 or 16/3 (5.333)."),
-    vocab_size: int = typer.Option(30000, "--vocab-size", help="Vocabulary size for the text models."),
-    max_len: int = typer.Option(256, "--max-len", help="Maximum text length (tokens, CLS excluded)."),
-    model: Optional[list[str]] = typer.Option(None, "--model", "-m",
-                                              help="Only this model (repeatable). Default: all registered."),
+    vocab_size: int = typer.Option(30000, "--vocab-size", min=1, help="Vocabulary size for the text models."),
+    max_len: int = typer.Option(256, "--max-len", min=1, help="Maximum text length (tokens, CLS excluded)."),
+    model: Optional[list[str]] = opt.models(None, help="Only these models, comma-separated or repeated. Default: "
+                                                       "all registered."),
     set_: Optional[list[str]] = typer.Option(None, "--set",
                                              help="Model config override key=value applied to every model "
                                                   "(repeatable), e.g. --set dim=96 --set depth=4."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list instead of a table."),
+    as_json: bool = opt.json_(help="Print a JSON list instead of a table."),
 ) -> None:
     """List the registered models with parameters and forward FLOPs per sample for a geometry.
 
@@ -68,7 +69,8 @@ def models(
     from ..config import parse_set_options
 
     overrides = {k.removeprefix("model."): v for k, v in parse_set_options(set_).items()}
-    rows = model_table(model, image_size=image_size, patch_size=patch_size, num_classes=num_classes, proj=proj,
+    rows = model_table(opt.split_list(model) or None, image_size=image_size, patch_size=patch_size,
+                       num_classes=num_classes, proj=proj,
                        vocab_size=vocab_size, max_len=max_len, overrides=overrides)
     if as_json:
         typer.echo(json.dumps(rows, indent=2))

@@ -8,21 +8,22 @@ from typing import Optional
 import typer
 
 from robustbench_dgsa.util.errors import UserError
+from . import options as opt
 from .app import app
 
 
 @app.command("report")
 def report_command(
     store: Path = typer.Option(..., "--store", help="Results store folder (the one train/evaluate wrote)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Report folder (default: reports/<name>)."),
+    out: Optional[Path] = opt.out(None, help="Report folder (default: reports/<name>)."),
     name: Optional[str] = typer.Option(None, "--name", help="Report name: writes reports/<name>/ (default: the "
                                        "store's parent folder name)."),
-    datasets: Optional[str] = typer.Option(None, "--datasets", help="Comma-separated datasets to include "
-                                           "(default: all in the store)."),
+    datasets: Optional[list[str]] = opt.datasets(None, help="Datasets to include, comma-separated or repeated "
+                                                          "(default: all in the store)."),
     reference: Optional[str] = typer.Option(None, "--reference", help="Reference model for the relative "
                                             "corruption error and the Wilcoxon tests (default: ViT / Transformer)."),
     title: Optional[str] = typer.Option(None, "--title", help="Title of index.html / index.md."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    as_json: bool = opt.json_(help="Print the result as JSON."),
 ) -> None:
     """Regenerate the figures and tables of SPEC §8 from a results store alone (never re-running a model):
     Figures 2-5, Tables 1, 3 and 9 beside the paper's published numbers, significance tables, robustness
@@ -31,7 +32,8 @@ def report_command(
 
     if out is not None and name is not None:
         raise UserError("give either --out or --name, not both")
-    ds = [d.strip() for d in datasets.split(",") if d.strip()] if datasets else None
+    ds = opt.split_list(datasets) or None
+    opt.check_output_dir(out, "--out")
     folder = build_report(store, out, name=name, datasets=ds, reference=reference, title=title)
     _print_summary(store, folder, as_json)
 
@@ -62,44 +64,46 @@ def _print_summary(store: Path, folder: Path, as_json: bool) -> None:
 
 @app.command("reproduce")
 def reproduce_command(
-    out: Path = typer.Option(Path("reports/reproduce"), "--out", help="Output folder: the report, plus store/ "
-                             "(results) and runs/ (checkpoints)."),
+    out: Path = opt.out(Path("reports/reproduce"), help="Output folder: the report, plus store/ (results) and "
+                                                        "runs/ (checkpoints)."),
     preset: str = typer.Option("tiny", "--preset", help="tiny | small | paper (paper: the full protocol, "
                                "needs real data and a GPU)."),
-    seeds: str = typer.Option("0-1", "--seeds", help="Seeds, e.g. 0-1, 0-4 or 0,2,7."),
+    seed: str = opt.seed("0-1"),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder with real datasets in their "
                                              "official layouts."),
     image_dataset: Optional[str] = typer.Option(None, "--image-dataset", help="Image dataset (default: "
                                                 "synthetic-vision; cifar10 with --preset paper; 'none' to skip)."),
     text_dataset: Optional[str] = typer.Option(None, "--text-dataset", help="Text dataset (default: "
                                                "synthetic-text; imdb with --preset paper; 'none' to skip)."),
-    models: Optional[str] = typer.Option(None, "--models", help="Comma-separated models (default: vit, dvit, "
-                                         "dgvit, transformer, dt, dgt)."),
-    corruptions: Optional[str] = typer.Option(None, "--corruptions", help="Image corruptions: all, benchmark, "
-                                              "extra, groups or names (default: all; with --quick 2)."),
-    text_noise: Optional[str] = typer.Option(None, "--text-noise", help="Text noise types: all, char, word or "
-                                             "names (default: all; with --quick 2)."),
-    severities: Optional[str] = typer.Option(None, "--severities", help="Severities, e.g. 1-5 or 1,3,5 "
-                                             "(default: 1-5; with --quick 1,3)."),
-    max_test: Optional[int] = typer.Option(None, "--max-test", help="Test examples per condition (default: "
-                                           "the preset's)."),
-    device: str = typer.Option("auto", "--device", help="auto | cpu | cuda | cuda:N."),
+    models: Optional[list[str]] = opt.models(None, help="Models, comma-separated or repeated (default: vit, "
+                                                        "dvit, dgvit, transformer, dt, dgt)."),
+    corruption: Optional[str] = opt.corruption(None, help="Image corruptions: names, groups, benchmark, extra or "
+                                                          "all (default: all; two with --quick)."),
+    text_noise: Optional[str] = opt.text_noise(None, help="Text noise types, char, word or all (default: all)."),
+    severity: Optional[str] = opt.severity(),
+    max_examples: Optional[int] = opt.max_examples(help="Test examples per condition (default: the preset's)."),
+    device: str = opt.device(),
     quick: bool = typer.Option(False, "--quick", help="Smallest size (1 epoch, 2 corruptions × 2 severities, "
-                               "64 test examples): a smoke test in seconds."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+                               "64 test examples): a smoke test in seconds. --corruption, --severity and "
+                               "--text-noise given with it are kept."),
+    as_json: bool = opt.json_(help="Print the result as JSON."),
+    quiet: bool = opt.quiet(),
 ) -> None:
     """The main job: train ViT/DViT/DGViT and Transformer/DT/DGT over several seeds, evaluate clean, under all
     corruptions × severities and text noise, run statistics, rollouts and a small efficiency benchmark, and
     write the report into --out. Re-running resumes: finished work is skipped."""
-    from corruptions.registry import parse_severities
-
     from robustbench_dgsa.jobs.reproduce import reproduce
-    from .train_cmd import parse_seeds
 
-    folder = reproduce(out, preset=preset, seeds=parse_seeds(None, seeds), data_root=data_root,
-                       image_dataset=image_dataset, text_dataset=text_dataset, models=models,
-                       severities=parse_severities(severities) if severities else None, corruptions=corruptions, text_noise=text_noise,
-                       max_test=max_test, progress=not as_json, quick=quick, device=device)
+    seeds = opt.parse_seeds(seed)
+    # Under --quick, conditions not given take the quick defaults; given ones are kept (and checked) as given.
+    severities = opt.parse_severities(severity) if severity is not None else None
+    corruptions = opt.parse_corruptions(corruption)
+    noise = opt.parse_text_noise(text_noise)
+    opt.check_output_dir(out, "--out")
+    folder = reproduce(out, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
+                       text_dataset=text_dataset, models=opt.split_list(models) or None, severities=severities,
+                       corruptions=corruptions, text_noise=noise, max_test=max_examples,
+                       progress=not (as_json or quiet), quick=quick, device=device)
     timings = json.loads((folder / "timings.json").read_text())
     _print_summary(folder / "store", folder, as_json)
     if not as_json:

@@ -11,6 +11,7 @@ from typing import Any, Optional
 import typer
 
 from robustbench_dgsa.util.errors import UserError
+from . import options as opt
 from .app import app
 
 UNTRAINED_OVERRIDES = {"dim": 64, "depth": 4, "heads": 4, "head_hidden": 64, "num_classes": 10}
@@ -46,12 +47,6 @@ raw (combined map, classic recipe; warns). The mode is printed and recorded with
 4 heads, classifier hidden 64, 10 classes; images 32x32 / patch 4, mean 0.5, std 0.25; text: max_len 256 and a
 vocabulary of the given text's own words. For trying the pipeline only: its maps mean nothing.
 """
-
-
-def _parse_csv(text: Optional[str]) -> Optional[list[str]]:
-    if text is None:
-        return None
-    return [t.strip() for t in text.split(",") if t.strip()]
 
 
 def _untrained(name: str, text: Optional[str]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
@@ -212,24 +207,18 @@ def _report(doc: dict[str, Any], as_json: bool, files: list[Path]) -> None:
     typer.echo("wrote " + ", ".join(str(f) for f in files))
 
 
-def _metrics_mode(sources: list[dict[str, Any]], store: Path, dataset: Optional[str], corruptions: Optional[str],
-                  severities: str, max_examples: int, mode: Optional[str], head_fusion: str, discard_ratio: float,
-                  device: str, as_json: bool) -> None:
+def _metrics_mode(sources: list[dict[str, Any]], store: Path, dataset: Optional[str],
+                  corruptions: Optional[list[str]], sev: list[int], max_examples: int, mode: Optional[str],
+                  head_fusion: str, discard_ratio: float, device: str, as_json: bool, quiet: bool = False) -> None:
     from robustbench_dgsa.rollout.runs import rollout_metrics_run
 
-    try:
-        sev = [int(s) for s in _parse_csv(severities) or []]
-    except ValueError:
-        raise UserError(f"--severities expects comma-separated integers 1..5, got {severities!r}") from None
-    if any(not 1 <= s <= 5 for s in sev):
-        raise UserError(f"--severities must be in 1..5, got {severities!r}")
     results = []
     for s in sources:
-        summ = rollout_metrics_run(s["model"], store, dataset, corruptions=_parse_csv(corruptions), severities=sev,
+        summ = rollout_metrics_run(s["model"], store, dataset, corruptions=corruptions, severities=sev,
                                    modes=[mode] if mode else None, head_fusion=head_fusion,
                                    discard_ratio=discard_ratio, max_examples=max_examples,
                                    preprocess=s["preprocess"], meta={**s["meta"], "checkpoint": s["source"]},
-                                   device=device, progress=not as_json)
+                                   device=device, progress=not (as_json or quiet))
         results.append(summ)
         if not as_json:
             for tag, info in summ["modes"].items():
@@ -249,34 +238,35 @@ def rollout_command(
     inputs: Optional[list[str]] = typer.Argument(
         None, metavar="[IMAGE] [CKPT...]",
         help="Image file (PNG, JPEG, ...). Further checkpoints may follow when --compare is used."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="Trained model (.safetensors)."),
+    checkpoint: Optional[Path] = opt.checkpoint(None, help="Trained model (.safetensors)."),
     compare: Optional[list[Path]] = typer.Option(
         None, "--compare", help="More checkpoints side by side (Figure 2 / 3 layout): --compare A B C "
                                 "or --compare A --compare B."),
-    model: Optional[list[str]] = typer.Option(
-        None, "--model", "-m", help="An UNTRAINED registry model (vit, dvit, dgvit, transformer, dt, dgt), with a "
-                                    "warning; repeatable."),
+    model: Optional[list[str]] = opt.models(
+        None, help="An UNTRAINED registry model (vit, dvit, dgvit, transformer, dt, dgt), with a warning; "
+                   "comma-separated or repeated."),
     text: Optional[str] = typer.Option(None, "--text", "-t", help="Roll out a text instead of an image."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o",
-                                       help="Output PNG (default <image stem>_rollout.png / text_rollout.png)."),
+    out: Optional[Path] = opt.out(None, help="Output PNG (default <image stem>_rollout.png / text_rollout.png)."),
     mode: Optional[str] = typer.Option(None, "--mode",
                                        help="signed | positive | a_pos | a_neg | raw (default: per model)."),
     head_fusion: str = typer.Option("mean", "--head-fusion", help="mean | max | min over heads."),
     discard_ratio: float = typer.Option(0.0, "--discard-ratio",
                                         help="Zero this fraction of lowest-|value| entries per layer (0..1)."),
-    device: str = typer.Option("cpu", "--device", help="cpu | cuda | auto."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary numbers as JSON."),
+    device: str = opt.device(),
+    as_json: bool = opt.json_(help="Print the summary numbers as JSON."),
     metrics: bool = typer.Option(False, "--metrics",
                                  help="Compute salient mass and drift on the synthetic set into --store "
                                       "(no image / text needed)."),
     store: Path = typer.Option(Path("runs/store"), "--store", help="Results store for --metrics."),
-    dataset: Optional[str] = typer.Option(None, "--dataset",
-                                          help="--metrics: synthetic-vision | synthetic-text (default by model)."),
-    corruptions: Optional[str] = typer.Option(
-        None, "--corruptions", help="--metrics: comma-separated corruptions for drift (default: the 15 benchmark "
-                                    "ones; 'none' for no drift)."),
-    severities: str = typer.Option("1,2,3,4,5", "--severities", help="--metrics: comma-separated severities."),
-    max_examples: int = typer.Option(200, "--max-examples", help="--metrics: test examples used."),
+    dataset: Optional[str] = opt.dataset(None, help="--metrics: synthetic-vision | synthetic-text (default by "
+                                                    "model)."),
+    corruption: Optional[str] = opt.corruption(
+        None, help="--metrics: corruptions for drift: names, groups, benchmark, extra or all (default: the 15 "
+                   "benchmark ones; 'none' for no drift)."),
+    severity: Optional[str] = opt.severity(None, help="--metrics: severities: one (3), a list (1,3,5), a range "
+                                                      "(1-5) or all (default)."),
+    max_examples: int = opt.max_examples(200, help="--metrics: test examples used."),
+    quiet: bool = opt.quiet(),
 ) -> None:
     from robustbench_dgsa.rollout.core import HEAD_FUSIONS, MODES
 
@@ -286,6 +276,13 @@ def rollout_command(
         raise UserError(f"unknown --head-fusion {head_fusion!r} (valid: {', '.join(HEAD_FUSIONS)})")
     if not 0.0 <= discard_ratio < 1.0:
         raise UserError(f"--discard-ratio must be in [0, 1), got {discard_ratio}")
+    sev = opt.parse_severities(severity)
+    opt.check_output_file(out, "--out", suffixes=(".png",))
+    if metrics:
+        opt.check_output_dir(store, "--store")
+    no_drift = corruption is not None and corruption.strip().lower() == "none"
+    corr = [] if no_drift else opt.parse_corruptions(corruption)
+    model = opt.split_list(model) or None
     args = list(inputs or [])
     image: Optional[Path] = None
     if text is None and not metrics:
@@ -308,11 +305,8 @@ def rollout_command(
     if metrics:
         if text is not None or image is not None:
             raise UserError("--metrics uses the synthetic test set; do not give an image or --text with it")
-        corr = _parse_csv(corruptions)
-        if corr is not None and [c.lower() for c in corr] == ["none"]:
-            corruptions = ""
-        _metrics_mode(sources, store, dataset, corruptions, severities, max_examples, mode, head_fusion,
-                      discard_ratio, device, as_json)
+        _metrics_mode(sources, store, dataset, corr, sev, max_examples, mode, head_fusion,
+                      discard_ratio, device, as_json, quiet)
     elif text is not None:
         if image is not None:
             raise UserError("give either an image or --text, not both")

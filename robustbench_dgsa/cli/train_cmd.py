@@ -9,42 +9,14 @@ from typing import Any, Optional
 import typer
 
 from robustbench_dgsa.util.errors import UserError
-from .app import app
-
-
-def parse_seeds(seed: int | None, seeds: str | None) -> list[int]:
-    """``--seed 3`` or ``--seeds 0-4`` / ``--seeds 0,2,7``; default seed 0."""
-    if seed is not None and seeds:
-        raise UserError("give either --seed or --seeds, not both")
-    if not seeds:
-        return [0 if seed is None else int(seed)]
-    out: list[int] = []
-    for part in seeds.split(","):
-        part = part.strip()
-        try:
-            if "-" in part:
-                a, b = part.split("-", 1)
-                lo, hi = int(a), int(b)
-                if hi < lo or lo < 0:
-                    raise ValueError
-                out.extend(range(lo, hi + 1))
-            elif part:
-                out.append(int(part))
-        except ValueError:
-            raise UserError(f"cannot read seeds {seeds!r} (examples: 0-4, 0,1,2)") from None
-    if not out:
-        raise UserError(f"no seed in {seeds!r}")
-    return sorted(dict.fromkeys(out))
+from . import options as opt
+from .app import App, app
 
 
 def slug(name: str) -> str:
     """A file-name-safe form of a dataset name (generic sources are paths)."""
     import re
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "data"
-
-
-def _split_list(text: str | None) -> list[str]:
-    return [p.strip() for p in (text or "").split(",") if p.strip()]
 
 
 def _overrides(epochs: int | None, batch_size: int | None, lr: float | None, device: str | None,
@@ -90,16 +62,15 @@ def _dump(obj: Any) -> None:
 
 @app.command("train")
 def train_command(
-    model: str = typer.Option(..., "--model", "-m", help="Registered model (see `dgsa-bench models`)."),
-    dataset: str = typer.Option(..., "--dataset", "-d", help="Dataset name (e.g. synthetic-vision, cifar10)."),
+    model: str = opt.model(...),
+    dataset: str = opt.dataset(...),
     preset: str = typer.Option("tiny", "--preset", help="Hyperparameter preset: tiny, small or paper."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Training seed (default 0)."),
-    seeds: Optional[str] = typer.Option(None, "--seeds", help="Several seeds: 0-4 or 0,1,2 (one run each)."),
-    out: Path = typer.Option(..., "--out", "-o",
-                             help="Output folder; with several seeds one subfolder <model>-<dataset>-s<seed>."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Override train.epochs."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Override train.batch_size."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Override train.lr."),
+    seed: Optional[str] = opt.seed(None, help="Training seeds: one (3), a list (0,2,7) or a range (0-4), one run "
+                                              "each (default 0)."),
+    out: Path = opt.out(..., help="Output folder; with several seeds one subfolder <model>-<dataset>-s<seed>."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", min=1, help="Override train.epochs."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Override train.batch_size."),
+    lr: Optional[float] = opt.positive_float(None, "--lr", help="Override train.lr (> 0)."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Config override section.key=value (repeatable)."),
     config: Optional[Path] = typer.Option(None, "--config",
                                           help="TOML/JSON config file with model, train and data tables."),
@@ -107,17 +78,19 @@ def train_command(
     download: bool = typer.Option(False, "--download", help="Download the dataset if missing (needs internet)."),
     store: Optional[Path] = typer.Option(None, "--store", help="Results store (default: <out>/store)."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run from its last epoch."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu, cuda or cuda:N."),
-    json_: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    device: Optional[str] = opt.device(None, help=f"Default: the config's. {opt.DEVICE_HELP}"),
+    json_: bool = opt.json_(),
+    quiet: bool = opt.quiet(),
 ) -> None:
     """Train a model (per seed): checkpoint every epoch, rows in the results store, clean test accuracy."""
     from ..config import load_config_file, resolve_config
     from ..models import get_model_config
     from robustbench_dgsa.engine.train import train
 
-    seed_list = parse_seeds(seed, seeds)
+    seed_list = opt.parse_seeds(seed)
     _check_data_root(data_root)
+    opt.check_output_dir(out, "--out")
+    opt.check_output_dir(store, "--store")
     file_ov = load_config_file(config) if config else None
     cfg = resolve_config(get_model_config(model), dataset, preset, file_overrides=file_ov,
                          overrides=_overrides(epochs, batch_size, lr, device, data_root, download, set_))
@@ -138,53 +111,31 @@ def train_command(
 
 # --- evaluate ----------------------------------------------------------------------------------------------
 
-def resolve_corruption_names(spec: str | None) -> list[str] | None:
-    if not spec:
-        return None
-    from corruptions.registry import resolve_corruptions
-    return list(resolve_corruptions(spec))
-
-
-def resolve_text_noise(spec: str | None) -> list[str] | None:
-    if not spec:
-        return None
-    from corruptions.text import resolve_text_noise as resolve
-    return list(resolve(spec))
-
-
-def resolve_severities(spec: str | None) -> list[int]:
-    if not spec:
-        return [1, 2, 3, 4, 5]
-    from corruptions.registry import parse_severities
-    return [int(s) for s in parse_severities(spec)]
-
-
 @app.command("evaluate")
 def evaluate_command(
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c",
-                                              help="checkpoint.safetensors written by train."),
-    dataset: Optional[str] = typer.Option(None, "--dataset", "-d", help="Default: the checkpoint's dataset."),
+    checkpoint: Optional[Path] = opt.checkpoint(None, help="checkpoint.safetensors written by train (or use "
+                                                             "--timm / --module)."),
+    dataset: Optional[str] = opt.dataset(None, help="Default: the checkpoint's dataset."),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder holding the dataset files."),
-    corruptions: Optional[str] = typer.Option(None, "--corruptions",
-                                              help="Image corruptions: all, benchmark, extra or names a,b,c."),
-    severity: Optional[str] = typer.Option(None, "--severity", help="Severities, e.g. 1-5 or 1,3,5 (default 1-5)."),
+    corruption: Optional[str] = opt.corruption(),
+    severity: Optional[str] = opt.severity(),
     corruption_dir: Optional[Path] = typer.Option(
         None, "--corruption-dir", help="Official or regenerated CIFAR-C folder (<corruption>.npy + labels.npy); "
                                        "default: corrupt on the fly."),
-    corruption_seed: int = typer.Option(0, "--corruption-seed", help="Seed of on-the-fly corruptions / text noise."),
+    corruption_seed: int = typer.Option(0, "--corruption-seed", min=0,
+                                        help="Seed of on-the-fly corruptions / text noise."),
     frost_dir: Optional[Path] = typer.Option(None, "--frost-dir",
                                              help="Frost photographs for on-the-fly frost (default: "
                                                   "<data-root>/corruptions/frost when present)."),
-    text_noise: Optional[str] = typer.Option(None, "--text-noise",
-                                             help="Text noise types: all, char, word or names a,b."),
-    max_test: Optional[int] = typer.Option(None, "--max-test", help="Use the first N test examples."),
+    text_noise: Optional[str] = opt.text_noise(),
+    max_examples: Optional[int] = opt.max_examples(help="Use the first N test examples."),
     split: str = typer.Option("test", "--split", help="test (default), train, or a dataset's own split such as "
                                                       "test-exact (cifar10: the 1,017 exact-pixel test images)."),
     store: Optional[Path] = typer.Option(None, "--store", help="Results store (default: <checkpoint folder>/store)."),
-    batch_size: int = typer.Option(256, "--batch-size", help="Evaluation batch size."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    json_: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    batch_size: int = typer.Option(256, "--batch-size", min=1, help="Evaluation batch size."),
+    device: str = opt.device(),
+    json_: bool = opt.json_(),
+    quiet: bool = opt.quiet(),
     timm_name: Optional[str] = typer.Option(None, "--timm", help="Instead of --checkpoint: a timm model by name "
                                             "(timm installed), with --weights or --random-init."),
     module: Optional[str] = typer.Option(None, "--module", help="Instead of --checkpoint: pkg.mod:factory, a "
@@ -200,29 +151,29 @@ def evaluate_command(
     under text noise (into the store)."""
     from robustbench_dgsa.engine.evaluate import evaluate
 
+    corruptions = opt.parse_corruptions(corruption)
+    severities = opt.parse_severities(severity)
+    noise = opt.parse_text_noise(text_noise)
     _check_data_root(data_root)
     if corruption_dir is not None and not corruption_dir.is_dir():
         raise UserError(f"corruption directory not found: {corruption_dir}")
     if sum(x is not None for x in (checkpoint, timm_name, module)) != 1:
         raise UserError("give exactly one of --checkpoint, --timm or --module")
+    opt.check_output_dir(store, "--store")
     if timm_name is None and module is None:
         if weights is not None or random_init or name is not None or model_args:
             raise UserError("--weights, --random-init, --name and --model-args go with --timm or --module, "
                             "not --checkpoint")
-        res = evaluate(checkpoint, dataset=dataset, data_root=data_root, split=split, max_test=max_test,
-                       corruptions=resolve_corruption_names(corruptions), severities=resolve_severities(severity),
-                       corruption_dir=corruption_dir, text_noise=resolve_text_noise(text_noise),
-                       corruption_seed=corruption_seed, store_dir=store, batch_size=batch_size, device=device,
-                       progress=not quiet, frost_dir=frost_dir)
+        res = evaluate(checkpoint, dataset=dataset, data_root=data_root, split=split, max_test=max_examples,
+                       corruptions=corruptions, severities=severities, corruption_dir=corruption_dir,
+                       text_noise=noise, corruption_seed=corruption_seed, store_dir=store, batch_size=batch_size,
+                       device=device, progress=not quiet, frost_dir=frost_dir)
     else:
         res = _evaluate_external(timm_name, module, weights, random_init, name, _parse_model_args(model_args),
-                                 dataset=dataset,
-                                 data_root=data_root, split=split, max_examples=max_test,
-                                 corruption=resolve_corruption_names(corruptions),
-                                 severity=resolve_severities(severity),
-                                 corruption_dir=corruption_dir, text_noise=resolve_text_noise(text_noise),
-                                 seed=corruption_seed, store=store, batch_size=batch_size, device=device,
-                                 progress=not quiet, frost_dir=frost_dir)
+                                 dataset=dataset, data_root=data_root, split=split, max_examples=max_examples,
+                                 corruption=corruptions, severity=severities, corruption_dir=corruption_dir,
+                                 text_noise=noise, seed=corruption_seed, store=store, batch_size=batch_size,
+                                 device=device, progress=not quiet, frost_dir=frost_dir)
     if json_:
         _dump({"checkpoint": str(checkpoint or timm_name or module), "store": str(res.store_dir), **res.summary()})
     else:
@@ -235,7 +186,7 @@ def evaluate_command(
             fmt = lambda v: "" if v != v else f"{v:.4f}"  # noqa: E731 - NaN -> blank
             src = r.source if len(r.source) <= 32 else r.source[:31] + "…"
             t.add_row(r.condition, str(r.severity), f"{r.accuracy:.4f}", str(r.n), fmt(r.cer), fmt(r.wer), src)
-        Console(stderr=True).print(t)
+        Console().print(t)  # a result table: stdout
 
 
 def _parse_model_args(text: str | None) -> dict[str, Any]:
@@ -294,7 +245,7 @@ def _num_classes(dataset: str, data_root: Path | None) -> int:
 
 # --- sweep -------------------------------------------------------------------------------------------------
 
-sweep_app = typer.Typer(help="Sweeps of models x datasets x seeds into one results store: plan, run "
+sweep_app = App(help="Sweeps of models x datasets x seeds into one results store: plan, run "
                              "(local pool), run-one (one job), status, slurm (sbatch array or submitit).",
                         no_args_is_help=True)
 app.add_typer(sweep_app, name="sweep")
@@ -303,58 +254,60 @@ app.add_typer(sweep_app, name="sweep")
 @sweep_app.command("plan")
 def sweep_plan(
     sweep_dir: Path = typer.Argument(..., help="Sweep folder (created)."),
-    models: str = typer.Option(..., "--models", help="Comma-separated model names."),
-    datasets: str = typer.Option(..., "--datasets", help="Comma-separated dataset names."),
-    seeds: str = typer.Option("0-4", "--seeds", help="Seeds: 0-4 or 0,1,2."),
+    models: list[str] = opt.models(...),
+    datasets: list[str] = opt.datasets(...),
+    seed: str = opt.seed("0-4"),
     preset: str = typer.Option("tiny", "--preset", help="tiny, small or paper."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Config override key=value (every job)."),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder holding the dataset files."),
     download: bool = typer.Option(False, "--download", help="Download datasets if missing."),
-    corruptions: Optional[str] = typer.Option(None, "--corruptions", help="Evaluate under: all, benchmark, names."),
-    severity: Optional[str] = typer.Option(None, "--severity", help="Severities (default 1-5)."),
+    corruption: Optional[str] = opt.corruption(help="Evaluate under these corruptions: names, groups, benchmark, "
+                                                    "extra or all."),
+    severity: Optional[str] = opt.severity(),
     corruption_dir: Optional[Path] = typer.Option(None, "--corruption-dir", help="CIFAR-C folder to read from."),
-    text_noise: Optional[str] = typer.Option(None, "--text-noise",
-                                             help="Text noise types: all, char, word or names."),
-    corruption_seed: int = typer.Option(0, "--corruption-seed"),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda."),
-    json_: bool = typer.Option(False, "--json", help="Print the jobs as JSON on stdout."),
+    text_noise: Optional[str] = opt.text_noise(),
+    corruption_seed: int = typer.Option(0, "--corruption-seed", min=0, help="Seed of on-the-fly corruptions."),
+    device: str = opt.device(),
+    json_: bool = opt.json_(help="Print the jobs as JSON on stdout."),
 ) -> None:
     """Write jobs.jsonl (stable job ids) and sweep.json; planning again adds only new jobs."""
     from ..config import parse_set_options
     from robustbench_dgsa.jobs.sweep import EvalSettings, plan, write_plan
+    ev = EvalSettings(corruptions=opt.parse_corruptions(corruption) or [],
+                      severities=opt.parse_severities(severity),
+                      corruption_dir=str(corruption_dir.resolve()) if corruption_dir else None,
+                      text_noise=opt.parse_text_noise(text_noise) or [], corruption_seed=corruption_seed)
+    seeds = opt.parse_seeds(seed)
     _check_data_root(data_root)
     if corruption_dir is not None and not corruption_dir.is_dir():
         raise UserError(f"corruption directory not found: {corruption_dir}")
-    jobs = plan(_split_list(models), parse_seeds(None, seeds), _split_list(datasets), preset,
-                parse_set_options(set_))
-    ev = EvalSettings(corruptions=resolve_corruption_names(corruptions) or [],
-                      severities=resolve_severities(severity),
-                      corruption_dir=str(corruption_dir.resolve()) if corruption_dir else None,
-                      text_noise=resolve_text_noise(text_noise) or [], corruption_seed=corruption_seed)
+    opt.check_output_dir(sweep_dir, "SWEEP_DIR")
+    jobs = plan(opt.split_list(models), seeds, opt.split_list(datasets), preset, parse_set_options(set_))
     merged = write_plan(sweep_dir, jobs, data_root=str(data_root.resolve()) if data_root else None,
                         download=download, evaluation=ev, device=device)
     if json_:
         _dump({"sweep_dir": str(sweep_dir), "jobs": [j.to_dict() for j in merged]})
     else:
-        typer.echo(f"{len(merged)} jobs in {sweep_dir / 'jobs.jsonl'} ({len(jobs)} from this plan)", err=True)
+        typer.echo(f"{len(merged)} jobs in {sweep_dir / 'jobs.jsonl'} ({len(jobs)} from this plan)")
 
 
 @sweep_app.command("run")
 def sweep_run(
     sweep_dir: Path = typer.Argument(..., help="Sweep folder written by `sweep plan`."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-j", help="Parallel jobs (default: 1, or one per GPU)."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1,
+                                          help="Parallel jobs (default: 1, or one per GPU)."),
     devices: Optional[str] = typer.Option(None, "--devices", help="GPU ids for the workers, e.g. 0,1,2,3."),
-    json_: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout."),
+    json_: bool = opt.json_(help="Print the summary as JSON on stdout."),
     progress: bool = typer.Option(False, "--progress", help="Progress bars for in-process jobs."),
 ) -> None:
     """Run every unfinished job (finished ones are skipped; half-trained ones resume)."""
     from robustbench_dgsa.jobs.sweep import run
-    summary = run(sweep_dir, workers=workers, devices=_split_list(devices) or None, progress=progress)
+    summary = run(sweep_dir, workers=workers, devices=opt.split_list(devices) or None, progress=progress)
     if json_:
         _dump(summary)
     else:
         typer.echo(f"ran {len(summary['ran'])}, skipped {len(summary['skipped'])} finished, "
-                   f"failed {len(summary['failed'])}", err=True)
+                   f"failed {len(summary['failed'])}")
     if summary["failed"]:
         raise typer.Exit(1)
 
@@ -362,9 +315,9 @@ def sweep_run(
 @sweep_app.command("run-one")
 def sweep_run_one(
     sweep_dir: Path = typer.Argument(..., help="Sweep folder."),
-    index: int = typer.Option(..., "--index", "-i", help="Line number in jobs.jsonl (0-based), e.g. "
+    index: int = typer.Option(..., "--index", min=0, help="Line number in jobs.jsonl (0-based), e.g. "
                                                          "$SLURM_ARRAY_TASK_ID."),
-    json_: bool = typer.Option(False, "--json"),
+    json_: bool = opt.json_(help="Print the job record as JSON on stdout."),
 ) -> None:
     """Run one job (what each Slurm array task calls)."""
     from robustbench_dgsa.jobs.sweep import run_one
@@ -375,7 +328,7 @@ def sweep_run_one(
 
 @sweep_app.command("status")
 def sweep_status(sweep_dir: Path = typer.Argument(...),
-                 json_: bool = typer.Option(False, "--json")) -> None:
+                 json_: bool = opt.json_(help="Print the status as JSON on stdout.")) -> None:
     """Finished / failed / pending jobs."""
     from robustbench_dgsa.jobs.sweep import status
     st = status(sweep_dir)
@@ -394,13 +347,13 @@ def sweep_slurm(
                                                             "'robustbench-dgsa\\[slurm]') instead of writing a script."),
     time_limit: str = typer.Option("24:00:00", "--time", help="Time limit per job, any Slurm format: MM, MM:SS, "
                                                                "HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."),
-    gpus: int = typer.Option(1, "--gpus", help="GPUs per job (0 for CPU jobs)."),
-    cpus: int = typer.Option(8, "--cpus", help="CPUs per job (≥ 1)."),
+    gpus: int = typer.Option(1, "--gpus", min=0, help="GPUs per job (0 for CPU jobs)."),
+    cpus: int = typer.Option(8, "--cpus", min=1, help="CPUs per job (≥ 1)."),
     mem: str = typer.Option("32G", "--mem", help="Memory per job: a number with unit K, M, G or T (no unit = MB, "
                                                  "as in Slurm), e.g. 500M, 32G."),
     partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition."),
     account: Optional[str] = typer.Option(None, "--account", help="Slurm account."),
-    max_parallel: Optional[int] = typer.Option(None, "--max-parallel", help="At most N array tasks at once."),
+    max_parallel: Optional[int] = typer.Option(None, "--max-parallel", min=1, help="At most N array tasks at once."),
     setup: Optional[list[str]] = typer.Option(None, "--setup", help="Shell line run before the job, e.g. "
                                                                     "'source .venv/bin/activate' (repeatable)."),
 ) -> None:

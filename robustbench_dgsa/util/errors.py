@@ -1,4 +1,10 @@
-"""User-facing errors: the CLI prints these as one line and exits non-zero."""
+"""User-facing errors: the CLI prints these as one line (``error: ...``) and exits 2.
+
+Messages are neutral (no flag names; the CLI adds those) and fit on one line. The CLI's error boundary
+(``robustbench_dgsa.cli.main``) also turns OS errors on paths (exit 1), undecodable text (exit 2), truncated
+files (exit 1) and Ctrl-C (exit 130) into one line; anything else is a bug, reported in one line that points
+to ``--debug`` for the traceback.
+"""
 
 
 class UserError(Exception):

@@ -52,8 +52,8 @@ def test_compare_prints_tables_and_writes_csv_latex(small_store, tmp_path, monke
     for title in ("Seed summary", "Pairwise differences", "Wilcoxon signed-rank over seed-averaged cells",
                   "Friedman test", "Average ranks", "Holm over a family of 6 Welch t-test(s)"):
         assert title in out
-    assert "fewer than 5 seeds" in out
-    assert "not the full 75" in out  # honest: 10 of the 75 benchmark cells
+    assert "fewer than 5 seeds" in err  # warnings on stderr, tables on stdout
+    assert "not the full 75" in err  # honest: 10 of the 75 benchmark cells
     summary = pd.read_csv(csv)
     assert set(summary["model"]) == set(MODELS) and set(summary["condition"]) == {"clean", "gaussian_noise", "fog:3"}
     assert (summary["n"] == 3).all()
@@ -97,4 +97,4 @@ def test_compare_single_seed_refuses(tmp_path, monkeypatch, capsys):
     s = _make_store(tmp_path / "one", seeds=1)
     code, out, err = _run(monkeypatch, capsys, "--store", str(s), "--condition", "clean")
     assert code == 0, err
-    assert "refusing a claim" in out and "single seed" in out
+    assert "refusing a claim" in err and "single seed" in err

@@ -40,7 +40,7 @@ def _run(*args: str):
 
 def test_corrupt_npz_json_and_roundtrip(tmp_path, arrays):
     out = tmp_path / "out"
-    res = _run("corrupt", "--input", str(arrays / "xy.npz"), "--out", str(out), "-c", "contrast,gaussian_noise",
+    res = _run("corrupt", "--input", str(arrays / "xy.npz"), "--out", str(out), "--corruption", "contrast,gaussian_noise",
                "-s", "1,3", "--seed", "2", "--chunk-size", "4", "--json")
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
@@ -59,7 +59,7 @@ def test_corrupt_npy_limit_grayscale_preview_and_verify(tmp_path, arrays):
     out, png, ref = tmp_path / "out", tmp_path / "grid.png", tmp_path / "ref"
     gray = np.load(arrays / "gray.npy")[:6]
     layout.regenerate(np.repeat(gray[..., None], 3, -1), None, ref, "contrast", "1-5")
-    res = _run("corrupt", "-i", str(arrays / "gray.npy"), "-o", str(out), "-c", "contrast", "-s", "2",
+    res = _run("corrupt", "-i", str(arrays / "gray.npy"), "-o", str(out), "--corruption", "contrast", "-s", "2",
                "--limit", "6", "--preview", str(png), "--preview-images", "2", "--verify-against", str(ref))
     assert res.exit_code == 0, res.output
     assert "replicated to 3 channels" in res.output
@@ -77,7 +77,7 @@ def test_corrupt_npy_limit_grayscale_preview_and_verify(tmp_path, arrays):
 
 def test_corrupt_preview_only(tmp_path, arrays):
     png = tmp_path / "p.png"
-    res = _run("corrupt", "-i", str(arrays / "x.npy"), "-c", "gaussian_noise", "-s", "1-5", "--preview", str(png))
+    res = _run("corrupt", "-i", str(arrays / "x.npy"), "--corruption", "gaussian_noise", "-s", "1-5", "--preview", str(png))
     assert res.exit_code == 0, res.output
     assert png.is_file() and [p.name for p in tmp_path.iterdir()] == ["p.png"]
 
@@ -92,7 +92,7 @@ def test_corrupt_image_folder_with_classes(tmp_path):
             Image.fromarray(rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(root / cls / f"{i}.png")
     Image.fromarray(rng.integers(0, 256, (32, 32), dtype=np.uint8), mode="L").save(root / "dog" / "11.png")
     out = tmp_path / "out"
-    res = _run("corrupt", "-i", str(tmp_path / "imgs"), "-o", str(out), "-c", "contrast", "-s", "1", "--json")
+    res = _run("corrupt", "-i", str(tmp_path / "imgs"), "-o", str(out), "--corruption", "contrast", "-s", "1", "--json")
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
     assert summary["n"] == 7 and summary["labels"] is True and "2 classes" in summary["input"]
@@ -104,7 +104,7 @@ def test_corrupt_image_folder_with_classes(tmp_path):
 def test_corrupt_dataset_name(tmp_path):
     out = tmp_path / "out"
     res = _run("corrupt", "-i", "synthetic-vision", "--split", "test", "--limit", "6", "-o", str(out),
-               "-c", "contrast", "-s", "1", "--json")
+               "--corruption", "contrast", "-s", "1", "--json")
     assert res.exit_code == 0, res.output
     s = json.loads(res.stdout)
     assert s["n"] == 6 and s["labels"] is True and "synthetic-vision" in s["input"]
@@ -112,19 +112,18 @@ def test_corrupt_dataset_name(tmp_path):
     ds = load_dataset("synthetic-vision", "test")
     x, y = layout.load_corrupted(out, "contrast", 1)
     assert np.array_equal(y, ds.y[:6]) and np.array_equal(x, api.corrupt(ds.x[:6], "contrast", 1))
-    res = _run("corrupt", "-i", "synthetic-text", "-o", str(tmp_path / "o2"), "-c", "contrast")
+    res = _run("corrupt", "-i", "synthetic-text", "-o", str(tmp_path / "o2"), "--corruption", "contrast")
     assert isinstance(res.exception, CorruptionError) and "corrupt-text" in str(res.exception)
 
 
 @pytest.mark.parametrize("args, exc, match", [
-    (["-c", "gaussian_nosie"], CorruptionError, "valid"),
+    (["--corruption", "gaussian_nosie"], CorruptionError, "valid"),
     (["-s", "6"], CorruptionError, "6"),
     (["-s", "0"], CorruptionError, "0"),
     (["--input-file", "float.npy"], UserError, "uint8"),  # the reader's DataError (a UserError)
     (["--input-file", "noxy.npz"], UserError, "'x'"),
     (["--input-file", "broken.npy"], UserError, "cannot read"),
     (["--input-file", "missing.npy"], UserError, "no such file"),
-    (["--device", "tpu"], UserError, "device"),
 ])
 def test_corrupt_bad_inputs(tmp_path, arrays, args, exc, match):
     if args[0] == "--input-file":
@@ -151,7 +150,7 @@ def test_main_turns_errors_into_one_line_and_exit_2(tmp_path, arrays):
     layout.regenerate(np.load(arrays / "x.npy"), None, out, "contrast", "1")
     before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
     code = "import sys; from robustbench_dgsa.cli import main; sys.argv[0] = 'dgsa-bench'; main()"
-    for extra, needle in ((["-c", "contrast", "-s", "1"], "--overwrite"),):
+    for extra, needle in ((["--corruption", "contrast", "-s", "1"], "--overwrite"),):
         proc = subprocess.run([sys.executable, "-c", code, "corrupt", "-i", str(arrays / "x.npy"), "-o", str(out),
                                *extra], capture_output=True, text=True, cwd=REPO, timeout=120)
         assert proc.returncode == 2, proc.stderr
@@ -165,10 +164,10 @@ def test_main_turns_errors_into_one_line_and_exit_2(tmp_path, arrays):
 
 def test_corrupt_overwrite(tmp_path, arrays):
     out = tmp_path / "out"
-    assert _run("corrupt", "-i", str(arrays / "x.npy"), "-o", str(out), "-c", "contrast", "-s", "1").exit_code == 0
-    res = _run("corrupt", "-i", str(arrays / "x.npy"), "-o", str(out), "-c", "contrast", "-s", "1", "--seed", "3")
+    assert _run("corrupt", "-i", str(arrays / "x.npy"), "-o", str(out), "--corruption", "contrast", "-s", "1").exit_code == 0
+    res = _run("corrupt", "-i", str(arrays / "x.npy"), "-o", str(out), "--corruption", "contrast", "-s", "1", "--seed", "3")
     assert isinstance(res.exception, CorruptionError)
-    res = _run("corrupt", "-i", str(arrays / "x.npy"), "-o", str(out), "-c", "contrast", "-s", "1", "--seed", "3",
+    res = _run("corrupt", "-i", str(arrays / "x.npy"), "-o", str(out), "--corruption", "contrast", "-s", "1", "--seed", "3",
                "--overwrite")
     assert res.exit_code == 0, res.output
     assert layout.read_manifest(out).seed == 3

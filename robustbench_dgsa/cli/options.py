@@ -1,0 +1,410 @@
+"""The one option vocabulary of ``dgsa-bench``: shared option declarations, their parsers, and the checks of
+output paths. Every command declares its common options through the functions below, so a flag is spelled,
+abbreviated and parsed the same way everywhere:
+
+``--corruption`` / ``--severity`` / ``--text-noise`` (one value, a comma list, ``all`` or — severities — a
+range ``1-5``), ``--seed`` (one, a list or a range ``0-4``), ``--model``, ``--dataset``, ``--max-examples``,
+``--device`` (``auto|cpu|cuda|cuda:N``), ``--json``, ``--quiet``.
+
+Old spellings (``--corruptions``, ``--severities``, ``--seeds``, ``--noise``, ``--limit``, ``--max-test``,
+``--models``, ``--datasets``) still parse as hidden aliases (:data:`HIDDEN_ALIASES`, added to every command by
+:class:`VocabularyCommand`). Short flags have one meaning across all commands (:data:`SHORT_FLAGS`).
+
+Corruption names, groups and severities are parsed by the ``corruptions`` registry; this module only adds the
+flag name to its neutral messages.
+"""
+from __future__ import annotations
+
+import codecs
+import copy
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import typer
+from typer.core import TyperCommand, TyperOption
+
+try:  # recent Typer vendors click as typer._click; older ones use click itself
+    from typer._click.core import ParameterSource
+    from typer._click.exceptions import ClickException, MissingParameter, UsageError
+except ImportError:  # pragma: no cover - depends on the installed Typer
+    from click.core import ParameterSource
+    from click.exceptions import ClickException, MissingParameter, UsageError
+try:
+    from typer._click.exceptions import NoArgsIsHelpError
+except ImportError:  # pragma: no cover
+    try:
+        from click.exceptions import NoArgsIsHelpError
+    except ImportError:  # click < 8.2 prints the help itself
+        class NoArgsIsHelpError(UsageError):  # type: ignore[no-redef]
+            """Never raised by this click version."""
+
+# For the error boundary in cli/__init__.py (one import place for click's exceptions).
+BOUNDARY_EXCEPTIONS = (ClickException, NoArgsIsHelpError)
+
+from robustbench_dgsa.util.errors import UserError
+
+# One meaning per short flag, in every command that has the long option (and nowhere else).
+SHORT_FLAGS = {"-c": "--checkpoint", "-d": "--dataset", "-i": "--input", "-j": "--workers", "-m": "--model",
+               "-o": "--out", "-q": "--quiet", "-s": "--severity", "-t": "--text"}
+
+# Old spellings: still accepted, never shown in --help. Canonical long name -> hidden names.
+HIDDEN_ALIASES = {
+    "--corruption": ("--corruptions",),
+    "--severity": ("--severities",),
+    "--seed": ("--seeds",),
+    "--text-noise": ("--noise", "-n"),
+    "--max-examples": ("--limit", "--max-test"),
+    "--model": ("--models",),
+    "--dataset": ("--datasets",),
+}
+
+DEVICE_HELP = "auto (cuda when available, else cpu), cpu, cuda or cuda:N."
+_DEVICE_RE = re.compile(r"(auto|cpu|cuda(:\d+)?)")
+
+
+# ------------------------------------------------------------------------------------------------ parsers
+
+
+def split_list(values: str | Iterable[str] | None) -> list[str]:
+    """Comma lists and repeated options, flattened: ``["a,b", "c"]`` -> ``["a", "b", "c"]`` (order kept,
+    duplicates dropped)."""
+    if values is None:
+        return []
+    items = [values] if isinstance(values, str) else list(values)
+    out: list[str] = []
+    for item in items:
+        for part in str(item).split(","):
+            part = part.strip()
+            if part and part not in out:
+                out.append(part)
+    return out
+
+
+def _flagged(option: str, e: Exception) -> Exception:
+    """The library's neutral message with the flag name in front (same error type)."""
+    return type(e)(f"{option}: {e}")
+
+
+def parse_corruptions(spec: str | Iterable[str] | None, option: str = "--corruption") -> list[str] | None:
+    """Corruption names, groups (noise, blur, weather, digital) or sets (benchmark, extra, all) -> names in
+    registry order; ``None`` when not given."""
+    if spec is None:
+        return None
+    from corruptions.errors import CorruptionError
+    from corruptions.registry import resolve_corruptions
+    try:
+        return list(resolve_corruptions(split_list(spec)))
+    except CorruptionError as e:
+        raise _flagged(option, e) from None
+
+
+def parse_severities(spec: str | Iterable[str] | None, option: str = "--severity") -> list[int]:
+    """``3``, ``1,3,5``, ``1-5`` or ``all`` -> sorted severities in 1..5; ``None`` -> 1..5."""
+    from corruptions.errors import CorruptionError
+    from corruptions.registry import parse_severities as parse
+    text = ",".join(split_list(spec)) if spec is not None else "all"
+    if text.strip().lower() == "all":
+        text = "1-5"
+    try:
+        return [int(s) for s in parse(text)]
+    except CorruptionError as e:
+        raise _flagged(option, e) from None
+
+
+def parse_text_noise(spec: str | Iterable[str] | None, option: str = "--text-noise") -> list[str] | None:
+    """Text noise types, ``char``, ``word`` or ``all`` -> type names; ``None`` when not given."""
+    if spec is None:
+        return None
+    from corruptions.errors import CorruptionError
+    from corruptions.text import resolve_text_noise
+    try:
+        return list(resolve_text_noise(split_list(spec)))
+    except CorruptionError as e:
+        raise _flagged(option, e) from None
+
+
+def parse_seeds(spec: str | Iterable[str] | None, option: str = "--seed", default: int = 0) -> list[int]:
+    """``3``, ``0,2,7`` or ``0-4`` -> sorted unique seeds >= 0; ``None`` -> ``[default]``."""
+    if spec is None:
+        return [default]
+    out: list[int] = []
+    for part in split_list(spec):
+        m = re.fullmatch(r"(\d+)\s*-\s*(\d+)|(\d+)", part)
+        if m is None or (m.group(1) is not None and int(m.group(2)) < int(m.group(1))):
+            raise UserError(f"{option}: cannot read {part!r}; give seeds >= 0 as one (3), a list (0,2,7) or a "
+                            f"range (0-4)")
+        out.extend(range(int(m.group(1)), int(m.group(2)) + 1) if m.group(1) is not None else [int(m.group(3))])
+    if not out:
+        raise UserError(f"{option}: no seed given")
+    return sorted(dict.fromkeys(out))
+
+
+def parse_one_seed(spec: str | None, option: str = "--seed", default: int = 0) -> int:
+    """A command that runs once takes exactly one seed."""
+    seeds = parse_seeds(spec, option, default)
+    if len(seeds) != 1:
+        raise UserError(f"{option}: this command takes one seed, got {spec!r}")
+    return seeds[0]
+
+
+def check_device(value: str | None) -> str | None:
+    """``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (case-insensitive) -> lower case; UserError otherwise."""
+    if value is None:
+        return None
+    v = value.strip().lower()
+    if not _DEVICE_RE.fullmatch(v):
+        raise UserError(f"--device must be auto, cpu, cuda or cuda:N, got {value!r}")
+    return v
+
+
+def check_encoding(value: str, option: str = "--encoding") -> str:
+    try:
+        codecs.lookup(value)
+    except LookupError:
+        raise UserError(f"{option}: unknown text encoding {value!r} (e.g. utf-8, latin-1, cp1252)") from None
+    return value
+
+
+# ------------------------------------------------------------------------------------------------ output paths
+
+
+def _nearest_existing(path: Path) -> Path:
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def _check_creatable(path: Path, option: str, what: str) -> None:
+    """``path`` does not exist: its nearest existing ancestor must be a writable folder."""
+    anc = _nearest_existing(path.parent if path.parent != path else path)
+    if not anc.is_dir():
+        raise UserError(f"{option} {path}: {anc} is a file, not a folder; choose another {what}")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise UserError(f"{option} {path}: cannot create it, {anc} is read-only; choose a writable {what} or "
+                        f"change the folder's permissions")
+
+
+def check_output_dir(path: Path | str | None, option: str = "--out") -> Path | None:
+    """A folder a command will write into: existing and writable, or creatable. One-line UserError naming
+    the path and what to do otherwise; nothing is created here."""
+    if path is None:
+        return None
+    p = Path(path).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            raise UserError(f"{option} {p}: is a file, but a folder is expected; give a folder path")
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise UserError(f"{option} {p}: folder is read-only; choose a writable folder or change its "
+                            f"permissions")
+        return p
+    _check_creatable(p, option, "folder")
+    return p
+
+
+def check_output_file(path: Path | str | None, option: str = "--out", suffixes: Sequence[str] = ()) -> Path | None:
+    """A file a command will (over)write: not a folder, writable, its folder creatable. ``suffixes``: the
+    allowed extensions (lower case, with the dot), if any."""
+    if path is None:
+        return None
+    p = Path(path).expanduser()
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise UserError(f"{option} must name a {'/'.join(suffixes)} file, got {p}")
+    if p.is_dir():
+        raise UserError(f"{option} {p}: is a folder, but a file is expected; give a file name such as "
+                        f"{p / ('out' + (suffixes[0] if suffixes else ''))}")
+    if p.exists():
+        if not os.access(p, os.W_OK) or not os.access(p.parent, os.W_OK | os.X_OK):
+            raise UserError(f"{option} {p}: file or its folder is read-only; choose another file name")
+        return p
+    _check_creatable(p, option, "file name")
+    return p
+
+
+# ------------------------------------------------------------------------------------------------ declarations
+# Each returns a typer.Option; use as a parameter default: ``severity: str = options.severity()``.
+
+
+def corruption(default: str | None = None, help: str | None = None) -> Any:
+    return typer.Option(default, "--corruption", help=help or "Image corruptions: names, groups (noise, blur, "
+                        "weather, digital), benchmark (15), extra (4) or all (19); comma-separated.")
+
+
+def severity(default: str | None = None, help: str | None = None) -> Any:
+    return typer.Option(default, "--severity", "-s",
+                        help=help or "Severities: one (3), a list (1,3,5), a range (1-5) or all (default: 1-5).")
+
+
+def text_noise(default: str | None = None, help: str | None = None) -> Any:
+    return typer.Option(default, "--text-noise", help=help or "Text noise types, comma-separated, or char, "
+                        "word, all (the 10 types and mixed).")
+
+
+def seed(default: str | None = None, help: str | None = None) -> Any:
+    return typer.Option(default, "--seed", help=help or "Seeds: one (3), a list (0,2,7) or a range (0-4).")
+
+
+def model(default: Any = None, help: str | None = None) -> Any:
+    return typer.Option(default, "--model", "-m", help=help or "Registered model (see `dgsa-bench models`).")
+
+
+def models(default: Any = None, help: str | None = None) -> Any:
+    """Several models: comma-separated and/or repeated (``--model vit,dvit --model dgvit``)."""
+    return typer.Option(default, "--model", "-m", help=help or "Models, comma-separated or repeated.")
+
+
+def dataset(default: Any = None, help: str | None = None) -> Any:
+    return typer.Option(default, "--dataset", "-d", help=help or "Dataset name (e.g. synthetic-vision, cifar10).")
+
+
+def datasets(default: Any = None, help: str | None = None) -> Any:
+    return typer.Option(default, "--dataset", "-d", help=help or "Datasets, comma-separated or repeated.")
+
+
+def max_examples(default: int | None = None, help: str | None = None) -> Any:
+    return typer.Option(default, "--max-examples", min=1, help=help or "Use only the first N examples.")
+
+
+def _device_callback(value: str | None) -> str | None:
+    try:
+        return check_device(value)
+    except UserError as e:
+        raise typer.BadParameter(str(e).removeprefix("--device ")) from None
+
+
+def device(default: str | None = "auto", help: str | None = None) -> Any:
+    return typer.Option(default, "--device", callback=_device_callback, help=help or DEVICE_HELP)
+
+
+def json_(help: str | None = None) -> Any:
+    return typer.Option(False, "--json", help=help or "Print a machine-readable summary on stdout.")
+
+
+def quiet(help: str | None = None) -> Any:
+    return typer.Option(False, "--quiet", "-q",
+                        help=help or "No progress bars (warnings and errors still go to stderr).")
+
+
+def checkpoint(default: Any = None, help: str | None = None) -> Any:
+    return typer.Option(default, "--checkpoint", "-c", help=help or "checkpoint.safetensors written by train.")
+
+
+def out(default: Any = None, help: str | None = None) -> Any:
+    return typer.Option(default, "--out", "-o", help=help or "Output folder.")
+
+
+def _positive_float(value: float | None) -> float | None:
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"must be > 0, got {value}")
+    return value
+
+
+def positive_float(default: float | None, name: str, help: str) -> Any:
+    return typer.Option(default, name, callback=_positive_float, help=help)
+
+
+def _encoding_callback(value: str) -> str:
+    try:
+        return check_encoding(value)
+    except UserError as e:
+        raise typer.BadParameter(str(e).removeprefix("--encoding: ")) from None
+
+
+def encoding(default: str = "utf-8", help: str | None = None) -> Any:
+    return typer.Option(default, "--encoding", callback=_encoding_callback, help=help or "Encoding of a text file.")
+
+
+# ------------------------------------------------------------------------------------------------ command class
+
+
+class Interrupted(Exception):
+    """Ctrl-C inside a command; carries the command path (``train``, ``sweep run``) for the resume hint."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(command)
+        self.command = command
+
+
+class Truncated(Exception):
+    """An EOFError inside a command (a truncated file or archive), kept apart from click's "Aborted!"."""
+
+
+_DEBUG = {"on": False}
+
+
+def debug_enabled() -> bool:
+    return _DEBUG["on"]
+
+
+def set_debug(on: bool) -> None:
+    _DEBUG["on"] = bool(on)
+
+
+def _hidden_copy(option: TyperOption, flag: str) -> TyperOption:
+    """The same option (type, checks, multiplicity) under another, hidden name and without a default."""
+    alias = copy.copy(option)
+    alias.name = f"_alias_{option.name}_{flag.strip('-').replace('-', '_')}"
+    alias.opts, alias.secondary_opts = [flag], []
+    alias.hidden, alias.required, alias.default = True, False, None
+    return alias
+
+
+class VocabularyCommand(TyperCommand):
+    """A command with the hidden old spellings of its options (:data:`HIDDEN_ALIASES`) and a hidden
+    ``--debug``; an old spelling's value goes to the canonical option (giving both is a usage error).
+    Ctrl-C and EOFError leave the command as :class:`Interrupted` / :class:`Truncated` for the CLI's error
+    boundary (click would turn them into exit 130 / "Aborted!" without a word)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        taken = {o for p in self.params for o in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ()))}
+        self._aliases: dict[str, tuple[str, str, str]] = {}  # alias param name -> (canonical, flag, alias flag)
+        self._required: list[TyperOption] = []  # checked after the aliases are merged
+        self._multiple = {p.name: bool(getattr(p, "multiple", False)) for p in self.params}
+        for p in list(self.params):
+            if not isinstance(p, TyperOption):
+                continue
+            for canonical, names in HIDDEN_ALIASES.items():
+                if canonical not in p.opts:
+                    continue
+                for name in names:
+                    if name in taken:
+                        continue
+                    if p.required:  # checked in invoke, after an old spelling may have given the value
+                        p.required = False
+                        p.help = f"{p.help or ''} Required.".strip()
+                        self._required.append(p)
+                    alias = _hidden_copy(p, name)
+                    self.params.append(alias)
+                    taken.add(name)
+                    self._aliases[alias.name] = (p.name, canonical, name)
+        flags = [p for p in self.params if isinstance(p, TyperOption) and p.is_flag and not p.count]
+        if "--debug" not in taken and flags:  # `dgsa-bench CMD ... --debug` as well as `dgsa-bench --debug CMD`
+            debug = _hidden_copy(flags[0], "--debug")
+            debug.name, debug.default = "_debug_flag", False
+            self.params.append(debug)
+
+    def invoke(self, ctx: Any) -> Any:
+        if ctx.params.pop("_debug_flag", False):
+            set_debug(True)
+        given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+        for alias_name, (target, canonical, flag) in self._aliases.items():
+            value = ctx.params.pop(alias_name, None)
+            if ctx.get_parameter_source(alias_name) not in given:
+                continue
+            if ctx.get_parameter_source(target) in given:
+                if not self._multiple.get(target):
+                    raise UsageError(f"give {canonical} or its old spelling {flag}, not both", ctx)
+                value = (*ctx.params[target], *value)  # repeatable: both spellings add up
+            ctx.params[target] = value
+        for p in self._required:
+            if ctx.params.get(p.name) in (None, (), []):
+                raise MissingParameter(ctx=ctx, param=p)
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise Interrupted(" ".join(ctx.command_path.split()[1:])) from None
+        except EOFError as e:
+            raise Truncated(str(e) or "unexpected end of file") from e
