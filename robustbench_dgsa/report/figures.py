@@ -44,17 +44,6 @@ def grid_figure(nrows: int, ncols: int, *, panel: tuple[float, float], left: flo
     return fig, axes
 
 
-def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Write ``<stem>.png`` and ``<stem>.pdf`` atomically; returns both paths."""
-    paths = []
-    for ext, meta in (("png", {"Software": None}), ("pdf", {"CreationDate": None, "ModDate": None})):
-        path = Path(out_dir) / f"{stem}.{ext}"
-        with atomic.atomic_path(path) as tmp:
-            fig.savefig(tmp, format=ext, metadata=meta)
-        paths.append(path)
-    return paths
-
-
 def _seed_stats(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean and SD over seeds of ``value`` (one value per seed first: repeated rows are averaged)."""
     per_seed = df.groupby(keys + ["seed"], sort=True)["value"].mean().reset_index()
