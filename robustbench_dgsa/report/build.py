@@ -352,7 +352,7 @@ def _severity_figures(rep: _Report, datasets: dict[str, str]) -> None:
             what = "text noise"
         else:
             bench = [c for c in conds if c in metrics.BENCHMARK_CORRUPTIONS]
-            mean_panel = (f"mean of {len(bench)} benchmark", bench) if bench else None
+            mean_panel = (f"mean of {len(bench)} benchmark corruptions", bench) if bench else None
             cond_labels = {c: c.replace("_", " ") + (" (extra)" if c in metrics.EXTRA_CORRUPTIONS else "")
                            for c in conds}
             srcs = sorted(set(cor["source"]) - {""})
@@ -371,7 +371,7 @@ def _severity_figures(rep: _Report, datasets: dict[str, str]) -> None:
                    f"(severity 0 = clean), one line per model, band = ±1 SD over seeds. ")
         if mean_panel:
             caption += (f"The first panel (bold) is the per-seed mean over the "
-                        f"{mean_panel[0].split('of ')[-1]}{' corruptions' if modality == 'image' else ''}.")
+                        f"{mean_panel[0].split('of ')[-1]}.")
         rep.figure("severity", f"fig4_severity_{ds}", title_short, fig, raw, caption)
 
 
@@ -738,8 +738,8 @@ def _rollout_figures(rep: _Report) -> None:
                 caption = (f"Attention rollout on {label}. Rows: test images (true class at the left); columns: "
                            "the image, then each model's rollout overlaid, with the rollout mode in brackets. One "
                            "scale per model column (colour bar below it): signed modes use the diverging map, "
-                           "symmetric about 0 (white = 0, red = excitatory, blue = inhibitory); positive modes a "
-                           "sequential map (white = lowest).")
+                           "symmetric about 0 (white = 0, red = excitatory, blue = inhibitory); positive modes the "
+                           "sequential viridis map (dark = lowest).")
                 if desc is not None and desc.get("salient_outlined"):
                     caption += " Dashed outline: the known salient region of the synthetic image."
             else:

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 #: what every ``.tex`` the suite writes needs (the report states it)
-LATEX_PREAMBLE = ("\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n\\usepackage{amsmath}")
+LATEX_PREAMBLE = ("\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n\\usepackage{amsmath}\n\\usepackage{graphicx}")
 WIDE_COLUMNS = 8
 
 
@@ -61,11 +61,13 @@ class Table:
         env = "table*" if len(self.columns) >= WIDE_COLUMNS else "table"
         lines = [f"\\begin{{{env}}}[t]", "\\centering"]
         if env == "table*":
-            lines += ["\\footnotesize", "\\setlength{\\tabcolsep}{3pt}"]
+            lines += ["\\small", "\\setlength{\\tabcolsep}{4pt}"]
         if self.caption:
             lines.append(f"\\caption{{{latex_escape(self.caption)}}}")
         if label:
             lines.append(f"\\label{{{label}}}")
+        # shrink to the line width only when wider (\\width = the tabular's natural width, graphicx)
+        lines.append("\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%")
         lines.append(f"\\begin{{tabular}}{{{self._align()}}}")
         lines.append("\\toprule")
         lines.append(" & ".join(latex_escape(c) for c in self.columns) + " \\\\")
@@ -73,7 +75,7 @@ class Table:
         for r in self.rows:
             lines.append(" & ".join(latex_escape(v) for v in r) + " \\\\")
         lines.append("\\bottomrule")
-        lines.append("\\end{tabular}")
+        lines.append("\\end{tabular}}")
         if self.notes:
             lines.append("\\par\\smallskip")
             lines.append("\\parbox{\\linewidth}{\\footnotesize\\raggedright")

@@ -8,7 +8,8 @@ Colour conventions (SPEC §7), stated in every figure's colour bar label:
 * signed heatmaps (modes ``signed``/``raw``) use the diverging colormap :data:`SIGNED_CMAP` with symmetric
   limits ±max|h|, so 0 is always the white centre; red = excitatory (positive) relevance, blue = inhibitory;
 * non-negative heatmaps use the sequential :data:`POSITIVE_CMAP` stretched from min(h) to max(h) (classic
-  rollout has a large uniform floor; from 0 every map would look flat).
+  rollout has a large uniform floor; from 0 every map would look flat). Text tokens use the light
+  sequential :data:`TEXT_POSITIVE_CMAP` (the token must stay readable on its background).
 
 Figure 2 shares one scale per model column (symmetric for signed modes) with a colour bar under the column, and
 outlines the known salient region (the synthetic set) with a dashed contour. Model names, order and nothing else
@@ -36,8 +37,8 @@ from robustbench_dgsa.util import atomic  # noqa: E402
 from robustbench_dgsa.util.figures import save_as, style  # noqa: E402
 
 SIGNED_CMAP = "RdBu_r"
-POSITIVE_CMAP = "Reds"
-TEXT_POSITIVE_CMAP = POSITIVE_CMAP
+POSITIVE_CMAP = "viridis"
+TEXT_POSITIVE_CMAP = "Reds"      # token backgrounds need a light low end for the text on them
 OVERLAY_ALPHA = 0.6
 SALIENT_STYLE = dict(colors="black", linewidths=0.9, linestyles="--")
 
@@ -51,9 +52,9 @@ def _savefig(fig, out_png: str | os.PathLike, out_pdf: str | os.PathLike | None 
 
 
 def scale_label(signed: bool) -> str:
-    """The colour bar legend: which map and what 0 means."""
-    return ("signed rollout, diverging map (0 = white, red +, blue −)" if signed
-            else "positive rollout, sequential map (white = lowest)")
+    """The colour bar legend (three short lines): which map and what its ends mean."""
+    return ("signed rollout\ndiverging map, 0 = white\nred +, blue −" if signed
+            else "positive rollout\nsequential map\ndark = lowest, yellow = highest")
 
 
 def _to_rgb(image: np.ndarray) -> np.ndarray:
@@ -114,7 +115,7 @@ def plot_image_rollout(image_uint8: np.ndarray, heatmap: np.ndarray, out_png: st
         im = _show_heat(axes[1], heatmap, signed, extent)
         axes[1].set_title("rollout")
         cb = fig.colorbar(im, ax=axes[1], fraction=0.046, pad=0.04)
-        cb.set_label("\n".join(scale_label(signed).split(", ", 1)), fontsize=7)
+        cb.set_label(scale_label(signed), fontsize=7)
         axes[2].imshow(img, extent=extent, interpolation="nearest")
         _show_heat(axes[2], heatmap, signed, extent, alpha=alpha)
         axes[2].set_title("overlay")
@@ -177,7 +178,7 @@ def plot_rollout_grid(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_mod
                                extent=extent, alpha=alpha if overlay else 1.0, interpolation="bilinear")
                 if r == K - 1:
                     cb = fig.colorbar(im, ax=axes[:, c], location="bottom", shrink=0.9, aspect=12, pad=0.02)
-                    cb.set_label("\n".join(scale_label(signed[n]).split(", ", 1)), fontsize=6.5)
+                    cb.set_label(scale_label(signed[n]), fontsize=6.5)
                     cb.ax.tick_params(labelsize=6.5)
                     cb.solids.set_alpha(1.0)
             if mask is not None and mask.any() and mask.shape[:2] == (H, W):
@@ -323,7 +324,7 @@ def plot_text_rollout(tokens_by_model: Mapping[str, Sequence[str]], scores_by_mo
             ax.text(0.2, y + 0.15, title, fontsize=fontsize + 1, va="center", ha="left", weight="bold")
             y += title_h
         for (label, toks, s, signed, lines, cut), h in zip(blocks, heights):
-            ax.text(0.2, y + 0.5 * line_h, label + ("   (signed: red +, blue −)" if signed else ""),
+            ax.text(0.2, y + 0.5 * line_h, label + ("   (signed: white = 0, red +, blue −)" if signed else "   (positive: white = lowest)"),
                     fontsize=fontsize, va="center", ha="left", weight="bold")
             y += line_h * 1.2
             cols = token_colors(s, signed)

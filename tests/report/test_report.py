@@ -409,3 +409,22 @@ def test_no_text_is_clipped_in_any_figure(tmp_path):
     assert text_overflow(fig) == []
     long = {"A very long custom model name (variant ×4)": 1.2, "DGViT": 2.1, "Another long name, dropout ×2": 2.7}
     assert text_overflow(cd_diagram(long, [["DGViT", "Another long name, dropout ×2"]], note="bars: Holm")) == []
+
+
+# ------------------------------------------------------------------------------------------ LaTeX
+def test_latex_escape_math_and_minus():
+    from robustbench_dgsa.report.tables import Table, latex_escape
+    assert latex_escape("χ² = 3.1, p < 0.001") == "$\\chi ^{2}$ = 3.1, p $<$ 0.001"
+    assert latex_escape("Σ_s err") == "$\\Sigma$\\_s err"
+    assert latex_escape("-0.53") == "$-$0.53" and latex_escape("[-1.20, 3.4]") == "[$-$1.20, 3.4]"
+    assert latex_escape("x-ray 5%") == "x-ray 5\\%" and latex_escape("Δ ours − paper") == "$\\Delta$ ours $-$ paper"
+    wide = Table([f"c{i}" for i in range(10)], [["1"] * 10], "wide").to_latex()
+    assert "\\begin{table*}" in wide and "\\resizebox" in wide
+    assert "\\begin{table}" in Table(["a", "b"], [["1", "2"]]).to_latex()
+
+
+def test_every_report_table_compiles(built, compile_latex):
+    _, out = built
+    tex = list(out.glob("*.tex"))
+    assert len(tex) >= 20
+    assert compile_latex(tex) == {}
