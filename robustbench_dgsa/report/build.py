@@ -420,8 +420,8 @@ def _robustness_tables(rep: _Report, datasets: dict[str, str], reference: str | 
 
         notes = ["Mean ± SD over seeds, accuracies in %. Retention = robust accuracy / clean accuracy, in %."]
         if modality == "image":
-            cols = ["Model", "Clean", "mCA", "mCE", "Retention", "noise", "blur", "weather", "digital",
-                    "extra (4)"]
+            cols = ["Model", "Clean", "mCA", "mCE", "Retention", *metrics.CORRUPTION_GROUPS,
+                    f"extra ({len(metrics.EXTRA_CORRUPTIONS)})"]
             recs = []
             for m in models:
                 recs.append([display_name(m), ms(m, "clean"), ms(m, "mCA"), ms(m, "mCE"), ms(m, "retention"),

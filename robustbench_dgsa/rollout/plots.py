@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import html
 import os
+import textwrap
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -133,18 +134,22 @@ def _column_norm(maps: Sequence[np.ndarray], signed: bool) -> tuple[str, Normali
 
 
 def plot_rollout_grid(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_model: Mapping[str, np.ndarray],
-                      out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None, *,
-                      signed_by_model: Mapping[str, bool] | None = None, row_labels: Sequence[str] | None = None,
-                      column_titles: Mapping[str, str] | None = None, title: str | None = None,
-                      overlay: bool = True, alpha: float = OVERLAY_ALPHA,
-                      salient: Sequence[np.ndarray] | np.ndarray | None = None) -> Path:
+                      out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None, **kw) -> Path:
+    """:func:`rollout_grid_figure` saved as PNG (+ PDF when ``out_pdf`` is given); returns the PNG path."""
+    return _savefig(rollout_grid_figure(images, heatmaps_by_model, **kw), out_png, out_pdf)
+
+
+def rollout_grid_figure(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_model: Mapping[str, np.ndarray], *,
+                        signed_by_model: Mapping[str, bool] | None = None, row_labels: Sequence[str] | None = None,
+                        column_titles: Mapping[str, str] | None = None, title: str | None = None,
+                        overlay: bool = True, alpha: float = OVERLAY_ALPHA,
+                        salient: Sequence[np.ndarray] | np.ndarray | None = None) -> Figure:
     """Figure 2: rows = images, columns = the image then one rollout per model (in the mapping's order).
 
     ``heatmaps_by_model[name]`` is (K, H', W') for the K images (any H', W': stretched over the image).
     ``signed_by_model[name]`` selects the diverging colormap (default: signed iff the maps have negatives).
     Each model column shares one scale (symmetric when signed) shown by a colour bar under it, whose label
-    names the map. ``salient`` (K, H, W) bool masks are outlined (dashed) in every panel. Returns the PNG path;
-    also writes ``out_pdf`` when given.
+    names the map. ``salient`` (K, H, W) bool masks are outlined (dashed) in every panel.
     """
     imgs = [_to_rgb(im) for im in images]
     K = len(imgs)
@@ -189,12 +194,15 @@ def plot_rollout_grid(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_mod
                     ax.set_ylim(H, 0)
         axes[0, 0].set_title("image", fontsize=9)
         for c, n in enumerate(names, start=1):
-            axes[0, c].set_title((column_titles or {}).get(n, display_name(n)), fontsize=9)
+            head = (column_titles or {}).get(n, display_name(n))
+            # wrapped to the column's width (about 22 characters at 9 pt): long names are never clipped
+            axes[0, c].set_title("\n".join(w for line in head.split("\n") for w in textwrap.wrap(line, 22) or [""]),
+                                 fontsize=9)
         for ax in axes.flat:
             _blank(ax)
         if title:
             fig.suptitle(title, fontsize=10)
-        return _savefig(fig, out_png, out_pdf)
+    return fig
 
 
 # --- text --------------------------------------------------------------------------------------------

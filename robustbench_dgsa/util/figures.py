@@ -15,6 +15,7 @@ import matplotlib
 
 matplotlib.use("Agg", force=False)
 import matplotlib as mpl  # noqa: E402
+import matplotlib.text  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
@@ -97,7 +98,7 @@ def text_overflow(fig: Figure, pad_px: float = 0.5) -> list[str]:
         fig.draw(renderer)
         W, H = fig.bbox.width, fig.bbox.height
         bad = []
-        for t in fig.findobj(lambda a: hasattr(a, "get_window_extent") and hasattr(a, "get_text")):
+        for t in fig.findobj(matplotlib.text.Text):
             if not t.get_visible() or not t.get_text().strip():
                 continue
             bb = t.get_window_extent(renderer)
