@@ -873,7 +873,9 @@ def _caveats(rep: _Report, cfgs: dict[str, dict[str, Any]], datasets: dict[str, 
         by_n: dict[int, list[str]] = {}
         for ds, m, n in few:
             by_n.setdefault(n, []).append(f"{display_name(m)} on {dataset_label(ds)}")
-        desc = "; ".join(f"{n} seed{'s' if n != 1 else ''}: {', '.join(v)}" for n, v in sorted(by_n.items()))
+        every = len(few) == seeds.groupby(["dataset", "model"]).ngroups and len(by_n) == 1
+        desc = (f"{few[0][2]} seed{'s' if few[0][2] != 1 else ''} for every model" if every else
+                "; ".join(f"{n} seed{'s' if n != 1 else ''}: {', '.join(v)}" for n, v in sorted(by_n.items())))
         testable = min(n for _, _, n in few) >= 3
         out.append(f"Seeds below the paper's {PAPER_SEEDS}: {desc}. SDs and intervals are wide"
                    + ("." if testable else "; with fewer than 3 seeds per model no comparison is testable and none "
@@ -976,16 +978,17 @@ def _index_html(rep, title, header, caveats, warnings, sections, by_section, ski
     for sec, sec_title in sections:
         sub = "".join(f'<li><a href="#{e(a.key)}">{e(a.title)}</a></li>' for a in by_section.get(sec, []))
         toc.append(f'<li><a href="#{sec}">{e(sec_title)}</a>' + (f"<ul>{sub}</ul>" if sub else "") + "</li>")
-    parts.append('<nav aria-label="Contents"><strong>Contents</strong><ol>' + "".join(toc) + "</ol></nav>")
+    nav = '<nav aria-label="Contents"><strong>Contents</strong><ol>' + "".join(toc) + "</ol></nav>"
     for sec, sec_title in sections:
         parts.append(f'<h2 id="{sec}">{e(sec_title)} <a class="self" href="#{sec}" aria-label="link to this '
                      f'section">¶</a></h2>')
-        if sec == "caveats":
+        if sec == "caveats":   # first thing after the header, then the contents
             parts.append('<ul class="caveats">' + ("".join(f"<li>{e(c)}</li>" for c in caveats)
                                                    or "<li>None found.</li>") + "</ul>")
             if warnings:
                 parts.append(f"<details><summary>Other warnings ({len(warnings)})</summary><ul class=\"warn\">"
                              + "".join(f"<li>{e(w)}</li>" for w in warnings) + "</ul></details>")
+            parts.append(nav)
             continue
         for a in by_section.get(sec, []):
             parts.append(f'<section id="{e(a.key)}"><h3>{e(a.title)} <a class="self" href="#{e(a.key)}" '
