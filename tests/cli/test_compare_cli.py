@@ -143,3 +143,13 @@ def test_compare_defaults_match_the_report(tmp_path, monkeypatch, capsys):
                    for w in doc["warnings"]), doc["warnings"]
     code, out, _ = _run(monkeypatch, capsys, "--store", str(path))
     assert max(len(line) for line in out.splitlines()) > 120 and "…" not in out
+
+
+def test_compare_latex_compiles(small_store, tmp_path, monkeypatch, capsys, compile_latex):
+    tex = tmp_path / "cmp.tex"
+    code, _, err = _run(monkeypatch, capsys, "--store", str(small_store), "--all-pairs", "--latex", str(tex))
+    assert code == 0, err
+    text = tex.read_text()
+    assert "χ" not in text and "Σ" not in text and "−" not in text and "Δ" not in text   # all in math mode
+    assert "\\toprule" in text and "not independent evidence" in text
+    assert compile_latex([tex]) == {}
