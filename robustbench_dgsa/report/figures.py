@@ -65,7 +65,7 @@ def _legend_on_top(fig: Figure, handles: list[Line2D], ncol: int | None = None) 
     panels' size. The legend wraps into rows of at most ``ncol`` entries."""
     ncol = ncol or min(len(handles), 4)
     rows = math.ceil(len(handles) / ncol)
-    width, height = fig.get_figwidth(), fig.get_figheight()
+    height = fig.get_figheight()
     legend_h, panel_title_h = 0.08 + 0.2 * rows, 0.42
     old_top = (1 - fig.subplotpars.top) * height
     new_top = legend_h + panel_title_h
