@@ -70,8 +70,7 @@ class RunWriter:
         self.store_dir = Path(self.store_dir)
         (self.store_dir / "rows").mkdir(parents=True, exist_ok=True)
         commit, _ = provenance.git_state()
-        from . import __version__
-        self._fixed = {"run_id": self.run_id, "git_commit": commit, "package_version": __version__}
+        self._fixed = {"run_id": self.run_id, "git_commit": commit, "package_version": provenance.package_version()}
 
     @property
     def rows_path(self) -> Path:

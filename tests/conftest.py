@@ -41,3 +41,33 @@ def shared_data() -> Path:
 @pytest.fixture()
 def store_dir(tmp_path: Path) -> Path:
     return tmp_path / "store"
+
+
+@pytest.fixture
+def compile_latex(tmp_path):
+    """A function compiling each given ``.tex`` table with pdflatex under the report's stated preamble; returns
+    {file name: problem} for tables that fail or overflow the line width. Skips the test without pdflatex."""
+    import shutil
+    import subprocess
+
+    from robustbench_dgsa.report.tables import LATEX_PREAMBLE
+
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex not on PATH")
+
+    def run(tex_files) -> dict:
+        problems = {}
+        for i, tex in enumerate(sorted(tex_files)):
+            doc = tmp_path / f"doc{i}.tex"
+            doc.write_text("\\documentclass{article}\n" + LATEX_PREAMBLE + "\n\\begin{document}\n\\input{"
+                           + str(tex) + "}\n\\end{document}\n")
+            res = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", doc.name],
+                                 cwd=tmp_path, capture_output=True, text=True, timeout=120)
+            log = (tmp_path / f"doc{i}.log").read_text(errors="replace") if (tmp_path / f"doc{i}.log").exists() else ""
+            if res.returncode != 0:
+                err = [ln for ln in log.splitlines() if ln.startswith("!")]
+                problems[tex.name] = "does not compile: " + (err[0] if err else res.stdout[-300:])
+            elif "Overfull \\hbox" in log:
+                problems[tex.name] = "overflows: " + log[log.index("Overfull \\hbox"):][:80]
+        return problems
+    return run

@@ -15,21 +15,28 @@ import pandas as pd
 
 from robustbench_dgsa.analysis import metrics
 from robustbench_dgsa.analysis import stats
+from robustbench_dgsa.models.registry import MODEL_FACTS, model_order, reference_model
 from robustbench_dgsa.util.errors import UserError
 
 
 _KEYWORDS = ("clean", "mca", "mce", "mna", "extra", *metrics.CORRUPTION_GROUPS)
+CELLS_CAVEAT = ("cell-level tests (Wilcoxon, Friedman) compare conditions of the same trained models: they measure "
+                "consistency across conditions, not independent evidence; the seed-level tests are the claim")
 _LOWER_IS_BETTER_METRICS = {"loss", "error", "err", "cer", "wer", "nll", "ece"}
 
 
 @dataclass
 class Comparison:
-    """Everything ``compare`` shows: named tables, the Holm families, honest warnings, CD-diagram inputs."""
+    """Everything ``compare`` shows: named tables, the Holm families, honest warnings, rank-diagram inputs.
+
+    ``cd_diagrams``: (name, average ranks, cliques, note) — cliques are the groups the post-hoc pairwise
+    Wilcoxon + Holm did not tell apart (the table beside the diagram), or None when not testable (``note`` says
+    why)."""
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     families: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
-    cd_diagrams: list[tuple[str, dict[str, float], float]] = field(default_factory=list)
+    cd_diagrams: list[tuple[str, dict[str, float], list[list[str]] | None, str]] = field(default_factory=list)
 
 
 def split_list(s: str | None) -> list[str] | None:
@@ -98,19 +105,24 @@ def run_compare(results: pd.DataFrame, dataset: str | None = None, models: Seque
             raise UserError(f"unknown model(s) {', '.join(map(repr, unknown))}"
                             + (f" on {dataset}" if dataset else "") + f"; the store has: {', '.join(present_models)}")
     else:
-        model_list = present_models
+        model_list = model_order(present_models)
     model_list = list(dict.fromkeys(model_list))
-    reference = reference or model_list[0]
-    if reference not in model_list:
+    if reference is not None and reference not in model_list:
         raise UserError(f"reference {reference!r} is not among the compared models ({', '.join(model_list)})")
     rows = rows[rows["model"].isin(model_list)]
+    ds_models = {ds: [m for m in model_list if ((rows["dataset"] == ds) & (rows["model"] == m)).any()]
+                 for ds in datasets}
+    refs = {ds: _reference_for(ms, reference) for ds, ms in ds_models.items() if ms}
+    n_seeds = {ds: int(rows[(rows["dataset"] == ds)].groupby("model")["seed"].nunique().min())
+               for ds in datasets if ds_models[ds]}
+    reference = reference or ", ".join(dict.fromkeys(refs.values()))
     select["models"] = model_list
     higher_better = metric.lower() not in _LOWER_IS_BETTER_METRICS
     wanted = split_list(condition)
 
-    out = Comparison(info=dict(models=model_list, reference=reference, metric=metric, datasets=datasets,
-                               alpha=alpha, paired=paired, partial=partial, source=source, split=split,
-                               tie_tol=tie_tol))
+    out = Comparison(info=dict(models=model_list, reference=reference, references=refs, n_seeds=n_seeds,
+                               metric=metric, datasets=datasets, alpha=alpha, paired=paired, partial=partial,
+                               source=source, split=split, tie_tol=tie_tol))
     out.warnings += metrics.source_warnings(rows)
     if len(model_list) < 2:
         out.warnings.append(f"only one model ({model_list[0]}): nothing to compare")
@@ -171,12 +183,15 @@ def run_compare(results: pd.DataFrame, dataset: str | None = None, models: Seque
 
     if len(model_list) >= 2:
         n_groups = meas.groupby(["dataset", "condition"]).ngroups
-        pairs = ([(a, b) for i, a in enumerate(model_list) for b in model_list[i + 1:]] if all_pairs
-                 else [(m, reference) for m in model_list if m != reference])
+        pairs = []
+        for ds, ms in ds_models.items():
+            pairs += ([(a, b) for i, a in enumerate(ms) for b in ms[i + 1:]] if all_pairs
+                      else [(m, refs[ds]) for m in ms if m != refs[ds]])
+        pairs = list(dict.fromkeys(pairs))
         pw = stats.pairwise_tests(
             meas[["dataset", "condition", "model", "seed", "value"]], pairs=pairs, paired=paired, alpha=alpha,
             aso=aso, higher_is_better=lambda g: higher_better != (g.get("condition") == "mCE"),
-            family=("all model pairs" if all_pairs else f"each model vs {reference}")
+            family=("all model pairs" if all_pairs else f"each model vs {reference} (per dataset)")
             + f" × {n_groups} (dataset, condition) group(s)")
         out.tables["pairwise"] = pw.table
         out.families.append(pw.family or "")
@@ -197,12 +212,12 @@ def run_compare(results: pd.DataFrame, dataset: str | None = None, models: Seque
         if is_image:
             agg = agg.drop(columns=["mNA"])
             try:
-                _, rel = metrics.reference_ce(rows, reference, dataset=ds, **select)
+                _, rel = metrics.reference_ce(rows, refs[ds], dataset=ds, **select)
                 agg = agg.merge(rel[["model", "rel_mCE", "n_corruptions"]], on="model", how="left")
             except UserError as e:
                 out.warnings.append(f"{ds}: no relative CE: {e}")
                 agg["rel_mCE"], agg["n_corruptions"] = math.nan, 0
-            agg = agg.rename(columns={"rel_mCE": f"rel_mCE(ref={reference})"})
+            agg = agg.rename(columns={"rel_mCE": f"rel_mCE(ref={refs[ds]})"})
             if not agg["mCA_complete"].all() and (ds, "mCA") not in incomplete:
                 out.warnings.append(f"{ds}: mCA incomplete for "
                                     f"{', '.join(agg.loc[~agg['mCA_complete'], 'model'])}"
@@ -213,51 +228,45 @@ def run_compare(results: pd.DataFrame, dataset: str | None = None, models: Seque
         agg["model"] = pd.Categorical(agg["model"], categories=model_list, ordered=True)
         robust_frames.append(agg.sort_values("model").assign(model=lambda d: d["model"].astype(str)))
 
+        ds_list, ref = ds_models[ds], refs[ds]
         n_cells = cells.groupby(["condition", "severity"]).ngroups
         if is_image and n_cells < 75:
             out.warnings.append(f"{ds}: cell-level tests use {n_cells} benchmark cells, not the full 75")
         cell_df = cells[["model", "seed", "condition", "severity", "value"]]
-        if len(model_list) >= 2:
-            others = [m for m in model_list if m != reference]
-            wil = stats.pairwise_wilcoxon(cell_df, pairs=[(m, reference) for m in others], tol=tie_tol,
-                                          alpha=alpha, block_cols=["condition", "severity"],
-                                          family=f"each model vs {reference} over the cells of {ds}")
+        if len(ds_list) >= 2:
+            wil = stats.pairwise_wilcoxon(cell_df, pairs=[(m, ref) for m in ds_list if m != ref], tol=tie_tol,
+                                          alpha=alpha, block_cols=["condition", "severity"], n_seeds=n_seeds[ds],
+                                          family=f"each model vs {ref} over the cells of {ds}")
             wil_frames.append(wil.table.assign(dataset=ds))
             out.families.append(wil.family or "")
             out.warnings += wil.warnings
-        if len(model_list) >= 3:
-            fr = stats.friedman_test(cell_df, models=model_list, block_cols=["condition", "severity"],
+        if len(ds_list) >= 3:
+            fr = stats.friedman_test(cell_df, models=ds_list, block_cols=["condition", "severity"],
                                      higher_is_better=higher_better, alpha=alpha)
-            fr_frames.append(pd.DataFrame([{"dataset": ds, "blocks": "cells (condition, severity)",
-                                            **{k: v for k, v in fr.info.items() if k != "blocks"}}]))
+            fr_frames.append(_friedman_frame(ds, "cells (condition, severity)", fr, n_seeds[ds]))
             rank_frames.append(fr.table.assign(dataset=ds, blocks="cells"))
             out.warnings += [f"{ds}: {w}" for w in fr.warnings]
-            if np.isfinite(fr.info["cd"]):
-                out.cd_diagrams.append((f"{ds} (cells)", dict(zip(fr.table["model"], fr.table["avg_rank"])),
-                                        fr.info["cd"]))
-            post = stats.pairwise_wilcoxon(cell_df, models=model_list, tol=tie_tol, alpha=alpha,
-                                           block_cols=["condition", "severity"],
+            post = stats.pairwise_wilcoxon(cell_df, models=ds_list, tol=tie_tol, alpha=alpha,
+                                           block_cols=["condition", "severity"], n_seeds=n_seeds[ds],
                                            family=f"all model pairs over the cells of {ds} (post-hoc)")
             post_frames.append(post.table.assign(dataset=ds))
             out.families.append(post.family or "")
             out.warnings += post.warnings
+            out.cd_diagrams.append(_rank_diagram(f"{ds} (cells)", fr, post, n_seeds[ds]))
 
     # ---- Friedman over datasets
-    if len(model_list) >= 3 and len(datasets) >= 2:
+    everywhere = [m for m in model_list if all(m in ms for ms in ds_models.values())]
+    if len(everywhere) >= 3 and len(datasets) >= 2:
         for label in label_order:
             sub = meas[meas["condition"] == label]
             if sub["dataset"].nunique() < 2:
                 continue
-            fr = stats.friedman_test(sub[["model", "dataset", "seed", "value"]], models=model_list,
+            fr = stats.friedman_test(sub[["model", "dataset", "seed", "value"]], models=everywhere,
                                      block_cols=["dataset"], higher_is_better=higher_better
                                      and label != "mCE", alpha=alpha)
-            fr_frames.append(pd.DataFrame([{"dataset": "(all)", "blocks": f"datasets ({label})",
-                                            **{k: v for k, v in fr.info.items() if k != "blocks"}}]))
+            fr_frames.append(_friedman_frame("(all)", f"datasets ({label})", fr, min(n_seeds.values())))
             rank_frames.append(fr.table.assign(dataset="(all)", blocks=f"datasets ({label})"))
             out.warnings += [f"datasets ({label}): {w}" for w in fr.warnings]
-            if np.isfinite(fr.info["cd"]):
-                out.cd_diagrams.append((f"datasets ({label})", dict(zip(fr.table["model"], fr.table["avg_rank"])),
-                                        fr.info["cd"]))
 
     def _cat(frames: list[pd.DataFrame], first: Sequence[str]) -> pd.DataFrame:
         df = pd.concat(frames, ignore_index=True)
@@ -272,6 +281,41 @@ def run_compare(results: pd.DataFrame, dataset: str | None = None, models: Seque
         out.tables["avg_ranks"] = _cat(rank_frames, ["dataset", "blocks", "model"])
     if post_frames:
         out.tables["posthoc_wilcoxon"] = _cat(post_frames, ["dataset", "model_a", "model_b"])
+    if wil_frames or post_frames or fr_frames:
+        out.warnings.append(CELLS_CAVEAT)
+    low = {ds: n for ds, n in n_seeds.items() if n < stats.MIN_TESTABLE_SEEDS}
+    if low:
+        out.warnings.append("fewer than 3 seeds per model on " + ", ".join(f"{d} ({n})" for d, n in low.items())
+                            + ": no comparison there is testable; numbers only")
     out.families = [f for f in out.families if f]
     out.warnings = list(dict.fromkeys(out.warnings))
     return out
+
+
+def _reference_for(models: Sequence[str], wanted: str | None) -> str:
+    """The user's reference where the dataset has it, else ViT / Transformer (by the models' modality)."""
+    if wanted in models:
+        return str(wanted)
+    modalities = {MODEL_FACTS[m].modality for m in models if m in MODEL_FACTS}
+    return reference_model(models, modalities.pop() if len(modalities) == 1 else None) or models[0]
+
+
+def _friedman_frame(ds: str, blocks: str, fr: stats.StatResult, n_seeds: int) -> pd.DataFrame:
+    info = {k: v for k, v in fr.info.items() if k != "blocks"}
+    p = info.get("p", math.nan)
+    v = stats.verdict(bool(np.isfinite(p) and p < info["alpha"]), n_seeds, cells=True)
+    k, n = info["k"], info["n_blocks"]
+    kendall_w = info["statistic"] / (n * (k - 1)) if n and k > 1 else math.nan   # effect size, 0..1
+    return pd.DataFrame([{"dataset": ds, "blocks": blocks, **info, "kendall_w": kendall_w, "n_seeds": n_seeds,
+                          "verdict": v}])
+
+
+def _rank_diagram(name: str, fr: stats.StatResult, post: stats.StatResult, n_seeds: int
+                  ) -> tuple[str, dict[str, float], list[list[str]] | None, str]:
+    """Average ranks + the cliques of the post-hoc pairwise Wilcoxon–Holm table (the same decisions)."""
+    ranks = dict(zip(fr.table["model"], fr.table["avg_rank"]))
+    if n_seeds < stats.MIN_TESTABLE_SEEDS:
+        return name, ranks, None, f"no bars: pairwise tests {stats.not_testable(n_seeds)}"
+    different = [(r.model_a, r.model_b) for r in post.table.itertuples(index=False) if r.reject]
+    return (name, ranks, stats.holm_cliques(ranks, different),
+            "bars join models the post-hoc Wilcoxon–Holm test over cells did not tell apart")

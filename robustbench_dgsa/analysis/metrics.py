@@ -42,44 +42,23 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from corruptions.registry import BENCHMARK as _REG_BENCHMARK
+from corruptions.registry import EXTRA as _REG_EXTRA
+from corruptions.registry import GROUP_NAMES as _REG_GROUP_NAMES
+from corruptions.registry import GROUPS as _REG_GROUPS
 from robustbench_dgsa.util.errors import UserError
 
 CLEAN = "clean"
 SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
 
-_FALLBACK_BENCHMARK = (
-    "gaussian_noise", "shot_noise", "impulse_noise",
-    "defocus_blur", "glass_blur", "motion_blur", "zoom_blur",
-    "snow", "frost", "fog", "brightness",
-    "contrast", "elastic_transform", "pixelate", "jpeg_compression",
-)
-_FALLBACK_EXTRA = ("speckle_noise", "gaussian_blur", "spatter", "saturate")
-
-
-def _as_names(obj: object) -> tuple[str, ...]:
-    """Names from a registry list: plain strings, objects with ``.name``, or a dict keyed by name."""
-    if isinstance(obj, dict):
-        return tuple(str(k) for k in obj)
-    return tuple(x if isinstance(x, str) else str(getattr(x, "name")) for x in obj)  # type: ignore[union-attr]
-
-
-try:  # the corruption registry is the source of truth when present
-    from corruptions.registry import BENCHMARK as _REG_BENCHMARK, EXTRA as _REG_EXTRA  # type: ignore
-    BENCHMARK_CORRUPTIONS: tuple[str, ...] = _as_names(_REG_BENCHMARK)
-    EXTRA_CORRUPTIONS: tuple[str, ...] = _as_names(_REG_EXTRA)
-except ImportError:  # registry not available: the 15 + 4 names of SPEC §5
-    BENCHMARK_CORRUPTIONS = _FALLBACK_BENCHMARK
-    EXTRA_CORRUPTIONS = _FALLBACK_EXTRA
-
+# The corruption registry is the one source of the names and groups (corruptions is a dependency of the suite).
+BENCHMARK_CORRUPTIONS: tuple[str, ...] = tuple(_REG_BENCHMARK)
+EXTRA_CORRUPTIONS: tuple[str, ...] = tuple(_REG_EXTRA)
 IMAGE_CORRUPTIONS: tuple[str, ...] = BENCHMARK_CORRUPTIONS + EXTRA_CORRUPTIONS
 
-#: Hendrycks & Dietterich (2019) groups of the 15 benchmark corruptions.
+#: Hendrycks & Dietterich (2019) groups of the 15 benchmark corruptions (the registry's groups, benchmark members)
 CORRUPTION_GROUPS: dict[str, tuple[str, ...]] = {
-    "noise": ("gaussian_noise", "shot_noise", "impulse_noise"),
-    "blur": ("defocus_blur", "glass_blur", "motion_blur", "zoom_blur"),
-    "weather": ("snow", "frost", "fog", "brightness"),
-    "digital": ("contrast", "elastic_transform", "pixelate", "jpeg_compression"),
-}
+    g: tuple(c for c in _REG_GROUPS[g] if c in BENCHMARK_CORRUPTIONS) for g in _REG_GROUP_NAMES}
 
 _RUN_KEYS = ["model", "dataset", "seed"]
 _CELL_KEYS = ["model", "dataset", "seed", "condition", "severity"]

@@ -20,7 +20,8 @@ Over seeds
     * Holm–Bonferroni over the *declared family* = every comparison made in one call (:func:`holm`, equal to
       ``statsmodels.stats.multitest.multipletests(method="holm")``); the family is stated in the result.
     * A single seed gives no SD, CI or test: such comparisons are refused (NaN, not in the Holm family) with a
-      warning. Fewer than 5 seeds is noted.
+      warning. Fewer than :data:`MIN_TESTABLE_SEEDS` (3) seeds: the numbers are shown, the comparison is
+      "not testable: n seeds" (outside the Holm family, never significant). Fewer than 5 seeds is noted.
 
 Over corruption cells
     * Wilcoxon signed-rank over the seed-averaged cells of two models (``scipy.stats.wilcoxon``), with
@@ -29,8 +30,12 @@ Over corruption cells
       ``2/2ⁿ``; when that is ≥ α the result says so (n = 5 → 0.0625).
     * ≥ 3 models: Friedman test over blocks (cells, or datasets) with average ranks (rank 1 = best), the
       Iman–Davenport F, pairwise Wilcoxon + Holm, and the Nemenyi critical difference
-      ``CD = q_α √(k(k+1)/(6N))``, ``q_α = studentized_range.ppf(1−α, k, ∞)/√2`` (Demšar 2006), drawn by
-      :func:`plot_cd_diagram`.
+      ``CD = q_α √(k(k+1)/(6N))``, ``q_α = studentized_range.ppf(1−α, k, ∞)/√2`` (Demšar 2006). The
+      diagram's bars come from the pairwise Wilcoxon + Holm decisions (:func:`holm_cliques`), not from the CD,
+      so the diagram never contradicts the pairwise table beside it.
+    * Cells are conditions of the same trained models: these tests say whether a difference is *consistent
+      across conditions*, never that it is significant for new training runs; the verdict says so, and with
+      fewer than :data:`MIN_TESTABLE_SEEDS` seeds per model it says "not testable: n seeds".
 
 Optional
     * Almost stochastic order (:func:`aso_eps_min`; del Barrio et al. 2018, Dror et al. 2019), our own
@@ -47,16 +52,33 @@ import math
 import warnings as _warnings
 from dataclasses import dataclass, field
 from itertools import combinations
-from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-from robustbench_dgsa.util import atomic
 
 RECOMMENDED_SEEDS = 5
+#: fewer seeds per model than this: a comparison is shown with its numbers but never called significant
+MIN_TESTABLE_SEEDS = 3
+SIGNIFICANT, NOT_SIGNIFICANT = "significant", "not significant"
+CONSISTENT, NOT_CONSISTENT = "consistent across conditions", "not consistent across conditions"
+
+
+def not_testable(n: int) -> str:
+    """The verdict of a comparison resting on ``n`` < :data:`MIN_TESTABLE_SEEDS` seeds per model."""
+    return f"not testable: {n} seed{'' if n == 1 else 's'}"
+
+
+def verdict(reject: bool, n_seeds: int, cells: bool = False) -> str:
+    """What a Holm decision may claim: "not testable: n seeds" below :data:`MIN_TESTABLE_SEEDS` seeds; over
+    cells (conditions of the same trained models) "consistent across conditions" — never significance."""
+    if n_seeds < MIN_TESTABLE_SEEDS:
+        return not_testable(n_seeds)
+    if cells:
+        return CONSISTENT if reject else NOT_CONSISTENT
+    return SIGNIFICANT if reject else NOT_SIGNIFICANT
 
 
 @dataclass
@@ -253,7 +275,8 @@ def pairwise_tests(df: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = N
                    reference: str | None = None, paired: bool = False, alpha: float = 0.05,
                    conf: float = 0.95, family: str | None = None, by: Sequence[str] | None = None,
                    aso: bool = False, aso_kwargs: dict[str, Any] | None = None,
-                   higher_is_better: bool | Callable[[dict[str, Any]], bool] = True) -> StatResult:
+                   higher_is_better: bool | Callable[[dict[str, Any]], bool] = True,
+                   min_seeds: int = MIN_TESTABLE_SEEDS) -> StatResult:
     """Model-vs-model tests over seeds for every (dataset, condition) group and model pair.
 
     Pairs: ``pairs`` if given; else every other model against ``reference``; else all pairs. Δ = A − B.
@@ -261,8 +284,10 @@ def pairwise_tests(df: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = N
     With ``aso`` an ``aso_eps_min`` column (ε_min for "A better than B", α Bonferroni-divided by the
     family size) is added; ``higher_is_better`` (a bool, or a function of the group's keys) sets which
     direction ASO calls "better".
+    A comparison with fewer than ``min_seeds`` seeds on either side keeps its numbers (Δ, CI, t, p, g) but is
+    left out of the Holm family (``p_holm`` NaN), never rejects, and its ``verdict`` says "not testable: n seeds".
     Table columns: by..., model_a, model_b, n_a, n_b, mean_a, mean_b, diff, ci_lo, ci_hi, df, t, p, p_holm,
-    reject, g, [aso_eps_min], test, note.
+    reject, verdict, g, [aso_eps_min], test, note.
     """
     by = list(by) if by is not None else _group_cols(df, ("dataset", "condition"))
     models = list(dict.fromkeys(df["model"]))
@@ -297,14 +322,21 @@ def pairwise_tests(df: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = N
     base = [*by, "model_a", "model_b", "n_a", "n_b", "mean_a", "mean_b", "diff", "ci_lo", "ci_hi", "df", "t",
             "p", "g", "test", "note"]
     table = pd.DataFrame(recs, columns=base)
-    p = table["p"].astype(float).to_numpy()
+    n_min = np.minimum(table["n_a"].to_numpy(int), table["n_b"].to_numpy(int)) if len(table) else np.zeros(0, int)
+    testable = n_min >= min_seeds
+    p = np.where(testable, table["p"].astype(float).to_numpy(), math.nan) if len(table) else np.zeros(0)
     m = int(np.isfinite(p).sum())
     table["p_holm"] = holm(p)
     table["reject"] = table["p_holm"] < alpha
+    table["verdict"] = [verdict(bool(r), int(n)) for r, n in zip(table["reject"], n_min)]
+    if (~testable).any() and len(table):
+        warns.append(f"{int((~testable).sum())} comparison(s) with fewer than {min_seeds} seeds per model: "
+                     "numbers shown, not testable, left out of the Holm family")
     desc = family or (f"{len(pairs)} model pair(s) × {len(groups)} group(s)"
                       + (f" of ({', '.join(by)})" if by else ""))
-    fam = f"Holm over a family of {m} {'paired' if paired else 'Welch'} t-test(s): {desc}"
-    cols = [*base[:base.index("p") + 1], "p_holm", "reject", "g"]
+    fam = (f"Holm over a family of {m} {'paired' if paired else 'Welch'} t-test(s) over seeds "
+           f"(comparisons with ≥ {min_seeds} seeds per model): {desc}")
+    cols = [*base[:base.index("p") + 1], "p_holm", "reject", "verdict", "g"]
     if aso and len(table):
         kw = dict(aso_kwargs or {})
         a_alpha = alpha / max(m, 1)
@@ -410,8 +442,14 @@ def wilcoxon_cells(df: pd.DataFrame, a: str, b: str, tol: float = 0.0, alpha: fl
 
 def pairwise_wilcoxon(df: pd.DataFrame, models: Sequence[str] | None = None,
                       pairs: Sequence[tuple[str, str]] | None = None, tol: float = 0.0, alpha: float = 0.05,
-                      block_cols: Sequence[str] | None = None, family: str | None = None) -> StatResult:
-    """Wilcoxon over blocks for several pairs (default: all pairs of ``models``), Holm over that family."""
+                      block_cols: Sequence[str] | None = None, family: str | None = None,
+                      n_seeds: int | None = None) -> StatResult:
+    """Wilcoxon over blocks for several pairs (default: all pairs of ``models``), Holm over that family.
+
+    Blocks (cells) are conditions of the *same* trained models, so a rejection says the difference is
+    consistent across conditions, not that it would hold for newly trained models: the ``verdict`` column
+    says "consistent across conditions" (or "not testable: n seeds" when ``n_seeds`` — the fewest seeds
+    behind any model's cell means — is below :data:`MIN_TESTABLE_SEEDS`; ``reject`` is then False)."""
     models = list(models) if models is not None else list(dict.fromkeys(df["model"]))
     pairs = list(pairs) if pairs is not None else list(combinations(models, 2))
     rows, warns = [], []
@@ -423,8 +461,13 @@ def pairwise_wilcoxon(df: pd.DataFrame, models: Sequence[str] | None = None,
         columns=["model_a", "model_b", "n_cells", "W", "p"])
     table["p_holm"] = holm(table["p"].astype(float)) if len(table) else []
     table["reject"] = table["p_holm"] < alpha
+    ns = MIN_TESTABLE_SEEDS if n_seeds is None else int(n_seeds)
+    if ns < MIN_TESTABLE_SEEDS:
+        table["reject"] = False
+    table["verdict"] = [verdict(bool(r), ns, cells=True) for r in table["reject"]]
     m = int(np.isfinite(table["p"].astype(float)).sum()) if len(table) else 0
-    fam = f"Holm over a family of {m} Wilcoxon test(s): {family or f'{len(pairs)} model pair(s)'}"
+    fam = (f"Holm over a family of {m} Wilcoxon test(s) over cells (consistency across conditions of the same "
+           f"trained models, not independent evidence): {family or f'{len(pairs)} model pair(s)'}")
     return StatResult(table, _dedupe(warns), family=fam, info={"tol": tol, "alpha": alpha})
 
 
@@ -488,92 +531,20 @@ def friedman_test(df: pd.DataFrame, models: Sequence[str] | None = None, block_c
     return StatResult(table, warns, info=info)
 
 
-def cd_cliques(avg_ranks: dict[str, float] | pd.Series, cd: float) -> list[list[str]]:
-    """Maximal groups of models whose average ranks differ by less than CD (not significantly different)."""
-    items = sorted(dict(avg_ranks).items(), key=lambda kv: kv[1])
+def holm_cliques(avg_ranks: dict[str, float] | pd.Series, different: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """Maximal runs of models (ordered by average rank) in which no pair is in ``different`` — the pairs a
+    pairwise test + Holm rejected. Drawn as the CD diagram's bars, so the diagram and the pairwise table beside
+    it cannot disagree."""
+    items = [m for m, _ in sorted(dict(avg_ranks).items(), key=lambda kv: (kv[1], kv[0]))]
+    diff = {frozenset(p) for p in different}
     groups: list[tuple[int, int]] = []
     for i in range(len(items)):
         j = i
-        while j + 1 < len(items) and items[j + 1][1] - items[i][1] < cd:
+        while j + 1 < len(items) and not any(frozenset((items[t], items[j + 1])) in diff for t in range(i, j + 1)):
             j += 1
         if j > i and not any(a <= i and j <= b for a, b in groups):
             groups.append((i, j))
-    return [[items[t][0] for t in range(a, b + 1)] for a, b in groups]
-
-
-def plot_cd_diagram(avg_ranks: dict[str, float] | pd.Series, cd: float, out_path: str | Path,
-                    title: str | None = None) -> Path:
-    """Critical-difference diagram (Demšar 2006): rank axis (1 = best, left), models by average rank, a CD
-    bar, and thick bars joining models not significantly different. Format from the suffix (png, pdf, svg);
-    written atomically; PDF/SVG carry no dates, so re-runs are byte-identical."""
-    import matplotlib
-    from matplotlib.figure import Figure
-
-    out_path = Path(out_path)
-    fmt = out_path.suffix.lstrip(".").lower() or "png"
-    items = sorted(dict(avg_ranks).items(), key=lambda kv: (kv[1], kv[0]))
-    k = len(items)
-    if k == 0:
-        raise ValueError("no models to draw")
-    lo, hi = 1, max(k, 2)
-    half = (k + 1) // 2
-    left, right = items[:half], items[half:]
-    cliques = cd_cliques(dict(items), cd) if np.isfinite(cd) else []
-    n_lines = max(len(left), len(right))
-    y_top = 1.35 if title else 1.0  # room for a title line above the CD bar
-    height = 1.2 + 0.28 * n_lines + 0.12 * len(cliques) + (0.3 if title else 0.0)
-    width = 6.0
-    with matplotlib.rc_context({"svg.hashsalt": "dgsa-bench", "pdf.fonttype": 42, "font.size": 9}):
-        fig = Figure(figsize=(width, height))
-        ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
-        ax.set_axis_off()
-        margin = 0.22 * (hi - lo) + 0.6
-        ax.set_xlim(lo - margin, hi + margin)
-        top = 0.0
-        bottom = -(0.55 + 0.35 * n_lines + 0.18 * len(cliques))
-        ax.set_ylim(bottom, y_top)
-        # axis with ticks
-        ax.plot([lo, hi], [top, top], color="black", lw=1)
-        for r in range(lo, hi + 1):
-            ax.plot([r, r], [top, top + 0.08], color="black", lw=1)
-            ax.text(r, top + 0.13, str(r), ha="center", va="bottom")
-        for r in np.arange(lo + 0.5, hi, 1.0):
-            ax.plot([r, r], [top, top + 0.04], color="black", lw=0.7)
-        # CD bar
-        if np.isfinite(cd):
-            y = top + 0.62
-            ax.plot([lo, lo + cd], [y, y], color="black", lw=1.2)
-            for x in (lo, lo + cd):
-                ax.plot([x, x], [y - 0.05, y + 0.05], color="black", lw=1.2)
-            ax.text(lo + cd / 2, y + 0.07, f"CD = {cd:.3f}", ha="center", va="bottom")
-        # clique bars
-        for i, group in enumerate(cliques):
-            rs = [dict(items)[m] for m in group]
-            y = top - 0.18 - 0.18 * i
-            ax.plot([min(rs) - 0.03, max(rs) + 0.03], [y, y], color="black", lw=3, solid_capstyle="butt")
-        y0 = top - 0.35 - 0.18 * len(cliques)
-        for i, (name, r) in enumerate(left):
-            y = y0 - 0.35 * i
-            ax.plot([r, r, lo - 0.15], [top, y, y], color="black", lw=0.8)
-            ax.text(lo - 0.2, y, f"{name} ({r:.2f})", ha="right", va="center")
-        for i, (name, r) in enumerate(reversed(right)):
-            y = y0 - 0.35 * i
-            ax.plot([r, r, hi + 0.15], [top, y, y], color="black", lw=0.8)
-            ax.text(hi + 0.2, y, f"({r:.2f}) {name}", ha="left", va="center")
-        if title:
-            ax.text((lo + hi) / 2, y_top - 0.02, title, ha="center", va="top", fontweight="bold")
-        metadata: dict[str, Any] | None
-        if fmt == "pdf":
-            metadata = {"CreationDate": None, "ModDate": None, "Creator": "dgsa-bench", "Producer": None}
-        elif fmt == "svg":
-            metadata = {"Date": None, "Creator": "dgsa-bench"}
-        elif fmt == "png":
-            metadata = {"Software": "dgsa-bench"}
-        else:
-            metadata = None
-        with atomic.atomic_path(out_path) as tmp:
-            fig.savefig(tmp, format=fmt, metadata=metadata, dpi=200)
-    return out_path
+    return [items[a:b + 1] for a, b in groups]
 
 
 # ------------------------------------------------------------------------------------------ optional
@@ -652,53 +623,3 @@ def bootstrap_ci(a: Sequence[float], b: Sequence[float] | None = None, conf: flo
             res = stats.bootstrap(data, stat, random_state=np.random.default_rng(seed), **kw)
     ci = res.confidence_interval
     return float(ci.low), float(ci.high)
-
-
-# ---------------------------------------------------------------------------------------------- output
-_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                  "±": r"$\pm$", "−": "-", "—": "---", "–": "--", "×": r"$\times$", "≥": r"$\geq$",
-                  "≤": r"$\leq$", "Δ": r"$\Delta$", "α": r"$\alpha$", "ε": r"$\varepsilon$", "κ": r"$\kappa$"}
-
-
-def latex_escape(s: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in s)
-
-
-def to_latex_booktabs(df: pd.DataFrame, caption: str | None = None, label: str | None = None,
-                      float_format: str = "{:.4f}", na_rep: str = "--", formatters: dict[str, Any] | None = None,
-                      environment: bool = True) -> str:
-    """A booktabs table (``\\toprule``/``\\midrule``/``\\bottomrule``) from a DataFrame; text is escaped,
-    numbers right-aligned. Needs ``\\usepackage{booktabs}``. ``environment=False`` gives the bare tabular."""
-    formatters = formatters or {}
-
-    def fmt(col: str, v: Any) -> str:
-        if col in formatters:
-            return str(formatters[col](v))
-        if v is None or (isinstance(v, float) and not math.isfinite(v)) or v is pd.NA:
-            return na_rep
-        if isinstance(v, (bool, np.bool_)):
-            return "yes" if v else "no"
-        if isinstance(v, (int, np.integer)):
-            return str(int(v))
-        if isinstance(v, (float, np.floating)):
-            return float_format.format(float(v))
-        return latex_escape(str(v))
-
-    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
-    align = "".join("r" if isnum else "l" for isnum in numeric)
-    lines = []
-    if environment:
-        lines += [r"\begin{table}[ht]", r"\centering"]
-        if caption:
-            lines.append(rf"\caption{{{latex_escape(caption)}}}")
-        if label:
-            lines.append(rf"\label{{{label}}}")
-    lines += [rf"\begin{{tabular}}{{{align}}}", r"\toprule",
-              " & ".join(latex_escape(str(c)) for c in df.columns) + r" \\", r"\midrule"]
-    for _, row in df.iterrows():
-        lines.append(" & ".join(fmt(c, row[c]) for c in df.columns) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    if environment:
-        lines.append(r"\end{table}")
-    return "\n".join(lines) + "\n"

@@ -16,10 +16,10 @@ import pandas as pd
 import typer
 
 from robustbench_dgsa.util import atomic
-from robustbench_dgsa.analysis import stats
 from robustbench_dgsa.analysis.compare import Comparison, run_compare
 from . import options as opt
 from .app import app
+
 
 # ------------------------------------------------------------------------------------------------ output
 def _num(v: Any, fmt: str = "{:.4f}") -> str:
@@ -46,23 +46,26 @@ def _p(v: Any) -> str:
 _P_COLS = {"p", "p_holm", "min_p", "iman_davenport_p"}
 _TITLES = {
     "seed_summary": "Seed summary (mean ± SD over seeds, 95% t-interval)",
-    "pairwise": "Pairwise differences over seeds (Δ = A − B)",
+    "pairwise": "Pairwise differences over seeds (Δ = A − B; the primary claim): Welch / paired t, Holm, Hedges' g",
     "robustness": "Robustness (means over seeds)",
-    "wilcoxon_cells": "Wilcoxon signed-rank over seed-averaged cells (wins/ties/losses for A)",
-    "friedman": "Friedman test",
+    "wilcoxon_cells": "Consistency across conditions: Wilcoxon signed-rank over seed-averaged cells of the same "
+                      "trained models (not independent evidence; wins/ties/losses for A)",
+    "friedman": "Friedman test over cells of the same trained models (consistency across conditions); "
+                "Kendall's W = effect size",
     "avg_ranks": "Average ranks (1 = best)",
-    "posthoc_wilcoxon": "Post-hoc pairwise Wilcoxon over cells",
+    "posthoc_wilcoxon": "Post-hoc pairwise Wilcoxon over cells (consistency across conditions), Holm",
 }
 _SHOW = {
     "seed_summary": ["dataset", "condition", "model", "n", "mean ± SD", "ci_lo", "ci_hi", "note"],
-    "pairwise": ["dataset", "condition", "model_a", "model_b", "diff", "ci_lo", "ci_hi", "t", "df", "p", "p_holm",
-                 "g", "aso_eps_min", "test", "note"],
-    "wilcoxon_cells": ["dataset", "model_a", "model_b", "n_cells", "W", "p", "p_holm", "min_p", "wins", "ties",
-                       "losses", "median_diff"],
-    "friedman": ["dataset", "blocks", "k", "n_blocks", "statistic", "p", "iman_davenport_F", "iman_davenport_p",
-                 "cd"],
+    "pairwise": ["dataset", "condition", "model_a", "model_b", "n_a", "n_b", "diff", "ci_lo", "ci_hi", "test", "t",
+                 "df", "p", "p_holm", "g", "verdict", "aso_eps_min", "note"],
+    "wilcoxon_cells": ["dataset", "model_a", "model_b", "n_cells", "wins", "ties", "losses", "median_diff", "W",
+                       "p", "p_holm", "min_p", "verdict"],
+    "friedman": ["dataset", "blocks", "k", "n_blocks", "n_seeds", "statistic", "p", "kendall_w",
+                 "iman_davenport_F", "iman_davenport_p", "verdict"],
     "avg_ranks": ["dataset", "blocks", "model", "avg_rank", "mean"],
-    "posthoc_wilcoxon": ["dataset", "model_a", "model_b", "n_cells", "W", "p", "p_holm", "wins", "ties", "losses"],
+    "posthoc_wilcoxon": ["dataset", "model_a", "model_b", "n_cells", "wins", "ties", "losses", "median_diff", "W",
+                         "p", "p_holm", "verdict"],
 }
 
 
@@ -75,23 +78,30 @@ def _display_frame(name: str, df: pd.DataFrame) -> pd.DataFrame:
     return df[[c for c in cols if c in df.columns]]
 
 
+def _cells(show: pd.DataFrame) -> list[list[str]]:
+    return [[_p(r[c]) if c in _P_COLS else _num(r[c], "{:.3f}" if c in ("t", "df", "g", "W", "kendall_w") else
+                                                "{:.4f}") for c in show.columns] for _, r in show.iterrows()]
+
+
 def _render(cmp: Comparison) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False, width=max(Console().width, 160))
+    probe = Console()
+    # piped or redirected: never cut tables at 80 columns
+    console = Console(highlight=False, width=probe.width if probe.is_terminal else 100_000)
     info = cmp.info
+    refs = info.get("references") or {}
     console.print(f"[bold]compare[/] metric={info['metric']} models={', '.join(info['models'])} "
-                  f"reference={info['reference']} alpha={info['alpha']:g}"
-                  + (" paired" if info["paired"] else ""))
+                  f"reference={', '.join(f'{r} ({d})' for d, r in refs.items()) or info['reference']} "
+                  f"alpha={info['alpha']:g}" + (" paired" if info["paired"] else ""))
     for name, df in cmp.tables.items():
         show = _display_frame(name, df)
         t = Table(title=_TITLES.get(name, name), title_justify="left", show_lines=False)
         for c in show.columns:
             t.add_column(c, justify="left" if show[c].dtype == object and c not in _P_COLS else "right")
-        for _, r in show.iterrows():
-            t.add_row(*[_p(r[c]) if c in _P_COLS else _num(r[c], "{:.3f}" if c in ("t", "df", "g", "W") else
-                                                            "{:.4f}") for c in show.columns])
+        for row in _cells(show):
+            t.add_row(*row)
         console.print(t)
     for f in cmp.families:
         console.print(f"[dim]{f}[/]")
@@ -118,17 +128,19 @@ def _write_csv(cmp: Comparison, path: Path) -> list[Path]:
 
 
 def _write_latex(cmp: Comparison, path: Path) -> Path:
-    parts = ["% dgsa-bench compare — needs \\usepackage{booktabs}",
+    """Every table through the report's one table writer (:mod:`robustbench_dgsa.report.tables`)."""
+    from robustbench_dgsa.report.tables import LATEX_PREAMBLE, Table
+
+    parts = ["% dgsa-bench compare; preamble: " + LATEX_PREAMBLE.replace("\n", " "),
              f"% metric={cmp.info['metric']} models={','.join(cmp.info['models'])} "
              f"reference={cmp.info['reference']} alpha={cmp.info['alpha']:g}"]
-    parts += [f"% {f}" for f in cmp.families]
     parts += [f"% warning: {w}" for w in cmp.warnings]
-    fmts = {c: _p for c in _P_COLS}
     for name, df in cmp.tables.items():
         show = _display_frame(name, df)
-        parts.append("")
-        parts.append(stats.to_latex_booktabs(show, caption=_TITLES.get(name, name), label=f"tab:compare-{name}",
-                                             formatters=fmts))
+        notes = [f for f in cmp.families if (name == "pairwise") == ("t-test" in f)] if name in (
+            "pairwise", "wilcoxon_cells", "posthoc_wilcoxon") else []
+        t = Table([str(c) for c in show.columns], _cells(show), _TITLES.get(name, name), notes)
+        parts += ["", t.to_latex(label=f"tab:compare-{name}")]
     atomic.write_text(path, "\n".join(parts) + "\n")
     return path
 
@@ -185,10 +197,15 @@ def compare(
     if cd_plot is not None:
         if not cmp.cd_diagrams:
             cmp.warnings.append("no critical-difference diagram: needs >= 3 models and a Friedman test")
-        for title, ranks, cd in cmp.cd_diagrams:
+        from robustbench_dgsa.models.registry import display_name
+        from robustbench_dgsa.report.figures import cd_diagram
+        from robustbench_dgsa.util.figures import save_as
+        for title, ranks, cliques, note in cmp.cd_diagrams:
             slug = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-")
             p = cd_plot if len(cmp.cd_diagrams) == 1 else cd_plot.with_name(f"{cd_plot.stem}.{slug}{cd_plot.suffix}")
-            written.append(stats.plot_cd_diagram(ranks, cd, p, title=title))
+            named = {display_name(m): r for m, r in ranks.items()}
+            bars = None if cliques is None else [[display_name(m) for m in g] for g in cliques]
+            written.append(save_as(cd_diagram(named, bars, note=note), p))
     if json_out:
         doc = _to_jsonable(cmp)
         doc["written"] = [str(p) for p in written]

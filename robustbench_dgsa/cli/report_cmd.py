@@ -21,13 +21,15 @@ def report_command(
     datasets: Optional[list[str]] = opt.datasets(None, help="Datasets to include, comma-separated or repeated "
                                                           "(default: all in the store)."),
     reference: Optional[str] = typer.Option(None, "--reference", help="Reference model for the relative "
-                                            "corruption error and the Wilcoxon tests (default: ViT / Transformer)."),
+                                            "corruption error and the pairwise tests (default: ViT on image datasets, Transformer on text "
+                                            "datasets; `compare` uses the same)."),
     title: Optional[str] = typer.Option(None, "--title", help="Title of index.html / index.md."),
     as_json: bool = opt.json_(help="Print the result as JSON."),
 ) -> None:
     """Regenerate the figures and tables of SPEC §8 from a results store alone (never re-running a model):
-    Figures 2-5, Tables 1, 3 and 9 beside the paper's published numbers, significance tables, robustness
-    summary, rollout numbers; PNG + PDF, Markdown + LaTeX, linked from index.md / index.html."""
+    Figures 2-5, Tables 1, 3 and 9 beside the paper's published numbers, warnings and caveats, statistical
+    comparisons (seed-level tests; cell-level consistency), robustness summary, rollout numbers; PNG (200 dpi) +
+    PDF, Markdown + LaTeX (pdflatex-ready), linked from index.md / index.html."""
     from robustbench_dgsa.report.build import build_report
 
     if out is not None and name is not None:
@@ -51,7 +53,8 @@ def _print_summary(store: Path, folder: Path, as_json: bool) -> None:
         typer.echo(json.dumps({"report": str(index.resolve()), "index_md": str((folder / "index.md").resolve()),
                                "summary": summ.to_dict(orient="records")}, indent=2, default=str))
         return
-    con = Console()
+    probe = Console()
+    con = Console(width=probe.width if probe.is_terminal else 100_000)   # piped: never cut the table
     if len(summ):
         t = Table(title="Clean and robust accuracy (mean ± SD over seeds)")
         for c in summ.columns:

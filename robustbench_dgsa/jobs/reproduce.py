@@ -479,15 +479,15 @@ def summary_table(store_dir: str | Path):
     import pandas as pd
 
     from robustbench_dgsa.analysis import metrics
-    from robustbench_dgsa.report.build import ACC_SCALE, _order
-    from robustbench_dgsa.rollout.plots import display_name
+    from robustbench_dgsa.models.registry import display_name, model_order
+    from robustbench_dgsa.report.build import ACC_SCALE
 
     df = store.load_results(store_dir)
     recs = []
     for ds in sorted(set(df.loc[df["kind"] == "eval", "dataset"])):
         d = df[df["dataset"] == ds]
         summ = metrics.robustness_summary(d, dataset=ds, partial=True)
-        for m in _order(summ["model"]):
+        for m in model_order(summ["model"]):
             s = summ[summ["model"] == m]
 
             def ms(col: str) -> str:

@@ -14,7 +14,8 @@ D=256, 6 layers, 8 heads, dropout 0.1, max_len 256. Useful overrides: ``ffn_rati
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
 
 from torch import nn
 
@@ -93,6 +94,90 @@ def transformer_swiglu() -> ModelConfig:
 
 
 MODEL_NAMES: tuple[str, ...] = tuple(_REGISTRY)
+
+
+# --- model facts: the one table reports, figures, rollout plots, compare and reproduce read ----------
+@dataclass(frozen=True)
+class ModelFacts:
+    """How a model is named, grouped, ordered and drawn everywhere the suite shows it."""
+    name: str            # registry name
+    display: str         # name in tables and figures
+    family: str          # "baseline" | "differential" | "gated" | "baseline (SwiGLU)"
+    modality: str        # "image" | "text" (from the model's config)
+    colour: str          # Okabe–Ito colour-blind-safe palette (Okabe & Ito 2008; Wong 2011)
+    marker: str          # matplotlib marker, distinct per family
+    linestyle: str       # matplotlib line style, distinct per family
+    order: int           # position in tables, legends and figure columns
+    paper: str           # the paper's name for the model ("" when the paper has no counterpart)
+
+
+# Okabe–Ito: blue, orange, bluish green and reddish purple stay distinct under protanopia, deuteranopia and
+# tritanopia; the marker and line style carry the family a second time (and in greyscale print).
+_FAMILY_STYLE = {
+    "baseline": ("#0072B2", "o", "-"),
+    "differential": ("#E69F00", "s", "--"),
+    "gated": ("#009E73", "^", "-."),
+    "baseline (SwiGLU)": ("#CC79A7", "D", ":"),
+}
+#: styles for models outside the table (custom registrations), handed out in order
+EXTRA_STYLES: tuple[tuple[str, str, str], ...] = (
+    ("#56B4E9", "v", (0, (3, 1, 1, 1, 1, 1))), ("#D55E00", "P", (0, (5, 2))), ("#000000", "X", (0, (1, 2))),
+    ("#F0E442", "*", (0, (4, 1, 1, 1))))
+
+
+def _facts(order: int, name: str, display: str, family: str, paper: str) -> ModelFacts:
+    colour, marker, linestyle = _FAMILY_STYLE[family]
+    return ModelFacts(name, display, family, _REGISTRY[name]().modality, colour, marker, linestyle, order, paper)
+
+
+MODEL_FACTS: dict[str, ModelFacts] = {f.name: f for f in (
+    _facts(0, "vit", "ViT", "baseline", "ViT"),
+    _facts(1, "dvit", "DViT", "differential", "DViT"),
+    _facts(2, "dgvit", "DGViT", "gated", "DGViT"),
+    _facts(3, "vit_swiglu", "ViT-SwiGLU", "baseline (SwiGLU)", ""),
+    _facts(4, "transformer", "Transformer", "baseline", "Transformer"),
+    _facts(5, "dt", "DT", "differential", "DT"),
+    _facts(6, "dgt", "DGT", "gated", "DGT"),
+    _facts(7, "transformer_swiglu", "Transformer-SwiGLU", "baseline (SwiGLU)", ""),
+)}
+#: the reference (baseline) model of each modality: relative CE, pairwise tests, compare's default
+REFERENCE_MODELS: dict[str, str] = {"image": "vit", "text": "transformer"}
+
+
+def display_name(name: str) -> str:
+    """Display name of a registry model (vit → ViT, dgt → DGT, ...); unknown names as they are."""
+    f = MODEL_FACTS.get(name)
+    return f.display if f else name
+
+
+def model_order(names: Iterable[str]) -> list[str]:
+    """Distinct names in the table's order, then unknown names alphabetically."""
+    names = set(names)
+    known = sorted((n for n in names if n in MODEL_FACTS), key=lambda n: MODEL_FACTS[n].order)
+    return known + sorted(n for n in names if n not in MODEL_FACTS)
+
+
+def model_styles(names: Sequence[str]) -> dict[str, tuple[str, str, Any]]:
+    """(colour, marker, line style) per model: the table's for known models, then :data:`EXTRA_STYLES` in order."""
+    out, k = {}, 0
+    for n in names:
+        f = MODEL_FACTS.get(n)
+        if f is not None:
+            out[n] = (f.colour, f.marker, f.linestyle)
+        else:
+            out[n] = EXTRA_STYLES[k % len(EXTRA_STYLES)]
+            k += 1
+    return out
+
+
+def reference_model(names: Iterable[str], modality: str | None = None) -> str | None:
+    """ViT / Transformer (per ``modality``, else whichever is present) when among ``names``, else the first in order."""
+    ordered = model_order(names)
+    wanted = [REFERENCE_MODELS[modality]] if modality in REFERENCE_MODELS else list(REFERENCE_MODELS.values())
+    for w in wanted:
+        if w in ordered:
+            return w
+    return ordered[0] if ordered else None
 
 
 def _unknown(name: str) -> UserError:

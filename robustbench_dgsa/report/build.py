@@ -1,21 +1,27 @@
 """``dgsa-bench report``: SPEC §8's figures and tables regenerated from the results store alone.
 
 :func:`build_report` reads a store (:mod:`robustbench_dgsa.store`) and the paper's published numbers
-(:func:`load_published`, ``results/paper_published.csv``) and writes, never running a model:
+(:func:`load_published`, package data ``robustbench_dgsa/report/published.csv``, described in
+``results/README.md``) and writes, never running a model:
 
 * Table 1 / Table 3: clean accuracy mean ± SD over seeds per dataset and model, the paper's value beside ours;
 * Figure 4: accuracy vs severity per corruption (images) or noise type (text), one line per model, ±1 SD band;
 * Figure 5: training and validation curves per model, ±1 SD band;
 * robustness summary (clean, mCA, mCE, retention, corruption groups, extra corruptions, text mNA with
   realised CER/WER) and the corruption error relative to a reference model;
-* significance tables (:mod:`robustbench_dgsa.analysis.stats`) and, for three or more models, a critical-difference
-  diagram;
+* statistical comparisons (:mod:`robustbench_dgsa.analysis.compare`): the seed-level tests are the claim (n, test,
+  Holm family and effect size beside every p; fewer than 3 seeds per model: "not testable"); tests over
+  corruption cells are shown as consistency across conditions of the same trained models; for three or
+  more models an average-rank diagram whose bars are the post-hoc Wilcoxon–Holm decisions of the table beside it;
+* "Warnings and caveats" near the top: substitutes (procedural frost, the JPEG copy of CIFAR-10, subsets), seeds
+  below the paper's five, cell-level tests sharing models;
 * Figure 2 / Figure 3 from stored rollout sets, and the rollout numbers (salient mass, drift);
 * Table 9: parameters, FLOPs, throughput, latency, peak memory (``kind="bench"`` rows) beside the paper's;
 * the paper's published Tables 1, 2, 3, 7, 8, 9 as typed in.
 
-Every figure comes as PNG + PDF (PDFs byte-identical across re-runs), every table as Markdown + LaTeX
-(booktabs); ``index.md`` and ``index.html`` link them all. Each artefact has a ``<stem>.sources.json``
+Every figure comes as PNG (200 dpi) + PDF, byte-identical across re-runs and whatever the user's matplotlibrc;
+every table as Markdown + LaTeX (booktabs; compiles under :data:`tables.LATEX_PREAMBLE`); ``index.md`` and
+``index.html`` link them all from their contents, with relative links only. Each artefact has a ``<stem>.sources.json``
 sidecar naming the runs, config hashes, git commits, store path and a SHA-256 of the rows it was made from.
 An artefact whose data is missing is skipped with a note in the index. Every file is written atomically.
 """
@@ -25,6 +31,8 @@ import hashlib
 import html
 import json
 import os
+import re
+from importlib import resources
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -36,16 +44,12 @@ from robustbench_dgsa import store
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.analysis import metrics
 from robustbench_dgsa.util.errors import UserError
-from robustbench_dgsa.report.figures import curves_figure, save_figure, severity_figure
-from robustbench_dgsa.report.tables import Table, fmt_count, fmt_mean_sd, fmt_num, fmt_p
-from robustbench_dgsa.rollout.plots import display_name
+from robustbench_dgsa.models.registry import MODEL_FACTS, display_name, model_order, reference_model
+from robustbench_dgsa.report.figures import cd_diagram, curves_figure, save_figure, severity_figure
+from robustbench_dgsa.report.tables import LATEX_PREAMBLE, Table, fmt_count, fmt_mean_sd, fmt_num, fmt_p
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-PUBLISHED_CSV = REPO_ROOT / "results" / "paper_published.csv"
-
-IMAGE_MODELS = ("vit", "dvit", "dgvit", "vit_swiglu")
-TEXT_MODELS = ("transformer", "dt", "dgt", "transformer_swiglu")
-MODEL_ORDER = IMAGE_MODELS + TEXT_MODELS
+#: the paper's published numbers: package data, so every install (wheel, editable, checkout) has them
+PUBLISHED_CSV = resources.files("robustbench_dgsa.report") / "published.csv"
 
 DATASET_LABELS = {
     "cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "fashion-mnist": "FashionMNIST", "svhn": "SVHN",
@@ -58,10 +62,11 @@ _SOURCE_LABELS = {"regenerated": "CIFAR-C corruptions, regenerated", "on-the-fly
 ACC_SCALE = 100.0   # store accuracies are fractions; the report prints percent
 
 SECTIONS = (
+    ("caveats", "Warnings and caveats"),
     ("accuracy", "Clean accuracy (Tables 1 and 3)"),
     ("severity", "Accuracy vs corruption severity (Figure 4)"),
     ("robustness", "Robustness summary"),
-    ("significance", "Significance"),
+    ("significance", "Statistical comparisons"),
     ("curves", "Training and validation curves (Figure 5)"),
     ("rollout", "Attention rollout (Figures 2 and 3)"),
     ("efficiency", "Efficiency (Table 9)"),
@@ -78,10 +83,11 @@ def load_published(path: str | os.PathLike | None = None) -> pd.DataFrame:
     suite name (``cifar10``, ``imdb``, ...); a value like ``fashion-mnist|svhn`` marks a cell whose column is
     ambiguous in the paper's text (see ``note``).
     """
-    path = Path(path) if path is not None else PUBLISHED_CSV
-    if not path.is_file():
-        raise UserError(f"published values not found: {path}")
-    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    src = Path(path) if path is not None else PUBLISHED_CSV
+    if not src.is_file():
+        raise UserError(f"published values not found: {src}")
+    with src.open("r", encoding="utf-8") as f:
+        df = pd.read_csv(f, dtype=str, keep_default_na=False)
     df["mean_text"], df["sd_text"] = df["mean"], df["sd"]
     df["mean"] = pd.to_numeric(df["mean"])
     df["sd"] = pd.to_numeric(df["sd"].replace("", np.nan))
@@ -118,9 +124,7 @@ def published_value(pub: pd.DataFrame, dataset: str, model: str, *, tables: Sequ
 
 
 # ------------------------------------------------------------------------------------------- helpers
-def _order(names, order: Sequence[str] = MODEL_ORDER) -> list[str]:
-    names = sorted(set(names))
-    return [n for n in order if n in names] + [n for n in names if n not in order]
+_order = model_order
 
 
 def dataset_label(name: str) -> str:
@@ -186,6 +190,7 @@ class _Report:
     artefacts: list[Artefact] = field(default_factory=list)
     skipped: list[tuple[str, str, str]] = field(default_factory=list)   # (section, title, reason)
     warnings: list[str] = field(default_factory=list)
+    cell_tests: bool = False                    # some cell-level tests were shown (caveat)
 
     _by_dataset: dict[str, pd.DataFrame] = field(default_factory=dict)
 
@@ -270,8 +275,8 @@ def _modality_of(df: pd.DataFrame, dataset: str, cfgs: dict[str, dict[str, Any]]
         cfg = cfgs.get(h)
         if cfg:
             return cfg["model"].get("modality", "image")
-    models = set(rows["model"])
-    if models & set(TEXT_MODELS) or (rows["metric"].isin(["cer", "wer"])).any():
+    known = {MODEL_FACTS[m].modality for m in set(rows["model"]) if m in MODEL_FACTS}
+    if "text" in known or (rows["metric"].isin(["cer", "wer"])).any():
         return "text"
     return "image"
 
@@ -349,26 +354,26 @@ def _severity_figures(rep: _Report, datasets: dict[str, str]) -> None:
             what = "text noise"
         else:
             bench = [c for c in conds if c in metrics.BENCHMARK_CORRUPTIONS]
-            mean_panel = (f"mean of {len(bench)} benchmark", bench) if bench else None
+            mean_panel = (f"mean of {len(bench)} benchmark corruptions", bench) if bench else None
             cond_labels = {c: c.replace("_", " ") + (" (extra)" if c in metrics.EXTRA_CORRUPTIONS else "")
                            for c in conds}
             srcs = sorted(set(cor["source"]) - {""})
             what = ", ".join(_SOURCE_LABELS.get(s, s) for s in srcs) or "corruptions"
         seeds = sorted(set(rows["seed"]))
-        title = (f"Figure 4: {dataset_label(ds)}: accuracy vs severity ({what}); "
-                 f"mean ± 1 SD over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}")
-        fig = severity_figure(cor, clean, conds, models, labels=_model_labels(models), title=title,
+        title = (f"{dataset_label(ds)}: accuracy vs severity ({what}); "
+                 f"mean ± 1 SD over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}.")
+        fig = severity_figure(cor, clean, conds, models, labels=_model_labels(models),
                               mean_panel=mean_panel, condition_labels=cond_labels)
         if fig is None:
             rep.skip("severity", title_short, "nothing to draw")
             continue
         d = rep.rows_of(ds)
         raw = d[(d["kind"] == "eval") & (d["metric"] == "accuracy")]
-        caption = (f"One panel per {'noise type' if modality == 'text' else 'corruption'} "
+        caption = (f"{title} One panel per {'noise type' if modality == 'text' else 'corruption'} "
                    f"(severity 0 = clean), one line per model, band = ±1 SD over seeds. ")
         if mean_panel:
             caption += (f"The first panel (bold) is the per-seed mean over the "
-                        f"{mean_panel[0].split('of ')[-1]}{' corruptions' if modality == 'image' else ''}.")
+                        f"{mean_panel[0].split('of ')[-1]}.")
         rep.figure("severity", f"fig4_severity_{ds}", title_short, fig, raw, caption)
 
 
@@ -386,14 +391,15 @@ def _curve_figures(rep: _Report, datasets: dict[str, str]) -> None:
         plot = sub.assign(value=np.where(sub["metric"] == "accuracy", sub["value"] * ACC_SCALE, sub["value"]))
         models = _order(sub["model"])
         seeds = sorted(set(sub["seed"]))
-        title = (f"Figure 5: {dataset_label(ds)}: training (dashed) and validation (solid) curves; "
-                 f"mean ± 1 SD over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}")
-        fig = curves_figure(plot, models, labels=_model_labels(models), title=title)
+        title = (f"{dataset_label(ds)}: training (dashed) and validation (solid) curves; "
+                 f"mean ± 1 SD over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}.")
+        fig = curves_figure(plot, models, labels=_model_labels(models))
         if fig is None:
             rep.skip("curves", title_short, "nothing to draw")
             continue
         rep.figure("curves", f"fig5_curves_{ds}", title_short, fig, sub,
-                   "Loss and accuracy per epoch on the training and validation splits.")
+                   f"{title} Loss and accuracy per epoch on the training and validation splits; colour and "
+                   "marker = model.")
 
 
 def _robustness_tables(rep: _Report, datasets: dict[str, str], reference: str | None) -> None:
@@ -416,8 +422,8 @@ def _robustness_tables(rep: _Report, datasets: dict[str, str], reference: str | 
 
         notes = ["Mean ± SD over seeds, accuracies in %. Retention = robust accuracy / clean accuracy, in %."]
         if modality == "image":
-            cols = ["Model", "Clean", "mCA", "mCE", "Retention", "noise", "blur", "weather", "digital",
-                    "extra (4)"]
+            cols = ["Model", "Clean", "mCA", "mCE", "Retention", *metrics.CORRUPTION_GROUPS,
+                    f"extra ({len(metrics.EXTRA_CORRUPTIONS)})"]
             recs = []
             for m in models:
                 recs.append([display_name(m), ms(m, "clean"), ms(m, "mCA"), ms(m, "mCE"), ms(m, "retention"),
@@ -438,10 +444,7 @@ def _robustness_tables(rep: _Report, datasets: dict[str, str], reference: str | 
         t = Table(cols, recs, title, notes)
         rep.table("robustness", f"robustness_{ds}", title, t, raw)
         if modality == "image":
-            ref = reference if reference else None
-            if ref is None:
-                cand = [m for m in ("vit", "transformer") if m in models]
-                ref = cand[0] if cand else (models[0] if models else None)
+            ref = reference if reference in models else reference_model(models, modality)
             if ref is not None and ref in models:
                 rep.attempt("robustness", f"Relative CE ({dataset_label(ds)})",
                             lambda ds=ds, ref=ref, raw=raw: _relative_ce(rep, ds, ref, raw))
@@ -613,8 +616,8 @@ def _published_tables(rep: _Report, pub: pd.DataFrame, pub_sha: str) -> None:
 
 
 def _significance(rep: _Report, datasets: dict[str, str], reference: str | None) -> None:
-    """The tables of ``dgsa-bench compare`` (:func:`cli.compare_cmd.run_compare`), formatted for the report."""
-    from robustbench_dgsa.analysis import stats
+    """The comparisons of ``dgsa-bench compare`` (:func:`analysis.compare.run_compare`), formatted for the report:
+    first the seed-level tests (the claim), then the cell-level tests as consistency across conditions."""
     from robustbench_dgsa.analysis.compare import run_compare
 
     for ds, modality in datasets.items():
@@ -623,72 +626,90 @@ def _significance(rep: _Report, datasets: dict[str, str], reference: str | None)
         raw = d[d["kind"] == "eval"]
         models = _order(metrics.eval_rows(d, dataset=ds)["model"])
         if len(models) < 2:
-            rep.skip("significance", f"Significance ({label})", "fewer than two models evaluated")
+            rep.skip("significance", f"Comparisons ({label})", "fewer than two models evaluated")
             continue
-        ref = reference if reference in models else models[0]
+        ref = reference if reference in models else reference_model(models, modality)
         # reversed order: every pair reads "later (gated / differential) model − earlier (vanilla) model"
         cmp = run_compare(d, dataset=ds, models=list(reversed(models)), reference=ref, all_pairs=True,
                           partial=True, store_label=str(rep.store_dir))
-        # 1. over seeds
-        pw = cmp.tables.get("pairwise")
-        if pw is not None and len(pw):
-            recs = [[r.condition, f"{display_name(r.model_a)} − {display_name(r.model_b)}", f"{r.n_a}/{r.n_b}",
-                     fmt_num(r.diff * ACC_SCALE, 2),
-                     f"[{r.ci_lo * ACC_SCALE:.2f}, {r.ci_hi * ACC_SCALE:.2f}]" if np.isfinite(r.ci_lo) else "—",
-                     fmt_num(r.t, 2), fmt_num(r.df, 1), fmt_p(r.p), fmt_p(r.p_holm), "yes" if r.reject else "no",
-                     fmt_num(r.g, 2)] for r in pw.itertuples(index=False)]
-            title = f"Pairwise tests over seeds: {label}"
-            fam = [f for f in cmp.families if "t-test" in f]
-            notes = ["Δ = A − B in percentage points (mCE: lower is better) with its 95% CI; g = Hedges' g; "
-                     "significant = Holm-adjusted p < 0.05."] + fam
-            t = Table(["Measure", "A − B", "Seeds A/B", "Δ (pp)", "95% CI", "t", "df", "p", "p (Holm)",
-                       "Significant", "g"], recs, title, notes, align="llrrrrrrrcr")
-            rep.table("significance", f"significance_seeds_{ds}", title, t, raw)
-        # 2. over cells
-        wil = cmp.tables.get("posthoc_wilcoxon", cmp.tables.get("wilcoxon_cells"))
+        n_seeds = int(cmp.info["n_seeds"].get(ds, 0))
+        _seed_table(rep, ds, cmp, raw, n_seeds)
         kind = "text-noise" if modality == "text" else "benchmark corruption"
-        if wil is not None and len(wil):
-            recs = [[f"{display_name(r.model_a)} vs {display_name(r.model_b)}", str(r.n_cells),
-                     f"{r.wins}/{r.ties}/{r.losses}", fmt_num(r.mean_diff * ACC_SCALE, 2), fmt_num(r.W, 1),
-                     fmt_p(r.p), fmt_p(r.p_holm), "yes" if r.reject else "no", f"{r.min_p:.2g}"]
-                    for r in wil.itertuples(index=False)]
-            title = f"Wilcoxon signed-rank over {kind} cells: {label}"
-            fam = [f for f in cmp.families if "Wilcoxon" in f and ("post-hoc" in f) == ("posthoc_wilcoxon" in cmp.tables)]
-            notes = ["Cells = (condition, severity), accuracies averaged over seeds; W/T/L = cells where A is "
-                     "better / equal / worse than B; min p = the smallest p attainable with that many non-tied "
-                     "cells."] + fam
-            t = Table(["A vs B", "Cells", "W/T/L", "mean Δ (pp)", "W", "p", "p (Holm)", "Significant", "min p"],
-                      recs, title, notes, align="lrcrrrrcr")
-            rep.table("significance", f"significance_cells_{ds}", title, t, raw)
-        else:
-            rep.skip("significance", f"Wilcoxon over cells ({label})", "no corrupted / noisy cells")
-        # 3. Friedman + critical difference (three or more models)
-        fr, ranks = cmp.tables.get("friedman"), cmp.tables.get("avg_ranks")
-        if fr is not None and ranks is not None and len(fr[fr["dataset"] == ds]):
-            info = fr[fr["dataset"] == ds].iloc[0]
-            rk = ranks[ranks["dataset"] == ds]
-            recs = [[display_name(r.model), fmt_num(r.avg_rank, 2), fmt_num(r.mean * ACC_SCALE, 2)]
-                    for r in rk.itertuples(index=False)]
-            title = f"Friedman test over {kind} cells: {label}"
-            notes = [f"Friedman χ² = {info['statistic']:.3f}, {_p_eq(info['p'])}; Iman–Davenport F = "
-                     f"{info['iman_davenport_F']:.3f}, {_p_eq(info['iman_davenport_p'])}; k = {info['k']} "
-                     f"models, N = {info['n_blocks']} cells; Nemenyi CD (α = {info['alpha']:g}) = "
-                     f"{info['cd']:.3f}. Rank 1 = best."]
-            t = Table(["Model", "Average rank", "Mean acc. (%)"], recs, title, notes)
-            rep.table("significance", f"friedman_{ds}", title, t, raw)
-            for name, avg, cd in cmp.cd_diagrams:
-                if not name.startswith(f"{ds} "):
-                    continue
-                stem = f"cd_diagram_{ds}"
-                named = {display_name(m): float(v) for m, v in avg.items()}
-                for ext in ("png", "pdf"):
-                    stats.plot_cd_diagram(named, cd, rep.out_dir / f"{stem}.{ext}",
-                                          title=f"{label}: average rank over {int(info['n_blocks'])} cells")
-                rep.files("significance", stem, f"Critical-difference diagram: {label}",
-                          {"PNG": f"{stem}.png", "PDF": f"{stem}.pdf"}, raw, image=f"{stem}.png",
-                          caption="Average ranks (1 = best) over seed-averaged cells; models joined by a thick "
-                                  "bar are not significantly different (Nemenyi, α = 0.05).")
+        _cell_tables(rep, ds, cmp, raw, n_seeds, kind)
         rep.warnings += [f"{label}: {w}" for w in cmp.warnings]
+        rep.cell_tests |= bool(cmp.tables.get("wilcoxon_cells") is not None)
+
+
+def _seed_table(rep: _Report, ds: str, cmp, raw: pd.DataFrame, n_seeds: int) -> None:
+    label = dataset_label(ds)
+    pw = cmp.tables.get("pairwise")
+    if pw is None or not len(pw):
+        rep.skip("significance", f"Seed-level tests ({label})", "no comparable per-seed measures")
+        return
+    recs = [[r.condition, f"{display_name(r.model_a)} − {display_name(r.model_b)}", f"{r.n_a}/{r.n_b}",
+             fmt_num(r.diff * ACC_SCALE, 2),
+             f"[{r.ci_lo * ACC_SCALE:.2f}, {r.ci_hi * ACC_SCALE:.2f}]" if np.isfinite(r.ci_lo) else "—",
+             r.test, fmt_num(r.t, 2), fmt_num(r.df, 1), fmt_p(r.p), fmt_p(r.p_holm), fmt_num(r.g, 2), r.verdict]
+            for r in pw.itertuples(index=False)]
+    title = f"Seed-level tests (the claim): {label}"
+    fam = [f for f in cmp.families if "t-test" in f]
+    notes = ["Δ = A − B in percentage points (mCE: lower is better) with its 95% CI; n = seeds of A/B (independent "
+             "training runs); effect size g = Hedges' g. Verdict: significant = Holm-adjusted p < 0.05 within the "
+             "family below; a comparison with fewer than 3 seeds per model shows its numbers but is 'not testable' "
+             "(left out of the family, never called significant)."] + fam
+    if n_seeds < 3:
+        notes.append(f"{n_seeds} seed{'s' if n_seeds != 1 else ''} per model: no comparison here is testable.")
+    t = Table(["Measure", "A − B", "n (A/B)", "Δ (pp)", "95% CI", "Test", "t", "df", "p", "p (Holm)",
+               "Hedges' g", "Verdict"], recs, title, notes, align="llrrrlrrrrrl")
+    rep.table("significance", f"significance_seeds_{ds}", title, t, raw)
+
+
+def _cell_tables(rep: _Report, ds: str, cmp, raw: pd.DataFrame, n_seeds: int, kind: str) -> None:
+    label = dataset_label(ds)
+    post = "posthoc_wilcoxon" in cmp.tables
+    wil = cmp.tables.get("posthoc_wilcoxon", cmp.tables.get("wilcoxon_cells"))
+    if wil is None or not len(wil):
+        rep.skip("significance", f"Consistency across conditions ({label})", "no corrupted / noisy cells")
+        return
+    recs = [[f"{display_name(r.model_a)} vs {display_name(r.model_b)}", str(r.n_cells),
+             f"{r.wins}/{r.ties}/{r.losses}", fmt_num(r.median_diff * ACC_SCALE, 2), fmt_num(r.W, 1),
+             fmt_p(r.p), fmt_p(r.p_holm), f"{r.min_p:.2g}", r.verdict] for r in wil.itertuples(index=False)]
+    title = f"Consistency across {kind} conditions (same trained models): {label}"
+    fam = [f for f in cmp.families if "Wilcoxon" in f and ("post-hoc" in f) == post]
+    notes = [f"Wilcoxon signed-rank over (condition, severity) cells, accuracies averaged over {n_seeds} seed(s). "
+             "The cells are conditions of the same trained models, not independent samples: a small p says the "
+             "difference is consistent across conditions, not that it holds for new training runs (the seed-level "
+             "table is the claim). W/T/L = cells where A is better / equal / worse; effect size = median Δ over "
+             "cells (pp); min p = the smallest p attainable with that many non-tied cells."] + fam
+    t = Table(["A vs B", "Cells", "W/T/L", "median Δ (pp)", "W", "p", "p (Holm)", "min p", "Verdict"],
+              recs, title, notes, align="lrcrrrrrl")
+    rep.table("significance", f"significance_cells_{ds}", title, t, raw)
+    fr, ranks = cmp.tables.get("friedman"), cmp.tables.get("avg_ranks")
+    if fr is None or ranks is None or not len(fr[fr["dataset"] == ds]):
+        return
+    info = fr[fr["dataset"] == ds].iloc[0]
+    rk = ranks[ranks["dataset"] == ds]
+    recs = [[display_name(r.model), fmt_num(r.avg_rank, 2), fmt_num(r.mean * ACC_SCALE, 2)]
+            for r in rk.itertuples(index=False)]
+    title = f"Average ranks over {kind} cells (Friedman): {label}"
+    notes = [f"Friedman χ² = {info['statistic']:.3f}, {_p_eq(info['p'])}, k = {info['k']} models, "
+             f"N = {info['n_blocks']} cells of the same trained models ({n_seeds} seed(s)); effect size Kendall's "
+             f"W = {info['kendall_w']:.2f}; verdict: {info['verdict']}. Rank 1 = best. A test over cells measures "
+             "consistency across conditions, not independent evidence."]
+    t = Table(["Model", "Average rank", "Mean acc. (%)"], recs, title, notes)
+    rep.table("significance", f"friedman_{ds}", title, t, raw)
+    for name, avg, cliques, note in cmp.cd_diagrams:
+        if not name.startswith(f"{ds} "):
+            continue
+        named = {display_name(m): float(v) for m, v in avg.items()}
+        bars = None if cliques is None else [[display_name(m) for m in g] for g in cliques]
+        fig = cd_diagram(named, bars, note=note)
+        what = ("Bars join models that the post-hoc Wilcoxon–Holm table above did not tell apart (the same tests "
+                "and correction, so the two cannot disagree)." if bars is not None else
+                f"No bars: with {n_seeds} seed(s) per model the pairwise tests are not testable.")
+        rep.figure("significance", f"cd_diagram_{ds}", f"Average-rank diagram: {label}", fig, raw,
+                   f"Average rank (1 = best) of each model over {int(info['n_blocks'])} seed-averaged {kind} "
+                   f"cells. {what}")
 
 
 def _p_eq(p: float) -> str:
@@ -715,19 +736,23 @@ def _rollout_figures(rep: _Report) -> None:
             png, pdf = rep.out_dir / f"{stem}.png", rep.out_dir / f"{stem}.pdf"
             files = {"PNG": png.name, "PDF": pdf.name}
             if kind == "image":
-                desc = render_figure2(sets, png, pdf, dataset=ds, max_images=4,
-                                      title=f"Figure 2: attention rollout on {label}")
-                caption = ("Rows: test images (true class at the left); columns: the image, then each model's "
-                           "rollout overlaid, with the rollout mode in brackets. Signed modes use a diverging map "
-                           "centred at 0 (red = excitatory, blue = inhibitory); positive modes a sequential map. "
-                           "Each panel has its own colour scale.")
+                desc = render_figure2(sets, png, pdf, dataset=ds, max_images=4)
+                caption = (f"Attention rollout on {label}. Rows: test images (true class at the left); columns: "
+                           "the image, then each model's rollout overlaid, with the rollout mode in brackets. One "
+                           "scale per model column (colour bar below it): signed modes use the diverging map, "
+                           "symmetric about 0 (white = 0, red = excitatory, blue = inhibitory); positive modes the "
+                           "sequential viridis map (dark = lowest).")
+                if desc is not None and desc.get("salient_outlined"):
+                    caption += " Dashed outline: the known salient region of the synthetic image."
             else:
                 html_path = rep.out_dir / f"{stem}.html"
-                desc = render_figure3(sets, png, pdf, html_path, dataset=ds,
-                                      title=None)
+                desc = render_figure3(sets, png, pdf, html_path, dataset=ds)
                 files["HTML"] = html_path.name
                 caption = ("One test text, tokens shaded by each model's rollout relevance (the HTML version shows "
-                           "each token's score on hover). Signed modes: red = positive, blue = negative.")
+                           "each token's score on hover). Signed modes: diverging map, white = 0, red = positive, "
+                           "blue = negative; positive modes: sequential map, white = lowest.")
+                if desc is not None:
+                    caption = f"{label} test example {desc['index']} (true label: {desc['label']}). " + caption
             if desc is None:
                 continue
             rows = rep.df[rep.df["run_id"].isin(desc["runs"])]
@@ -791,6 +816,79 @@ def _rollout_numbers(rep: _Report) -> None:
             rep.table("rollout", f"rollout_drift_{ds}", title, t, drift.drop(columns="mode"))
 
 
+# ------------------------------------------------------------------------------------------- caveats
+PAPER_SEEDS = 5
+
+
+def _frost_substitutes(rep: _Report) -> dict[str, str]:
+    """dataset -> frost texture source, for evaluations whose frost came from a substitute (procedural)."""
+    out: dict[str, str] = {}
+    frost_runs = set(rep.df.loc[(rep.df["kind"] == "eval") & (rep.df["condition"] == "frost"), "run_id"])
+    for run_id in sorted(frost_runs):
+        rec = rep.runs.get(run_id) or {}
+        src = str(rec.get("frost_source") or "")
+        cdir = rec.get("corruption_dir")
+        if not src and cdir:
+            try:
+                src = str(json.loads((Path(cdir) / "manifest.json").read_text()).get("frost_source") or "")
+            except (OSError, json.JSONDecodeError, AttributeError):
+                src = ""
+        if src.startswith("procedural"):
+            ds = str(rec.get("dataset") or rep.df.loc[rep.df["run_id"] == run_id, "dataset"].iloc[0])
+            out[ds] = src
+    return out
+
+
+def _caveats(rep: _Report, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
+    """What a reader must know before trusting any number below (each line names the evidence)."""
+    out: list[str] = []
+    for ds, src in sorted(_frost_substitutes(rep).items()):
+        out.append(f"Substitute: frost on {dataset_label(ds)} uses the {src} textures, not the reference frost "
+                   "images (the corruption manifest / evaluation record says so); its cells, mCA and the weather "
+                   "group are not comparable with CIFAR-10-C.")
+    ev = rep.df[(rep.df["kind"] == "eval") & (rep.df["condition"] == metrics.CLEAN)]
+    for ds, g in ev.groupby("dataset", sort=True):
+        srcs = sorted(set(g["source"]) - {""})
+        if any("JPEG" in x for x in srcs):
+            out.append(f"Substitute: {dataset_label(ds)} comes from the lossy JPEG copy (quality 75, mean absolute "
+                       "error about 5.8/255 against the original pixels), not the official files.")
+        if any("subset" in x or re.search(r"images 0\.\.\d+", x) for x in srcs):
+            out.append(f"Subset: {dataset_label(ds)} is evaluated on part of the official test split "
+                       f"({'; '.join(srcs)[:200]}).")
+    for ds in datasets:
+        hashes = sorted(set(rep.df.loc[(rep.df["dataset"] == ds), "config_hash"]) - {""})
+        data = [cfgs[h]["data"] for h in hashes if h in cfgs and "data" in cfgs[h]]
+        mt = sorted({d.get("max_train") for d in data if d.get("max_train")})
+        ms = sorted({d.get("max_test") for d in data if d.get("max_test")})
+        if mt or ms:
+            parts = ([f"trained on at most {', '.join(f'{v:,}' for v in mt)} examples"] if mt else []) + \
+                    ([f"evaluated on the first {', '.join(f'{v:,}' for v in ms)} test examples"] if ms else [])
+            out.append(f"Subset: on {dataset_label(ds)} the runs were {' and '.join(parts)} — not the paper's "
+                       "full splits; accuracies are not comparable with the paper's.")
+    seeds = rep.df[rep.df["kind"].isin(["eval", "train"]) & (rep.df["seed"] >= 0)]
+    few = []
+    for (ds, m), g in seeds.groupby(["dataset", "model"], sort=True):
+        n = g["seed"].nunique()
+        if n < PAPER_SEEDS:
+            few.append((ds, m, n))
+    if few:
+        by_n: dict[int, list[str]] = {}
+        for ds, m, n in few:
+            by_n.setdefault(n, []).append(f"{display_name(m)} on {dataset_label(ds)}")
+        every = len(few) == seeds.groupby(["dataset", "model"]).ngroups and len(by_n) == 1
+        desc = (f"{few[0][2]} seed{'s' if few[0][2] != 1 else ''} for every model" if every else
+                "; ".join(f"{n} seed{'s' if n != 1 else ''}: {', '.join(v)}" for n, v in sorted(by_n.items())))
+        testable = min(n for _, _, n in few) >= 3
+        out.append(f"Seeds below the paper's {PAPER_SEEDS}: {desc}. SDs and intervals are wide"
+                   + ("." if testable else "; with fewer than 3 seeds per model no comparison is testable and none "
+                      "is called significant (the tables show the numbers with 'not testable: n seeds')."))
+    if rep.cell_tests:
+        out.append("Cells share models: the tests over corruption / noise cells (Wilcoxon, Friedman, the rank "
+                   "diagram) compare conditions of the same few trained models, so they show consistency across "
+                   "conditions, not independent evidence. The seed-level tests are the claim.")
+    return out
+
+
 # ------------------------------------------------------------------------------------------- index
 _CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;max-width:1180px;margin:1.5em auto;
@@ -798,9 +896,15 @@ padding:0 1.2em;color:#1d2125;line-height:1.45;background:#fff}
 h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.25em;margin-top:2em;border-bottom:2px solid #e3e6ea;padding-bottom:.2em}
 h3{font-size:1.02em;margin:1.4em 0 .4em}
 .meta{color:#5a6270;font-size:.9em}.meta code{font-size:.95em}
-nav{background:#f6f8fa;border:1px solid #e3e6ea;border-radius:6px;padding:.6em 1em;margin:1em 0;font-size:.92em;
-display:flex;flex-wrap:wrap;gap:.3em 1.2em}
-nav a{white-space:nowrap}
+nav{background:#f6f8fa;border:1px solid #e3e6ea;border-radius:6px;padding:.6em 1em;margin:1em 0;font-size:.9em}
+nav ol{margin:.3em 0 0 0;padding-left:1.4em;columns:2 22em;column-gap:2em}nav li{break-inside:avoid}
+nav ul{margin:.1em 0 .3em 0;padding-left:1.1em;font-size:.95em}
+a.self{color:#b0b7c0;font-weight:normal;font-size:.8em;margin-left:.3em;visibility:hidden}
+h2:hover a.self,h3:hover a.self,a.self:focus{visibility:visible}
+ul.caveats{background:#fff8e6;border:1px solid #f0d58a;border-radius:6px;padding:.6em 1em .6em 2em}
+ul.caveats li{margin:.25em 0}details{margin:.6em 0;font-size:.9em}summary{cursor:pointer;color:#5a6270}
+section{scroll-margin-top:.5em}h2{scroll-margin-top:.5em}
+@media (max-width:700px){body{padding:0 .6em}nav ol{columns:1}table{font-size:.8em}}
 a{color:#0b5cad;text-decoration:none}a:hover{text-decoration:underline}
 figure{margin:.6em 0 1.4em 0}figure img{max-width:100%;height:auto;border:1px solid #eceef1;border-radius:4px}
 figcaption,.caption{color:#4a515c;font-size:.88em;margin-top:.3em}
@@ -812,33 +916,45 @@ th,td{padding:.28em .7em;border-bottom:1px solid #e3e6ea}thead th{border-bottom:
 td.r,th.r{text-align:right}td.l,th.l{text-align:left}td.c,th.c{text-align:center}
 tbody tr:hover{background:#fafbfc}
 ul.notes{font-size:.82em;color:#4a515c;margin:.3em 0 0 0;padding-left:1.2em}
-.skipped li{color:#7a4b00}.warn li{color:#9a2b2b}
+.skipped li{color:#7a4b00}.warn li{color:#7a4b00}
 .tablewrap{overflow-x:auto}
 """
 
 
-def _index(rep: _Report, title: str, header: list[str]) -> None:
+def _index(rep: _Report, title: str, header: list[str], caveats: list[str]) -> None:
     by_section: dict[str, list[Artefact]] = {}
     for a in rep.artefacts:
         by_section.setdefault(a.section, []).append(a)
     skipped_by: dict[str, list[tuple[str, str]]] = {}
     for sec, t, reason in rep.skipped:
         skipped_by.setdefault(sec, []).append((t, reason))
+    sections = [(sec, t) for sec, t in SECTIONS
+                if sec == "caveats" or by_section.get(sec) or skipped_by.get(sec)]
+    warnings = list(dict.fromkeys(rep.warnings))
+    atomic.write_text(rep.out_dir / "index.md", _index_md(title, header, caveats, warnings, sections, by_section,
+                                                          skipped_by))
+    atomic.write_text(rep.out_dir / "index.html", _index_html(rep, title, header, caveats, warnings, sections,
+                                                              by_section, skipped_by))
 
-    # Markdown
-    md = [f"# {title}", ""] + [f"- {h}" for h in header] + [""]
-    for sec, sec_title in SECTIONS:
-        arts = by_section.get(sec, [])
-        skips = skipped_by.get(sec, [])
-        if not arts and not skips:
-            continue
-        md += [f"## {sec_title}", ""]
-        for a in arts:
-            md.append(f"### {a.title}")
+
+def _index_md(title, header, caveats, warnings, sections, by_section, skipped_by) -> str:
+    md = [f"# {title}", ""] + [f"- {h}" for h in header] + ["", "**Contents**", ""]
+    for sec, sec_title in sections:
+        md.append(f"- [{sec_title}](#{sec})")
+        md += [f"  - [{a.title}](#{a.key})" for a in by_section.get(sec, [])]
+    md.append("")
+    for sec, sec_title in sections:
+        md += [f'<a id="{sec}"></a>', "", f"## {sec_title}", ""]
+        if sec == "caveats":
+            md += [f"- {c}" for c in caveats] or ["- None found."]
+            if warnings:
+                md += ["", f"Other warnings ({len(warnings)}):", ""] + [f"- {w}" for w in warnings]
             md.append("")
+            continue
+        for a in by_section.get(sec, []):
+            md += [f'<a id="{a.key}"></a>', "", f"### {a.title}", ""]
             if a.image:
-                md.append(f"![{a.title}]({a.image})")
-                md.append("")
+                md += [f"![{a.title}]({a.image})", ""]
             if a.caption:
                 md += [a.caption, ""]
             if a.table_md:
@@ -846,32 +962,39 @@ def _index(rep: _Report, title: str, header: list[str]) -> None:
             links = [f"[{fmt}]({path})" for fmt, path in a.files.items()]
             if a.sources:
                 links.append(f"[sources]({a.sources})")
-            md.append(" · ".join(links))
-            md.append("")
+            md += [" · ".join(links), ""]
             if a.provenance:
                 md += [f"<sub>Made from {a.provenance}.</sub>", ""]
-        for t, reason in skips:
+        for t, reason in skipped_by.get(sec, []):
             md += [f"- *Skipped: {t}* — {reason}", ""]
-    if rep.warnings:
-        md += ["## Warnings", ""] + [f"- {w}" for w in rep.warnings] + [""]
-    atomic.write_text(rep.out_dir / "index.md", "\n".join(md).rstrip() + "\n")
+    return "\n".join(md).rstrip() + "\n"
 
-    # HTML
+
+def _index_html(rep, title, header, caveats, warnings, sections, by_section, skipped_by) -> str:
     e = html.escape
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{e(title)}</title>", f"<style>{_CSS}</style>", "</head><body>", f"<h1>{e(title)}</h1>"]
     parts.append('<div class="meta">' + "<br>".join(_md_inline(h) for h in header) + "</div>")
-    nav = [f'<a href="#{sec}">{e(t)}</a>' for sec, t in SECTIONS if by_section.get(sec) or skipped_by.get(sec)]
-    parts.append("<nav>" + "\n".join(nav) + "</nav>")
-    for sec, sec_title in SECTIONS:
-        arts = by_section.get(sec, [])
-        skips = skipped_by.get(sec, [])
-        if not arts and not skips:
+    toc = []
+    for sec, sec_title in sections:
+        sub = "".join(f'<li><a href="#{e(a.key)}">{e(a.title)}</a></li>' for a in by_section.get(sec, []))
+        toc.append(f'<li><a href="#{sec}">{e(sec_title)}</a>' + (f"<ul>{sub}</ul>" if sub else "") + "</li>")
+    nav = '<nav aria-label="Contents"><strong>Contents</strong><ol>' + "".join(toc) + "</ol></nav>"
+    for sec, sec_title in sections:
+        parts.append(f'<h2 id="{sec}">{e(sec_title)} <a class="self" href="#{sec}" aria-label="link to this '
+                     f'section">¶</a></h2>')
+        if sec == "caveats":   # first thing after the header, then the contents
+            parts.append('<ul class="caveats">' + ("".join(f"<li>{e(c)}</li>" for c in caveats)
+                                                   or "<li>None found.</li>") + "</ul>")
+            if warnings:
+                parts.append(f"<details><summary>Other warnings ({len(warnings)})</summary><ul class=\"warn\">"
+                             + "".join(f"<li>{e(w)}</li>" for w in warnings) + "</ul></details>")
+            parts.append(nav)
             continue
-        parts.append(f'<h2 id="{sec}">{e(sec_title)}</h2>')
-        for a in arts:
-            parts.append(f'<h3 id="{e(a.key)}">{e(a.title)}</h3>')
+        for a in by_section.get(sec, []):
+            parts.append(f'<section id="{e(a.key)}"><h3>{e(a.title)} <a class="self" href="#{e(a.key)}" '
+                         f'aria-label="link to this artefact">¶</a></h3>')
             if a.image:
                 size = _display_width(rep.out_dir / a.image)
                 parts.append(f'<figure><a href="{e(a.image)}"><img src="{e(a.image)}" alt="{e(a.title)}"{size}></a>'
@@ -886,14 +1009,13 @@ def _index(rep: _Report, title: str, header: list[str]) -> None:
             parts.append(f'<div class="links">{" ".join(links)}</div>')
             if a.provenance:
                 parts.append(f'<div class="prov">Made from {e(a.provenance)}.</div>')
+            parts.append("</section>")
+        skips = skipped_by.get(sec, [])
         if skips:
             parts.append('<ul class="skipped">' + "".join(f"<li><em>Skipped: {e(t)}</em> — {e(r)}</li>"
                                                           for t, r in skips) + "</ul>")
-    if rep.warnings:
-        parts.append('<h2 id="warnings">Warnings</h2><ul class="warn">'
-                     + "".join(f"<li>{e(w)}</li>" for w in rep.warnings) + "</ul>")
     parts.append("</body></html>")
-    atomic.write_text(rep.out_dir / "index.html", "\n".join(parts) + "\n")
+    return "\n".join(parts) + "\n"
 
 
 def _display_width(png: Path) -> str:
@@ -975,8 +1097,10 @@ def build_report(store_dir: str | os.PathLike, out_dir: str | os.PathLike | None
               "Code: " + (", ".join(f"`{c[:12]}`" for c in commits) or "unknown")
               + f"; package {', '.join(sorted(set(df['package_version']) - {''})) or '?'}",
               "Every artefact was regenerated from the stored results only; each links its `sources.json` "
-              "(runs, configs, commits, rows hash)."]
-    _index(rep, title or "dgsa-bench report", header)
+              "(runs, configs, commits, rows hash).",
+              "Figures: PNG (200 dpi) and vector PDF; tables: Markdown and LaTeX, which compile with pdflatex under "
+              "the preamble `" + LATEX_PREAMBLE.replace("\n", " ") + "`."]
+    _index(rep, title or "dgsa-bench report", header, _caveats(rep, cfgs, datasets_m))
     _prune(out, rep)
     return out
 

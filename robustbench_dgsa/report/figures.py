@@ -1,80 +1,30 @@
 """Figure recipes of the report (SPEC §8): fixed style, deterministic output, PNG + PDF.
 
 Every recipe takes tidy rows from the results store (never a model) and returns a matplotlib
-:class:`~matplotlib.figure.Figure`, or ``None`` when the rows hold nothing to draw. :func:`save_figure`
-writes the PNG and a PDF that is byte-identical across re-runs (no creation date, fixed rcParams,
-sorted inputs).
+:class:`~matplotlib.figure.Figure`, or ``None`` when the rows hold nothing to draw. Colours, markers and line
+styles come from the model facts table (:data:`robustbench_dgsa.models.registry.MODEL_FACTS`); the style and
+the saver are :mod:`robustbench_dgsa.util.figures` (matplotlib defaults + our style at draw and save time,
+PNG at 200 dpi + vector PDF, byte-identical across re-runs). Figures carry no title: the report's caption
+says what they show.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import textwrap
-from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
-matplotlib.use("Agg", force=False)
-import matplotlib as mpl  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
+from robustbench_dgsa.models.registry import model_styles
+from robustbench_dgsa.util.figures import save_figure, style
 
-from robustbench_dgsa.util import atomic  # noqa: E402
+__all__ = ["curves_figure", "grid_figure", "save_figure", "severity_figure", "style"]
 
-# Fixed look: the same bytes on every machine with the same library versions.
-STYLE = {
-    "font.family": "DejaVu Sans",
-    "font.size": 8.5,
-    "axes.titlesize": 9,
-    "axes.labelsize": 8.5,
-    "legend.fontsize": 8.5,
-    "xtick.labelsize": 7.5,
-    "ytick.labelsize": 7.5,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "grid.linewidth": 0.6,
-    "lines.linewidth": 1.6,
-    "lines.markersize": 3.5,
-    "figure.dpi": 100,
-    "savefig.dpi": 120,
-    "pdf.compression": 6,
-    "path.simplify": False,
-    "svg.hashsalt": "dgsa-bench",
-}
-
-# Baseline / differential / gated keep one colour each across vision and text.
-MODEL_COLOURS = {
-    "vit": "#4C72B0", "transformer": "#4C72B0",
-    "dvit": "#DD8452", "dt": "#DD8452",
-    "dgvit": "#55A868", "dgt": "#55A868",
-}
-_EXTRA_COLOURS = ["#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C", "#CCB974", "#64B5CD"]
 SPLIT_STYLE = {"train": "--", "val": "-"}
-
-
-@contextlib.contextmanager
-def style() -> Iterator[None]:
-    """Matplotlib defaults + :data:`STYLE`, whatever the user's matplotlibrc says; restored afterwards."""
-    with mpl.rc_context():
-        mpl.rcdefaults()
-        mpl.rcParams.update(STYLE)
-        yield
-
-
-def model_colours(models: Sequence[str]) -> dict[str, str]:
-    out, k = {}, 0
-    for m in models:
-        if m in MODEL_COLOURS:
-            out[m] = MODEL_COLOURS[m]
-        else:
-            out[m] = _EXTRA_COLOURS[k % len(_EXTRA_COLOURS)]
-            k += 1
-    return out
 
 
 def grid_figure(nrows: int, ncols: int, *, panel: tuple[float, float], left: float = 0.6, right: float = 0.2,
@@ -94,17 +44,6 @@ def grid_figure(nrows: int, ncols: int, *, panel: tuple[float, float], left: flo
     return fig, axes
 
 
-def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Write ``<stem>.png`` and ``<stem>.pdf`` atomically; returns both paths."""
-    paths = []
-    for ext, meta in (("png", {"Software": None}), ("pdf", {"CreationDate": None, "ModDate": None})):
-        path = Path(out_dir) / f"{stem}.{ext}"
-        with atomic.atomic_path(path) as tmp:
-            fig.savefig(tmp, format=ext, metadata=meta)
-        paths.append(path)
-    return paths
-
-
 def _seed_stats(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Mean and SD over seeds of ``value`` (one value per seed first: repeated rows are averaged)."""
     per_seed = df.groupby(keys + ["seed"], sort=True)["value"].mean().reset_index()
@@ -114,35 +53,42 @@ def _seed_stats(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return out
 
 
-def _band(ax, x, mean, sd, n, colour, **line_kw) -> None:
-    ax.plot(x, mean, color=colour, marker="o", **line_kw)
+def _band(ax, x, mean, sd, n, sty, linestyle=None) -> None:
+    colour, marker, ls = sty
+    ax.plot(x, mean, color=colour, marker=marker, linestyle=linestyle or ls)
     if (np.asarray(n) > 1).any():
-        ax.fill_between(x, mean - sd, mean + sd, color=colour, alpha=0.18, linewidth=0)
+        ax.fill_between(x, mean - sd, mean + sd, color=colour, alpha=0.15, linewidth=0)
 
 
-def _title_and_legend(fig: Figure, title: str, handles: list[Line2D]) -> None:
-    """Suptitle wrapped to the figure's width, then the legend in one row, then the panels (their titles
-    included): sets the figure's top margin to fit, keeping the panels' size."""
-    width, height = fig.get_figwidth(), fig.get_figheight()
-    lines = textwrap.wrap(title, width=max(30, int(width * 13.5)))
-    line_h, legend_h, panel_title_h = 0.19, 0.3, 0.3
+def _legend_on_top(fig: Figure, handles: list[Line2D], ncol: int | None = None) -> None:
+    """The legend above the panels (panel titles included): grows the figure's top margin to fit, keeping the
+    panels' size. The legend wraps into rows of at most ``ncol`` entries."""
+    ncol = ncol or min(len(handles), 4)
+    rows = math.ceil(len(handles) / ncol)
+    height = fig.get_figheight()
+    legend_h, panel_title_h = 0.08 + 0.2 * rows, 0.42
     old_top = (1 - fig.subplotpars.top) * height
-    new_top = 0.08 + line_h * len(lines) + legend_h + panel_title_h
+    new_top = legend_h + panel_title_h
     new_height = height - old_top + new_top
     bottom = fig.subplotpars.bottom * height
     fig.set_figheight(new_height)
     fig.subplots_adjust(top=1 - new_top / new_height, bottom=bottom / new_height)
-    fig.suptitle("\n".join(lines), fontsize=10, y=1 - 0.08 / new_height, va="top")
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), frameon=False, borderaxespad=0,
-               bbox_to_anchor=(0.5, 1 - (0.1 + line_h * len(lines)) / new_height))
+    fig.legend(handles=handles, loc="upper center", ncol=ncol, frameon=False, borderaxespad=0,
+               bbox_to_anchor=(0.5, 1 - 0.05 / new_height), handlelength=2.6)
 
 
-def _legend_handles(models: Sequence[str], labels: dict[str, str], colours: dict[str, str]) -> list[Line2D]:
-    return [Line2D([], [], color=colours[m], marker="o", label=labels.get(m, m)) for m in models]
+def _legend_handles(models: Sequence[str], labels: dict[str, str], styles: dict) -> list[Line2D]:
+    return [Line2D([], [], color=styles[m][0], marker=styles[m][1], linestyle=styles[m][2], label=labels.get(m, m))
+            for m in models]
+
+
+def _panel_title(text: str, width_in: float) -> str:
+    """Wrap a panel title to the panel's width (about 15 characters per inch at 9 pt)."""
+    return "\n".join(textwrap.wrap(text, width=max(12, int(width_in * 15)))) or text
 
 
 def severity_figure(acc: pd.DataFrame, clean: pd.DataFrame, conditions: Sequence[str], models: Sequence[str],
-                    *, labels: dict[str, str], title: str, mean_panel: tuple[str, Sequence[str]] | None = None,
+                    *, labels: dict[str, str], mean_panel: tuple[str, Sequence[str]] | None = None,
                     condition_labels: dict[str, str] | None = None, ylabel: str = "accuracy (%)",
                     ncols: int = 5) -> Figure | None:
     """Figure 4: accuracy vs severity, one panel per condition, one line per model, ±1 SD band over seeds.
@@ -155,7 +101,7 @@ def severity_figure(acc: pd.DataFrame, clean: pd.DataFrame, conditions: Sequence
     if not conditions or acc.empty:
         return None
     models = [m for m in models if (acc["model"] == m).any()]
-    colours = model_colours(models)
+    styles = model_styles(models)
     condition_labels = condition_labels or {}
     panels: list[tuple[str, pd.DataFrame]] = []
     if mean_panel is not None:
@@ -170,9 +116,10 @@ def severity_figure(acc: pd.DataFrame, clean: pd.DataFrame, conditions: Sequence
     clean_stats = _seed_stats(clean, ["model"]) if not clean.empty else pd.DataFrame(columns=["model"])
     ncols = max(1, min(ncols, len(panels)))
     nrows = math.ceil(len(panels) / ncols)
+    pw = 2.1
     with style():
-        fig, axes = grid_figure(nrows, ncols, panel=(2.1, 1.55), left=0.6, right=0.15, top=0.85, bottom=0.5,
-                                wgap=0.22, hgap=0.62, sharex=True, sharey=True)
+        fig, axes = grid_figure(nrows, ncols, panel=(pw, 1.55), left=0.62, right=0.15, top=0.5, bottom=0.5,
+                                wgap=0.22, hgap=0.75, sharex=True, sharey=True)
         for i, (ptitle, data) in enumerate(panels):
             ax = axes[i // ncols][i % ncols]
             stats = _seed_stats(data, ["model", "severity"])
@@ -185,8 +132,9 @@ def severity_figure(acc: pd.DataFrame, clean: pd.DataFrame, conditions: Sequence
                 if s.empty:
                     continue
                 _band(ax, s["severity"].to_numpy(float), s["mean"].to_numpy(float), s["sd"].to_numpy(float),
-                      s["n"].to_numpy(), colours[m])
-            ax.set_title(ptitle, fontweight="bold" if (mean_panel is not None and i == 0) else "normal")
+                      s["n"].to_numpy(), styles[m])
+            ax.set_title(_panel_title(ptitle, pw),
+                         fontweight="bold" if (mean_panel is not None and i == 0) else "normal")
             ax.set_xticks(range(0, 6))
             ax.set_xticklabels(["clean", "1", "2", "3", "4", "5"])
             ax.set_xlim(-0.3, 5.3)
@@ -201,25 +149,24 @@ def severity_figure(acc: pd.DataFrame, clean: pd.DataFrame, conditions: Sequence
                     axes[r][cidx].set_xlabel("severity")
                     axes[r][cidx].xaxis.set_tick_params(labelbottom=True)
                     break
-        _title_and_legend(fig, title, _legend_handles(models, labels, colours))
+        _legend_on_top(fig, _legend_handles(models, labels, styles))
     return fig
 
 
-def curves_figure(train: pd.DataFrame, models: Sequence[str], *, labels: dict[str, str], title: str,
+def curves_figure(train: pd.DataFrame, models: Sequence[str], *, labels: dict[str, str],
                   metrics: Sequence[tuple[str, str]] = (("loss", "loss"), ("accuracy", "accuracy (%)"))
                   ) -> Figure | None:
-    """Figure 5: training (dashed) and validation (solid) curves per model, ±1 SD band over seeds.
-
-    ``train``: rows (model, seed, split, metric, epoch, value); accuracy already in percent.
+    """Figure 5: training (dashed) and validation (solid) curves per model (colour and marker from the model
+    table), ±1 SD band over seeds. ``train``: rows (model, seed, split, metric, epoch, value); accuracy in %.
     """
     metrics = [(m, lab) for m, lab in metrics if (train["metric"] == m).any()]
     if train.empty or not metrics:
         return None
     models = [m for m in models if (train["model"] == m).any()]
-    colours = model_colours(models)
+    styles = model_styles(models)
     splits = [s for s in ("train", "val") if (train["split"] == s).any()]
     with style():
-        fig, axes = grid_figure(1, len(metrics), panel=(3.6, 2.6), left=0.65, right=0.2, top=0.95, bottom=0.5,
+        fig, axes = grid_figure(1, len(metrics), panel=(3.4, 2.5), left=0.65, right=0.2, top=0.5, bottom=0.5,
                                 wgap=0.75)
         axes = axes[0]
         for ax, (metric, ylabel) in zip(axes, metrics):
@@ -231,15 +178,77 @@ def curves_figure(train: pd.DataFrame, models: Sequence[str], *, labels: dict[st
                     if s.empty:
                         continue
                     _band(ax, s["epoch"].to_numpy(float), s["mean"].to_numpy(float), s["sd"].to_numpy(float),
-                          s["n"].to_numpy(), colours[m], linestyle=SPLIT_STYLE.get(sp, "-"))
+                          s["n"].to_numpy(), styles[m], linestyle=SPLIT_STYLE.get(sp, "-"))
             ax.set_xlabel("epoch")
             ax.set_ylabel(ylabel)
             ax.set_title(metric)
             epochs = sorted(sub["epoch"].unique())
             if len(epochs) <= 12:
                 ax.set_xticks(epochs)
-        handles = _legend_handles(models, labels, colours)
+        handles = [Line2D([], [], color=styles[m][0], marker=styles[m][1], linestyle="-", label=labels.get(m, m))
+                   for m in models]
         handles += [Line2D([], [], color="black", linestyle=SPLIT_STYLE.get(sp, "-"),
                            label="validation" if sp == "val" else "training") for sp in splits]
-        _title_and_legend(fig, title, handles)
+        _legend_on_top(fig, handles, ncol=min(len(handles), 5))
+    return fig
+
+
+def _text_width_in(texts: Sequence[str], fontsize: float) -> float:
+    """Widest of ``texts`` in inches, measured on the Agg renderer in the report's style."""
+    with style():
+        fig = Figure(figsize=(4, 1))
+        r = FigureCanvasAgg(fig).get_renderer()
+        widths = [fig.text(0, 0, t, fontsize=fontsize).get_window_extent(r).width / fig.dpi for t in texts]
+    return max(widths, default=0.0)
+
+
+def cd_diagram(avg_ranks: dict[str, float], cliques: list[list[str]] | None, *, note: str | None = None,
+               axis_width: float = 3.6, fontsize: float = 8.5) -> Figure:
+    """Average-rank diagram (Demšar 2006 layout): rank axis (1 = best, left), models by average rank, thick bars
+    joining models that the pairwise test + Holm did *not* tell apart (``cliques``, e.g.
+    :func:`robustbench_dgsa.analysis.stats.holm_cliques`); ``cliques=None`` draws no bars (not testable) and
+    ``note`` says why under the axis. The label margins are measured, so long model names are never clipped.
+    """
+    items = sorted(avg_ranks.items(), key=lambda kv: (kv[1], kv[0]))
+    k = len(items)
+    if k == 0:
+        raise ValueError("no models to draw")
+    lo, hi = 1, max(k, 2)
+    half = (k + 1) // 2
+    left, right = items[:half], items[half:]
+    labels_l = [f"{n} ({r:.2f})" for n, r in left]
+    labels_r = [f"({r:.2f}) {n}" for n, r in right]
+    margin = _text_width_in(labels_l + labels_r, fontsize) + 0.35
+    width = 2 * margin + axis_width
+    bars = cliques or []
+    n_lines = max(len(left), len(right))
+    line_h, bar_h = 0.22, 0.1
+    height = 0.45 + bar_h * len(bars) + 0.15 + line_h * n_lines + (0.3 if note else 0.1)
+    x = lambda r: margin + (r - lo) / (hi - lo) * axis_width  # noqa: E731
+    with style():
+        fig = Figure(figsize=(width, height))
+        ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
+        ax.set_axis_off()
+        ax.set_xlim(0, width)
+        ax.set_ylim(-height, 0)
+        top = -0.3
+        ax.plot([x(lo), x(hi)], [top, top], color="black", lw=1)
+        for r in range(lo, hi + 1):
+            ax.plot([x(r), x(r)], [top, top + 0.06], color="black", lw=1)
+            ax.text(x(r), top + 0.09, str(r), ha="center", va="bottom", fontsize=fontsize)
+        for i, group in enumerate(bars):
+            rs = [dict(items)[m] for m in group]
+            y = top - 0.12 - bar_h * i
+            ax.plot([x(min(rs)) - 0.04, x(max(rs)) + 0.04], [y, y], color="black", lw=3, solid_capstyle="butt")
+        y0 = top - 0.12 - bar_h * len(bars) - 0.15
+        for i, ((name, r), label) in enumerate(zip(left, labels_l)):
+            y = y0 - line_h * i
+            ax.plot([x(r), x(r), x(lo) - 0.12], [top, y, y], color="black", lw=0.8)
+            ax.text(x(lo) - 0.16, y, label, ha="right", va="center", fontsize=fontsize)
+        for i, ((name, r), label) in enumerate(zip(reversed(right), reversed(labels_r))):
+            y = y0 - line_h * i
+            ax.plot([x(r), x(r), x(hi) + 0.12], [top, y, y], color="black", lw=0.8)
+            ax.text(x(hi) + 0.16, y, label, ha="left", va="center", fontsize=fontsize)
+        if note:
+            ax.text(width / 2, -height + 0.12, note, ha="center", va="bottom", fontsize=fontsize - 1, color="#444444")
     return fig

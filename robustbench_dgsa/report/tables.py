@@ -1,19 +1,25 @@
-"""Table recipes of the report (SPEC §8): Markdown, LaTeX (booktabs) and HTML from one table object.
+"""The one table writer (report and ``compare``): Markdown, LaTeX (booktabs) and HTML from one table object.
 
-A :class:`Table` holds display strings (numbers already formatted), a caption and notes. The recipes
-below build them from tidy store rows and the paper's published values (:func:`report.load_published`).
+A :class:`Table` holds display strings (numbers already formatted), a caption and notes. LaTeX output
+compiles with pdflatex under :data:`LATEX_PREAMBLE` (booktabs + amsmath, nothing else): every Unicode sign
+the suite prints becomes math mode (±, ×, χ², Σ, Δ, ...), a minus sign in a number is a true minus (``$-$``),
+and tables of :data:`WIDE_COLUMNS` or more columns use ``table*`` in a smaller font with narrower column gaps.
 """
 from __future__ import annotations
 
 import html
 import math
+import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from robustbench_dgsa.analysis.stats import latex_escape as _stats_escape
+#: what every ``.tex`` the suite writes needs (the report states it)
+LATEX_PREAMBLE = ("\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n\\usepackage{amsmath}\n\\usepackage{graphicx}")
+WIDE_COLUMNS = 8
 
 
 @dataclass
@@ -51,12 +57,17 @@ class Table:
         return "\n".join(out) + "\n"
 
     def to_latex(self, label: str | None = None) -> str:
-        """A booktabs ``table`` environment (needs ``\\usepackage{booktabs}``)."""
-        lines = ["\\begin{table}[t]", "\\centering"]
+        """A booktabs ``table`` (``table*``, smaller, for :data:`WIDE_COLUMNS`+ columns); see :data:`LATEX_PREAMBLE`."""
+        env = "table*" if len(self.columns) >= WIDE_COLUMNS else "table"
+        lines = [f"\\begin{{{env}}}[t]", "\\centering"]
+        if env == "table*":
+            lines += ["\\small", "\\setlength{\\tabcolsep}{4pt}"]
         if self.caption:
             lines.append(f"\\caption{{{latex_escape(self.caption)}}}")
         if label:
             lines.append(f"\\label{{{label}}}")
+        # shrink to the line width only when wider (\\width = the tabular's natural width, graphicx)
+        lines.append("\\resizebox{\\ifdim\\width>\\linewidth\\linewidth\\else\\width\\fi}{!}{%")
         lines.append(f"\\begin{{tabular}}{{{self._align()}}}")
         lines.append("\\toprule")
         lines.append(" & ".join(latex_escape(c) for c in self.columns) + " \\\\")
@@ -64,11 +75,13 @@ class Table:
         for r in self.rows:
             lines.append(" & ".join(latex_escape(v) for v in r) + " \\\\")
         lines.append("\\bottomrule")
-        lines.append("\\end{tabular}")
+        lines.append("\\end{tabular}}")
         if self.notes:
-            lines.append("\\par\\smallskip\\footnotesize")
-            lines += [latex_escape(n) + "\\\\" for n in self.notes]
-        lines.append("\\end{table}")
+            lines.append("\\par\\smallskip")
+            lines.append("\\parbox{\\linewidth}{\\footnotesize\\raggedright")
+            lines += [latex_escape(n) + "\\par" for n in self.notes]
+            lines.append("}")
+        lines.append(f"\\end{{{env}}}")
         return "\n".join(lines) + "\n"
 
     def to_html(self, caption: bool = True) -> str:
@@ -90,14 +103,44 @@ class Table:
         return "\n".join(out)
 
 
-_LATEX_UNICODE = {"±": "$\\pm$", "×": "$\\times$", "−": "$-$", "Δ": "$\\Delta$", "κ": "$\\kappa$",
-                  "≥": "$\\geq$", "≤": "$\\leq$", "—": "---", "–": "--", "†": "$^\\dagger$", "λ": "$\\lambda$",
-                  "·": "$\\cdot$", "→": "$\\to$"}
+_LATEX_TEXT = {"\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "$": "\\$", "#": "\\#", "_": "\\_",
+               "{": "\\{", "}": "\\}", "~": "\\textasciitilde{}", "^": "\\textasciicircum{}",
+               "<": "$<$", ">": "$>$", "|": "$|$", "—": "---", "–": "--", "…": "\\ldots{}", "’": "'",
+               "‘": "`", "“": "``", "”": "''", "§": "\\S{}", "°": "$^\\circ$", "\u00a0": "~"}
+_LATEX_MATH = {"±": "\\pm", "×": "\\times", "−": "-", "Δ": "\\Delta", "Σ": "\\Sigma", "χ": "\\chi",
+               "α": "\\alpha", "ε": "\\varepsilon", "κ": "\\kappa", "λ": "\\lambda", "σ": "\\sigma",
+               "μ": "\\mu", "≥": "\\geq", "≤": "\\leq", "≈": "\\approx", "≠": "\\neq", "→": "\\to",
+               "·": "\\cdot", "†": "^{\\dagger}", "²": "^{2}", "³": "^{3}", "√": "\\surd", "∞": "\\infty",
+               "⁴": "^{4}", "⁻": "^{-}", "¹": "^{1}", "ⁿ": "^{n}", "∈": "\\in", "₀": "_{0}", "₁": "_{1}"}
+# a hyphen used as a minus sign: at the start or after a space / bracket / slash, before a digit or a dot-digit
+_MINUS = re.compile(r"(?:(?<=^)|(?<=[\s(\[/=,;]))-(?=\.?\d)")
 
 
 def latex_escape(s: object) -> str:
-    """:func:`stats.latex_escape` plus the few Unicode signs the report's tables use (±, ×, −, ...)."""
-    return "".join(_LATEX_UNICODE.get(ch) or _stats_escape(ch) for ch in str(s))
+    """Text for a LaTeX table cell: special characters escaped, Unicode signs in math mode (χ² → ``$\\chi^{2}$``),
+    hyphens used as minus signs → ``$-$``; any other non-ASCII letter falls back to its ASCII base (é → e)."""
+    text = _MINUS.sub("\u2212", str(s))
+    out: list[str] = []
+    math_run: list[str] = []
+
+    def flush() -> None:
+        if math_run:
+            out.append("$" + " ".join(math_run) + "$")
+            math_run.clear()
+
+    for ch in text:
+        if ch in _LATEX_MATH:
+            math_run.append(_LATEX_MATH[ch])
+            continue
+        flush()
+        if ch in _LATEX_TEXT:
+            out.append(_LATEX_TEXT[ch])
+        elif ord(ch) < 128:
+            out.append(ch)
+        else:
+            out.append(unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or "?")
+    flush()
+    return "".join(out)
 
 
 def _cell(v: object) -> str:

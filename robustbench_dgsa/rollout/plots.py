@@ -3,64 +3,59 @@
 Drawing only: every function takes arrays already computed (by :mod:`robustbench_dgsa.rollout.runs` or read
 from stored rollout sets) and writes files; nothing here runs a model.
 
-Colour conventions (SPEC §7):
+Colour conventions (SPEC §7), stated in every figure's colour bar label:
 
 * signed heatmaps (modes ``signed``/``raw``) use the diverging colormap :data:`SIGNED_CMAP` with symmetric
   limits ±max|h|, so 0 is always the white centre; red = excitatory (positive) relevance, blue = inhibitory;
-* non-negative heatmaps use :data:`POSITIVE_CMAP` stretched from min(h) to max(h) (classic rollout has a
-  large uniform floor; from 0 every map would look flat).
+* non-negative heatmaps use the sequential :data:`POSITIVE_CMAP` stretched from min(h) to max(h) (classic
+  rollout has a large uniform floor; from 0 every map would look flat). Text tokens use the light
+  sequential :data:`TEXT_POSITIVE_CMAP` (the token must stay readable on its background).
 
-Limits are per panel (each model's own scale), stated in the colour bars of the single-image figure; text
-tokens likewise (signed: white = 0, red +, blue −; non-negative: white = the text's minimum).
-
-Files are written atomically (a temporary file beside the target, then a rename). PDFs are byte-identical
-across re-runs: no creation/modification dates, a fixed SVG hash salt, and nothing taken from the clock or
-``SOURCE_DATE_EPOCH``.
+Figure 2 shares one scale per model column (symmetric for signed modes) with a colour bar under the column, and
+outlines the known salient region (the synthetic set) with a dashed contour. Model names, order and nothing else
+come from the model facts table; the style and the saver are :mod:`robustbench_dgsa.util.figures` (the user's
+matplotlibrc is ignored, PNG at 200 dpi, PDFs and PNGs byte-identical across re-runs, atomic writes).
 """
 from __future__ import annotations
 
 import html
 import os
+import textwrap
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import matplotlib
 
-matplotlib.use("Agg")  # noqa: E402  (headless; must precede pyplot)
-import matplotlib.pyplot as plt  # noqa: E402
+matplotlib.use("Agg", force=False)  # noqa: E402  (headless)
 import numpy as np  # noqa: E402
+from matplotlib import colormaps  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from robustbench_dgsa.models.registry import display_name, model_order  # noqa: E402
 from robustbench_dgsa.util import atomic  # noqa: E402
+from robustbench_dgsa.util.figures import save_as, style  # noqa: E402
 
 SIGNED_CMAP = "RdBu_r"
-POSITIVE_CMAP = "inferno"
-TEXT_POSITIVE_CMAP = "Reds"
-OVERLAY_ALPHA = 0.55
-
-DISPLAY_NAMES = {"vit": "ViT", "dvit": "DViT", "dgvit": "DGViT",
-                 "transformer": "Transformer", "dt": "DT", "dgt": "DGT"}
-
-_RC = {"svg.hashsalt": "dgsa-bench", "pdf.compression": 6, "path.simplify": True,
-       "font.family": "DejaVu Sans", "figure.dpi": 100}
-_PDF_META = {"CreationDate": None, "ModDate": None, "Producer": None}
-_PNG_META = {"Software": None}
+POSITIVE_CMAP = "viridis"
+TEXT_POSITIVE_CMAP = "Reds"      # token backgrounds need a light low end for the text on them
+OVERLAY_ALPHA = 0.6
+SALIENT_STYLE = dict(colors="black", linewidths=0.9, linestyles="--")
 
 
-def display_name(name: str) -> str:
-    """Paper name of a registry model name (vit → ViT, dgt → DGT, ...); unknown names as they are."""
-    return DISPLAY_NAMES.get(name, name)
+def _savefig(fig, out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None) -> Path:
+    """The first file (PNG, or the suffix's format) and the optional PDF, through the one saver."""
+    out = save_as(fig, out_png)
+    if out_pdf is not None:
+        save_as(fig, out_pdf)
+    return out
 
 
-# --- helpers -----------------------------------------------------------------------------------------
-
-def _savefig(fig, path: str | os.PathLike, fmt: str, dpi: int = 150) -> Path:
-    path = Path(path)
-    meta = _PDF_META if fmt == "pdf" else _PNG_META if fmt == "png" else None
-    with atomic.atomic_path(path) as tmp:
-        fig.savefig(tmp, format=fmt, dpi=dpi, metadata=meta, bbox_inches=None)
-    return path
+def scale_label(signed: bool) -> str:
+    """The colour bar legend (three short lines): which map and what its ends mean."""
+    return ("signed rollout\ndiverging map, 0 = white\nred +, blue −" if signed
+            else "positive rollout\nsequential map\ndark = lowest, yellow = highest")
 
 
 def _to_rgb(image: np.ndarray) -> np.ndarray:
@@ -113,13 +108,15 @@ def plot_image_rollout(image_uint8: np.ndarray, heatmap: np.ndarray, out_png: st
     img = _to_rgb(image_uint8)
     H, W = img.shape[:2]
     extent = (0, W, H, 0)
-    with matplotlib.rc_context(_RC):
-        fig, axes = plt.subplots(1, 3, figsize=(9.6, 3.5), layout="constrained")
+    with style():
+        fig = Figure(figsize=(8.4, 3.3), layout="constrained")
+        axes = fig.subplots(1, 3)
         axes[0].imshow(img, extent=extent, interpolation="nearest")
         axes[0].set_title("input")
         im = _show_heat(axes[1], heatmap, signed, extent)
-        axes[1].set_title("rollout (signed, 0 = white)" if signed else "rollout")
-        fig.colorbar(im, ax=axes[1], fraction=0.046, pad=0.04)
+        axes[1].set_title("rollout")
+        cb = fig.colorbar(im, ax=axes[1], fraction=0.046, pad=0.04)
+        cb.set_label(scale_label(signed), fontsize=7)
         axes[2].imshow(img, extent=extent, interpolation="nearest")
         _show_heat(axes[2], heatmap, signed, extent, alpha=alpha)
         axes[2].set_title("overlay")
@@ -127,23 +124,32 @@ def plot_image_rollout(image_uint8: np.ndarray, heatmap: np.ndarray, out_png: st
             _blank(ax)
         if title:
             fig.suptitle(title, fontsize=10)
-        out = _savefig(fig, out_png, "png")
-        if out_pdf is not None:
-            _savefig(fig, out_pdf, "pdf")
-        plt.close(fig)
-    return out
+        return _savefig(fig, out_png, out_pdf)
+
+
+def _column_norm(maps: Sequence[np.ndarray], signed: bool) -> tuple[str, Normalize]:
+    """One scale for a whole column: symmetric ±max|h| (signed) or [min h, max h] over all its maps."""
+    flat = np.concatenate([np.asarray(m, dtype=np.float64).ravel() for m in maps]) if len(maps) else np.zeros(1)
+    return heatmap_norm(flat, signed)
 
 
 def plot_rollout_grid(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_model: Mapping[str, np.ndarray],
-                      out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None, *,
-                      signed_by_model: Mapping[str, bool] | None = None, row_labels: Sequence[str] | None = None,
-                      column_titles: Mapping[str, str] | None = None, title: str | None = None,
-                      overlay: bool = True, alpha: float = OVERLAY_ALPHA) -> Path:
+                      out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None, **kw) -> Path:
+    """:func:`rollout_grid_figure` saved as PNG (+ PDF when ``out_pdf`` is given); returns the PNG path."""
+    return _savefig(rollout_grid_figure(images, heatmaps_by_model, **kw), out_png, out_pdf)
+
+
+def rollout_grid_figure(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_model: Mapping[str, np.ndarray], *,
+                        signed_by_model: Mapping[str, bool] | None = None, row_labels: Sequence[str] | None = None,
+                        column_titles: Mapping[str, str] | None = None, title: str | None = None,
+                        overlay: bool = True, alpha: float = OVERLAY_ALPHA,
+                        salient: Sequence[np.ndarray] | np.ndarray | None = None) -> Figure:
     """Figure 2: rows = images, columns = the image then one rollout per model (in the mapping's order).
 
     ``heatmaps_by_model[name]`` is (K, H', W') for the K images (any H', W': stretched over the image).
     ``signed_by_model[name]`` selects the diverging colormap (default: signed iff the maps have negatives).
-    Each cell has its own colour scale. Returns the PNG path; also writes ``out_pdf`` when given.
+    Each model column shares one scale (symmetric when signed) shown by a colour bar under it, whose label
+    names the map. ``salient`` (K, H, W) bool masks are outlined (dashed) in every panel.
     """
     imgs = [_to_rgb(im) for im in images]
     K = len(imgs)
@@ -154,36 +160,49 @@ def plot_rollout_grid(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_mod
     if K == 0:
         raise ValueError("plot_rollout_grid needs at least one image")
     signed_by_model = dict(signed_by_model or {})
+    signed = {n: signed_by_model.get(n, bool(any((np.asarray(h) < 0).any() for h in heatmaps_by_model[n])))
+              for n in names}
+    norms = {n: _column_norm(heatmaps_by_model[n], signed[n]) for n in names}
     cols = 1 + len(names)
-    with matplotlib.rc_context(_RC):
-        fig, axes = plt.subplots(K, cols, figsize=(1.9 * cols, 1.9 * K + (0.75 if title else 0.45)),
-                                 squeeze=False, layout="constrained")
+    with style():
+        fig = Figure(figsize=(1.75 * cols + 0.3, 1.7 * K + 1.0 + (0.3 if title else 0.0)), layout="constrained")
+        axes = fig.subplots(K, cols, squeeze=False)
         for r, img in enumerate(imgs):
             H, W = img.shape[:2]
             extent = (0, W, H, 0)
+            mask = None if salient is None else np.asarray(salient[r], dtype=float)
             axes[r, 0].imshow(img, extent=extent, interpolation="nearest")
             if row_labels is not None:
                 axes[r, 0].set_ylabel(str(row_labels[r]), fontsize=8)
             for c, n in enumerate(names, start=1):
-                hm = np.asarray(heatmaps_by_model[n][r], dtype=np.float64)
-                signed = signed_by_model.get(n, bool((hm < 0).any()))
                 ax = axes[r, c]
                 if overlay:
                     ax.imshow(img, extent=extent, interpolation="nearest")
-                _show_heat(ax, hm, signed, extent, alpha=alpha if overlay else 1.0)
-        axes[0, 0].set_title("image", fontsize=10)
+                cmap, norm = norms[n]
+                im = ax.imshow(np.asarray(heatmaps_by_model[n][r], dtype=np.float64), cmap=cmap, norm=norm,
+                               extent=extent, alpha=alpha if overlay else 1.0, interpolation="bilinear")
+                if r == K - 1:
+                    cb = fig.colorbar(im, ax=axes[:, c], location="bottom", shrink=0.9, aspect=12, pad=0.02)
+                    cb.set_label(scale_label(signed[n]), fontsize=6.5)
+                    cb.ax.tick_params(labelsize=6.5)
+                    cb.solids.set_alpha(1.0)
+            if mask is not None and mask.any() and mask.shape[:2] == (H, W):
+                xs, ys = np.arange(W) + 0.5, np.arange(H) + 0.5      # pixel centres; row 0 at the top
+                for ax in axes[r]:
+                    ax.contour(xs, ys, mask, levels=[0.5], **SALIENT_STYLE)
+                    ax.set_xlim(0, W)
+                    ax.set_ylim(H, 0)
+        axes[0, 0].set_title("image", fontsize=9)
         for c, n in enumerate(names, start=1):
-            label = (column_titles or {}).get(n, display_name(n))
-            axes[0, c].set_title(label, fontsize=10)
+            head = (column_titles or {}).get(n, display_name(n))
+            # wrapped to the column's width (about 22 characters at 9 pt): long names are never clipped
+            axes[0, c].set_title("\n".join(w for line in head.split("\n") for w in textwrap.wrap(line, 22) or [""]),
+                                 fontsize=9)
         for ax in axes.flat:
             _blank(ax)
         if title:
             fig.suptitle(title, fontsize=10)
-        out = _savefig(fig, out_png, "png")
-        if out_pdf is not None:
-            _savefig(fig, out_pdf, "pdf")
-        plt.close(fig)
-    return out
+    return fig
 
 
 # --- text --------------------------------------------------------------------------------------------
@@ -196,10 +215,10 @@ def token_colors(scores: Sequence[float], signed: bool) -> np.ndarray:
         return np.zeros((0, 4))
     if signed:
         m = float(np.abs(s).max()) or 1.0
-        return plt.get_cmap(SIGNED_CMAP)(0.5 + 0.5 * s / m)
+        return colormaps[SIGNED_CMAP](0.5 + 0.5 * s / m)
     lo, hi = float(s.min()), float(s.max())
     t = (s - lo) / (hi - lo) if hi > lo else np.zeros_like(s)
-    return plt.get_cmap(TEXT_POSITIVE_CMAP)(np.clip(t, 0, 1) * 0.85)  # keep the darkest end readable
+    return colormaps[TEXT_POSITIVE_CMAP](np.clip(t, 0, 1) * 0.85)  # keep the darkest end readable
 
 
 def _text_colour(rgba: np.ndarray) -> str:
@@ -302,8 +321,8 @@ def plot_text_rollout(tokens_by_model: Mapping[str, Sequence[str]], scores_by_mo
     title_h = 0.35 if title else 0.0
     heights = [line_h * (len(b[4]) + 1.4) for b in blocks]
     height_in = title_h + sum(heights) + 0.15
-    with matplotlib.rc_context(_RC):
-        fig = plt.figure(figsize=(width_in, height_in))
+    with style():
+        fig = Figure(figsize=(width_in, height_in))
         ax = fig.add_axes((0, 0, 1, 1))
         ax.set_xlim(0, width_in)
         ax.set_ylim(height_in, 0)
@@ -313,7 +332,7 @@ def plot_text_rollout(tokens_by_model: Mapping[str, Sequence[str]], scores_by_mo
             ax.text(0.2, y + 0.15, title, fontsize=fontsize + 1, va="center", ha="left", weight="bold")
             y += title_h
         for (label, toks, s, signed, lines, cut), h in zip(blocks, heights):
-            ax.text(0.2, y + 0.5 * line_h, label + ("   (signed: red +, blue −)" if signed else ""),
+            ax.text(0.2, y + 0.5 * line_h, label + ("   (signed: white = 0, red +, blue −)" if signed else "   (positive: white = lowest)"),
                     fontsize=fontsize, va="center", ha="left", weight="bold")
             y += line_h * 1.2
             cols = token_colors(s, signed)
@@ -332,31 +351,17 @@ def plot_text_rollout(tokens_by_model: Mapping[str, Sequence[str]], scores_by_mo
                             va="center", ha="left")
                 y += line_h
             y = y + 0.2 * line_h
-        out = _savefig(fig, out_png, "png")
-        if out_pdf is not None:
-            _savefig(fig, out_pdf, "pdf")
-        plt.close(fig)
-    return out
+        return _savefig(fig, out_png, out_pdf)
 
 
 # --- figures from stored rollout sets (the report's entry points) ------------------------------------
-
-_IMAGE_ORDER = ("vit", "vit_swiglu", "dvit", "dgvit")
-_TEXT_ORDER = ("transformer", "transformer_swiglu", "dt", "dgt")
-
-
-def _order_key(order: Sequence[str]):
-    def key(name: str):
-        return (order.index(name) if name in order else len(order), name)
-    return key
-
 
 def pick_sets(sets: Sequence, kind: str, models: Sequence[str] | None = None,
               dataset: str | None = None) -> list:
     """From stored rollout sets (:class:`robustbench_dgsa.rollout.runs.RolloutSet`), one set per model that
     all show the same inputs: the (dataset, data_key) group covering the most models (ties: the group whose
-    dataset/key sorts first); per model the set with the lowest seed, then run id. Ordered ViT, DViT, DGViT
-    (Transformer, DT, DGT), then any other model alphabetically."""
+    dataset/key sorts first); per model the set with the lowest seed, then run id. In the model table's order
+    (ViT, DViT, DGViT, ...; Transformer, DT, DGT, ...), then any other model alphabetically."""
     cands = [s for s in sets if s.kind == kind and (dataset is None or s.dataset == dataset)
              and (models is None or s.model in models)]
     if not cands:
@@ -368,8 +373,7 @@ def pick_sets(sets: Sequence, kind: str, models: Sequence[str] | None = None,
     per_model: dict[str, object] = {}
     for s in sorted(best, key=lambda s: (s.seed, s.run_id)):
         per_model.setdefault(s.model, s)
-    order = _IMAGE_ORDER if kind == "image" else _TEXT_ORDER
-    return [per_model[m] for m in sorted(per_model, key=_order_key(order))]
+    return [per_model[m] for m in model_order(per_model)]
 
 
 def _class_name(s, label: int) -> str:
@@ -394,9 +398,10 @@ def render_figure2(sets: Sequence, out_png: str | os.PathLike, out_pdf: str | os
     signed = {s.model: s.signed for s in chosen}
     titles = {s.model: f"{display_name(s.model)}\n[{s.mode}]" for s in chosen}
     row_labels = [_class_name(ref, ref.labels[i]) for i in range(k)]
+    sal = ref.salient[:k] if getattr(ref, "salient", None) is not None else None
     plot_rollout_grid(ref.images[:k], heat, out_png, out_pdf, signed_by_model=signed, row_labels=row_labels,
-                      column_titles=titles, title=title)
-    return {"dataset": ref.dataset, "data_key": ref.data_key, "images": k,
+                      column_titles=titles, title=title, salient=sal)
+    return {"dataset": ref.dataset, "data_key": ref.data_key, "images": k, "salient_outlined": sal is not None,
             "models": [s.model for s in chosen], "runs": [s.run_id for s in chosen],
             "seeds": [s.seed for s in chosen], "specs": [s.spec.tag for s in chosen],
             "files": [str(s.path) for s in chosen]}
@@ -407,7 +412,8 @@ def render_figure3(sets: Sequence, out_png: str | os.PathLike, out_pdf: str | os
                    models: Sequence[str] | None = None, dataset: str | None = None,
                    title: str | None = None) -> dict | None:
     """Figure 3 from stored text rollout sets: text number ``index`` shaded per model ((a) Transformer,
-    (b) DT, (c) DGT, ...). Writes PNG (+ PDF, + HTML when given). Returns a provenance description or None."""
+    (b) DT, (c) DGT, ...). Writes PNG (+ PDF, + HTML when given; the image carries ``title`` only when given —
+    the report puts it in the caption). Returns a provenance description or None."""
     chosen = pick_sets(sets, "text", models, dataset)
     if not chosen:
         return None
@@ -419,7 +425,7 @@ def render_figure3(sets: Sequence, out_png: str | os.PathLike, out_pdf: str | os
     labels = [f"({chr(ord('a') + j)}) {display_name(s.model)} [{s.mode}]" for j, s in enumerate(chosen)]
     label = _class_name(ref, ref.labels[i])
     t = title or f"{ref.dataset} example {i} (label: {label})"
-    plot_text_rollout(toks, scores, out_png, out_pdf, signed_by_model=signed, title=t, labels=labels)
+    plot_text_rollout(toks, scores, out_png, out_pdf, signed_by_model=signed, title=title, labels=labels)
     if out_html is not None:
         render_text_rollout_html(toks, scores, out_html, signed_by_model=signed, title=t, labels=labels)
     return {"dataset": ref.dataset, "data_key": ref.data_key, "index": i, "label": label,

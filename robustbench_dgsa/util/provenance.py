@@ -1,4 +1,11 @@
-"""Provenance recorded with every run: code version, libraries, device, command line."""
+"""Provenance recorded with every run: code version, libraries, device, command line.
+
+The package version comes from the installed distribution's metadata (``robustbench-dgsa``), so a wheel
+install records the version it is. The git commit is recorded only when the package is imported from its own
+checkout: the folder above the package must be the top level of a git work tree and hold this project's
+``pyproject.toml``; an installed copy inside some other git project records "unknown", never that project's
+commit.
+"""
 from __future__ import annotations
 
 import functools
@@ -13,10 +20,37 @@ _PACKAGES = ("robustbench-dgsa", "torch", "torchvision", "numpy", "scipy", "pand
              "opencv-python-headless", "safetensors")
 
 
+DIST_NAME = "robustbench-dgsa"
+
+
+def own_checkout() -> Path | None:
+    """The git checkout this package was imported from, or None (installed copy, or not a checkout of ours)."""
+    root = Path(__file__).resolve().parents[2]
+    pyproject = root / "pyproject.toml"
+    try:
+        if not pyproject.is_file() or f'name = "{DIST_NAME}"' not in pyproject.read_text(errors="replace"):
+            return None
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True,
+                             timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return root if top and Path(top).resolve() == root else None
+
+
+def package_version() -> str:
+    """The installed distribution's version ("unknown" when the package is not installed)."""
+    try:
+        return metadata.version(DIST_NAME)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 @functools.lru_cache(maxsize=1)
 def git_state() -> tuple[str, bool]:
-    """(commit, dirty) of the checkout the package runs from; ("unknown", False) outside git."""
-    root = Path(__file__).resolve().parents[2]
+    """(commit, dirty) of the package's own checkout; ("unknown", False) for an installed copy or outside git."""
+    root = own_checkout()
+    if root is None:
+        return "unknown", False
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                                 timeout=5).stdout.strip()
@@ -49,7 +83,8 @@ def device_description(device: str | None = None) -> str:
 
 def collect(device: str | None = None) -> dict:
     commit, dirty = git_state()
-    return {"git_commit": commit, "git_dirty": dirty, "versions": package_versions(),
+    return {"git_commit": commit, "git_dirty": dirty, "package_version": package_version(),
+            "versions": package_versions(),
             "device": device_description(device), "command": " ".join(sys.argv), "platform": platform.platform()}
 
 

@@ -203,20 +203,27 @@ def test_critical_difference_k3_n75_demsar():
     assert S.critical_difference({"a": 1.0, "b": 2.0}, 1) / math.sqrt(2 * 3 / 6) == pytest.approx(1.960, abs=1e-3)
 
 
-def test_cd_cliques():
-    groups = S.cd_cliques({"a": 1.0, "b": 1.3, "c": 2.5, "d": 2.6}, cd=0.5)
-    assert groups == [["a", "b"], ["c", "d"]]
+def test_holm_cliques_follow_the_pairwise_decisions():
+    ranks = {"a": 1.0, "b": 1.3, "c": 2.5, "d": 2.6}
+    # a-b not different, c-d not different, every cross pair different -> two bars
+    diff = [("a", "c"), ("a", "d"), ("b", "c"), ("b", "d")]
+    assert S.holm_cliques(ranks, diff) == [["a", "b"], ["c", "d"]]
+    # a pair the tests told apart is never joined, even when adjacent in rank
+    assert S.holm_cliques(ranks, diff + [("a", "b")]) == [["c", "d"]]
+    assert S.holm_cliques(ranks, []) == [["a", "b", "c", "d"]]
 
 
-def test_cd_diagram_is_byte_identical(tmp_path):
-    ranks = {"vit": 2.7, "dvit": 1.9, "dgvit": 1.4}
-    p1 = S.plot_cd_diagram(ranks, 0.38, tmp_path / "cd.pdf", title="cells")
-    first = p1.read_bytes()
-    S.plot_cd_diagram(ranks, 0.38, tmp_path / "cd.pdf", title="cells")
-    assert first.startswith(b"%PDF") and p1.read_bytes() == first
-    png = S.plot_cd_diagram(ranks, 0.38, tmp_path / "cd.png")
-    assert png.read_bytes().startswith(b"\x89PNG")
-    assert not list(tmp_path.glob(".*tmp"))  # atomic: no temporaries left
+def test_fewer_than_three_seeds_is_never_significant():
+    df = _measures({"a": [0.90, 0.91], "b": [0.10, 0.11]})   # a huge difference, two seeds each
+    pw = S.pairwise_tests(df, reference="b")
+    row = pw.table.iloc[0]
+    assert np.isfinite(row["p"]) and row["p"] < 0.01           # the number is shown ...
+    assert math.isnan(row["p_holm"]) and not row["reject"]     # ... but it is not a claim
+    assert row["verdict"] == "not testable: 2 seeds"
+    assert "family of 0" in pw.family
+    df3 = _measures({"a": [0.90, 0.91, 0.92], "b": [0.10, 0.11, 0.12]})
+    row3 = S.pairwise_tests(df3, reference="b").table.iloc[0]
+    assert row3["reject"] and row3["verdict"] == "significant"
 
 
 # ---------------------------------------------------------------------------------------- ASO, bootstrap
@@ -245,13 +252,3 @@ def test_bootstrap_ci_contains_mean_and_is_seeded():
     assert (lo, hi) == S.bootstrap_ci(x, n_resamples=2000, seed=1)
     dlo, dhi = S.bootstrap_ci(x, [0.70, 0.71, 0.69, 0.72], n_resamples=2000, seed=1)
     assert 0 < dlo < dhi
-
-
-# ------------------------------------------------------------------------------------------------- LaTeX
-def test_to_latex_booktabs():
-    df = pd.DataFrame({"model_a": ["dg_vit"], "p": [0.01234], "n": [5], "ok": [True], "ci": [float("nan")]})
-    tex = S.to_latex_booktabs(df, caption="Δ = A − B, 95% CI")
-    assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
-    assert "dg\\_vit" in tex and "model\\_a" in tex and "95\\%" in tex and "$\\Delta$" in tex
-    assert "0.0123" in tex and " 5 " in tex and "yes" in tex and "--" in tex
-    assert "\\begin{tabular}{lrrlr}" in tex

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def test_compare_prints_tables_and_writes_csv_latex(small_store, tmp_path, monke
     ranks = pd.read_csv(tmp_path / "out.avg_ranks.csv")
     assert ranks.iloc[0]["model"] == "dgvit"
     text = tex.read_text()
-    assert "\\toprule" in text and "\\midrule" in text and "\\bottomrule" in text and "% Holm over" in text
+    assert "\\toprule" in text and "\\midrule" in text and "\\bottomrule" in text and "Holm over" in text
     assert cd.read_bytes().startswith(b"%PDF")
 
 
@@ -98,3 +99,57 @@ def test_compare_single_seed_refuses(tmp_path, monkeypatch, capsys):
     code, out, err = _run(monkeypatch, capsys, "--store", str(s), "--condition", "clean")
     assert code == 0, err
     assert "refusing a claim" in err and "single seed" in err
+
+
+def test_compare_two_seeds_marks_nothing_significant(tmp_path, monkeypatch, capsys):
+    s = _make_store(tmp_path / "two", seeds=2)
+    code, out, err = _run(monkeypatch, capsys, "--store", str(s), "--all-pairs", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    for name in ("pairwise", "wilcoxon_cells", "posthoc_wilcoxon", "friedman"):
+        verdicts = {r["verdict"] for r in doc["tables"][name]}
+        assert verdicts == {"not testable: 2 seeds"}, (name, verdicts)
+        assert not any(r.get("reject") for r in doc["tables"][name])
+    assert all(r["p"] == r["p"] for r in doc["tables"]["pairwise"])       # the numbers are still shown
+    assert any("not independent evidence" in w for w in doc["warnings"])
+    code, out, _ = _run(monkeypatch, capsys, "--store", str(s), "--all-pairs")
+    assert "not testable: 2 seeds" in out
+    assert not re.search(r"(?<!not )significant", out.replace("not significant", ""))
+
+
+def test_compare_defaults_match_the_report(tmp_path, monkeypatch, capsys):
+    """Image and text models in one store: ViT is the reference on the image dataset, Transformer on the
+    text one, no pair mixes modalities, and piped tables are not cut at 80 columns."""
+    path = tmp_path / "mixed"
+    rng = np.random.default_rng(1)
+    for ds, models, conds in (("cifar10", ("vit", "dvit", "dgvit"), CELLS),
+                              ("imdb", ("transformer", "dt", "dgt"), [("char_swap", s) for s in range(1, 6)])):
+        for k, model in enumerate(models):
+            for seed in range(3):
+                w = store.RunWriter(path, f"eval-{ds}-{model}-{seed}",
+                                    base=dict(kind="eval", model=model, dataset=ds, seed=seed, split="test",
+                                              metric="accuracy", n=100))
+                w.add_rows([dict(condition="clean", severity=0, value=0.8 + 0.01 * k + 0.003 * rng.standard_normal())]
+                           + [dict(condition=c, severity=sv, value=0.7 - 0.03 * sv + 0.01 * k
+                                   + 0.003 * rng.standard_normal()) for c, sv in conds])
+    code, out, err = _run(monkeypatch, capsys, "--store", str(path), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["info"]["references"] == {"cifar10": "vit", "imdb": "transformer"}
+    pw = pd.DataFrame(doc["tables"]["pairwise"])
+    assert set(pw.loc[pw["dataset"] == "cifar10", "model_b"]) == {"vit"}
+    assert set(pw.loc[pw["dataset"] == "imdb", "model_b"]) == {"transformer"}
+    assert not any("in common" in w or re.search(r"\b(dt|dgt|transformer) vs (vit|dvit|dgvit)\b", w)
+                   for w in doc["warnings"]), doc["warnings"]
+    code, out, _ = _run(monkeypatch, capsys, "--store", str(path))
+    assert max(len(line) for line in out.splitlines()) > 120 and "…" not in out
+
+
+def test_compare_latex_compiles(small_store, tmp_path, monkeypatch, capsys, compile_latex):
+    tex = tmp_path / "cmp.tex"
+    code, _, err = _run(monkeypatch, capsys, "--store", str(small_store), "--all-pairs", "--latex", str(tex))
+    assert code == 0, err
+    text = tex.read_text()
+    assert "χ" not in text and "Σ" not in text and "−" not in text and "Δ" not in text   # all in math mode
+    assert "\\toprule" in text and "not independent evidence" in text
+    assert compile_latex([tex]) == {}

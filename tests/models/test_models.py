@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -226,3 +227,34 @@ def test_models_cli_json():
     assert row["ffn_ratio"] == 16 / 3 and row["params"] == count_params(create_model("dvit", ffn_ratio=16 / 3))
     res = runner.invoke(app, ["models"])                       # the table renders
     assert res.exit_code == 0 and "6,381,706" in res.stdout and "5,341,642" in res.stdout
+
+
+# --------------------------------------------------------------------------------- model facts table
+def _protan_lab(hex_colour: str) -> np.ndarray:
+    """CIELAB of a colour as a protanope sees it (Machado, Oliveira & Fernandes 2009, severity 1.0)."""
+    rgb = np.array([int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
+    lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    sim = np.clip(np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                            [-0.003882, -0.048116, 1.051998]]) @ lin, 0, 1)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ sim
+    t = xyz / np.array([0.95047, 1.0, 1.08883])
+    f = np.where(t > (6 / 29) ** 3, np.cbrt(t), t / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def test_model_facts_cover_the_registry_and_tell_models_apart():
+    from robustbench_dgsa.models import MODEL_FACTS, MODEL_NAMES, display_name, model_order, model_styles
+    assert set(MODEL_FACTS) == set(MODEL_NAMES)
+    assert sorted(f.order for f in MODEL_FACTS.values()) == list(range(len(MODEL_FACTS)))
+    assert model_order(["dgt", "zzz", "vit", "dvit"]) == ["vit", "dvit", "dgt", "zzz"]
+    assert display_name("dgvit") == "DGViT" and display_name("custom") == "custom"
+    for modality in ("image", "text"):
+        fs = [f for f in MODEL_FACTS.values() if f.modality == modality]
+        assert len({f.colour for f in fs}) == len({f.marker for f in fs}) == len({f.linestyle for f in fs}) == len(fs)
+        # colour-blind safe: every pair stays far apart for a protanope (CIE76 ΔE; the old orange/green: ≈ 7)
+        for i, a in enumerate(fs):
+            for b in fs[i + 1:]:
+                de = float(np.linalg.norm(_protan_lab(a.colour) - _protan_lab(b.colour)))
+                assert de > 20, (a.name, b.name, de)
+    styles = model_styles(["vit", "mine", "yours"])
+    assert styles["vit"] == (MODEL_FACTS["vit"].colour, "o", "-") and styles["mine"] != styles["yours"]

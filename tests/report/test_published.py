@@ -1,4 +1,4 @@
-"""results/paper_published.csv: the paper's published numbers, checked cell by cell against the paper's text.
+"""robustbench_dgsa/report/published.csv (package data): the paper's published numbers, checked cell by cell against the paper's text.
 
 The paper text (``../shared/papers/dgsa-paper.txt``) is parsed independently here, table by table, and every
 number it prints for Tables 1, 2, 3, 7, 8 and 9 must be in the CSV with the same digits (and nothing else

@@ -109,7 +109,7 @@ def built(tmp_path_factory):
 
 def _index_links(out: Path) -> tuple[list[str], list[str]]:
     md = (out / "index.md").read_text()
-    md_links = re.findall(r"\]\(([^)]+)\)", md)
+    md_links = [x for x in re.findall(r"\]\(([^)]+)\)", md) if not x.startswith("#")]
 
     class P(HTMLParser):
         links: list[str] = []
@@ -191,7 +191,7 @@ def test_index_links_resolve_and_record_sources(built):
         assert (out / link).is_file(), link
     html = (out / "index.html").read_text()
     for needle in ("Figure 2", "Figure 3", "Figure 4", "Figure 5", "Table 1", "Table 3", "Table 9",
-                   "Wilcoxon", "Friedman", "Critical-difference", "Robustness summary", "Rollout salient mass"):
+                   "Wilcoxon", "Friedman", "Average-rank diagram", "Robustness summary", "Rollout salient mass"):
         assert needle in html, needle
     assert "<style>" in html and "<script" not in html
     src = json.loads((out / "fig4_severity_synthetic-vision.sources.json").read_text())
@@ -269,3 +269,162 @@ def test_report_cli_and_pdfs_identical_across_builds(built, tmp_path):
         assert (out / name).read_bytes() == (again / name).read_bytes(), name
     for name in ("table3_accuracy_text.tex", "fig4_severity_synthetic-text.sources.json", "paper_table9.md"):
         assert (out / name).read_text() == (again / name).read_text(), name
+
+
+# ------------------------------------------------------------------------------------------ navigation
+def test_contents_link_every_artefact_and_warnings_come_first(built):
+    _, out = built
+    page = (out / "index.html").read_text()
+    nav = page[page.index("<nav"):page.index("</nav>")]
+    ids = set(re.findall(r'id="([^"]+)"', page))
+    targets = re.findall(r'href="#([^"]+)"', nav)
+    assert "caveats" in targets and targets[0] == "caveats"
+    for t in targets:
+        assert t in ids, t                                     # every contents entry lands somewhere
+    for stem in ("fig4_severity_synthetic-vision", "table1_accuracy_vision", "cd_diagram_synthetic-vision",
+                 "significance_seeds_synthetic-vision", "fig2_rollout_synthetic-vision", "paper_table9"):
+        assert stem in targets and f'href="#{stem}"' in page.split("</nav>", 1)[1]   # listed + self-link
+    h2 = re.findall(r'<h2 id="([^"]+)"', page)
+    assert h2[0] == "caveats" and "Warnings and caveats" in page
+    md = (out / "index.md").read_text()
+    assert md.index("## Warnings and caveats") < md.index("## Clean accuracy")
+    for anchor in re.findall(r"\]\(#([^)]+)\)", md):
+        assert f'<a id="{anchor}"></a>' in md, anchor
+    plain = __import__("html").unescape(page)
+    assert "Seeds below the paper's 5" in plain and "Cells share models" in plain
+    assert "Subset:" in plain                                   # tiny preset: max_train / max_test
+
+
+def _verdicts(out: Path) -> list[str]:
+    """Every value of a 'Verdict' column in the report's Markdown tables."""
+    found = []
+    for md in out.glob("*.md"):
+        lines = [ln for ln in md.read_text().splitlines() if ln.startswith("|")]
+        if not lines:
+            continue
+        header = [c.strip() for c in lines[0].strip("|").split("|")]
+        if "Verdict" not in header:
+            continue
+        k = header.index("Verdict")
+        found += [[c.strip() for c in ln.strip("|").split("|")][k] for ln in lines[2:]]
+    return found
+
+
+@pytest.mark.parametrize("seeds", [(0,), (0, 1)])
+def test_fewer_than_three_seeds_make_no_significance_claim(tmp_path, seeds):
+    store_dir = make_store(tmp_path / "store", seeds=seeds, corruptions=["fog", "contrast"], text=False,
+                           rollout_sets=False, epochs=1)
+    out = build_report(store_dir, tmp_path / "report")
+    verdicts = _verdicts(out)
+    if len(seeds) > 1:
+        assert verdicts and set(verdicts) == {f"not testable: {len(seeds)} seeds"}
+    text = (out / "index.md").read_text() + "".join(p.read_text() for p in out.glob("*.tex"))
+    assert not re.search(r"Significant\W+yes|\| significant \||\bsignificantly\b|consistent across conditions \|",
+                         text)
+    assert "not independent evidence" in text or len(seeds) == 1
+    assert f"Seeds below the paper's 5: {len(seeds)} seed" in text
+
+
+def test_five_seeds_still_report_the_seed_level_tests(tmp_path):
+    store_dir = make_store(tmp_path / "store", seeds=(0, 1, 2, 3, 4), corruptions=["fog", "contrast"], text=False,
+                           rollout_sets=False, epochs=1)
+    out = build_report(store_dir, tmp_path / "report")
+    seeds_tab = (out / "significance_seeds_synthetic-vision.md").read_text()
+    assert "| 5/5 |" in seeds_tab and "Welch t" in seeds_tab and "Holm over a family of" in seeds_tab
+    verdicts = _verdicts(out)
+    assert "significant" in verdicts and not any(v.startswith("not testable") for v in verdicts)
+    assert "Seeds below the paper's" not in (out / "index.md").read_text()
+    cells = (out / "significance_cells_synthetic-vision.md").read_text()
+    assert "consistent across conditions" in cells and "| significant |" not in cells
+
+
+def test_frost_substitute_is_flagged(tmp_path):
+    store_dir = make_store(tmp_path / "store", seeds=(0,), corruptions=["frost"], text=False, rollout_sets=False,
+                           epochs=1)
+    for run_id in set(store.load_results(store_dir).query("kind == 'eval'")["run_id"]):
+        (store_dir / "runs" / f"{run_id}.json").write_text(json.dumps({"kind": "eval", "frost_source": "procedural"}))
+    page = (build_report(store_dir, tmp_path / "report") / "index.html").read_text()
+    caveats = page[page.index('id="caveats"'):page.index("</ul>", page.index('id="caveats"'))]
+    assert "frost" in caveats and "procedural" in caveats
+
+
+# ------------------------------------------------------------------------------------------ figures
+_HOSTILE_RC = """backend: pdf
+figure.dpi: 37
+savefig.dpi: 55
+savefig.bbox: tight
+savefig.transparent: True
+font.size: 21
+font.family: serif
+lines.linewidth: 6
+lines.marker: x
+axes.prop_cycle: cycler('color', ['r', 'g'])
+axes.grid: False
+image.cmap: jet
+pdf.compression: 0
+"""
+
+
+def test_figures_identical_across_builds_and_with_a_hostile_matplotlibrc(tmp_path):
+    import subprocess
+    import sys
+
+    store_dir = make_store(tmp_path / "store", seeds=(0, 1), corruptions=["fog", "contrast"], text=False,
+                           epochs=2)
+    a = build_report(store_dir, tmp_path / "a")
+    b = build_report(store_dir, tmp_path / "b")
+    rc = tmp_path / "mplrc"
+    rc.mkdir()
+    (rc / "matplotlibrc").write_text(_HOSTILE_RC)
+    env = dict(__import__("os").environ, MPLCONFIGDIR=str(rc), OMP_NUM_THREADS="1")
+    code = ("import sys, matplotlib; assert matplotlib.rcParams['font.size'] == 21; "
+            "from robustbench_dgsa.report.build import build_report; build_report(sys.argv[1], sys.argv[2])")
+    subprocess.run([sys.executable, "-c", code, str(store_dir), str(tmp_path / "c")], check=True, env=env)
+    figs = sorted(p.name for p in a.iterdir() if p.suffix in (".png", ".pdf"))
+    assert len(figs) >= 8 and "fig2_rollout_synthetic-vision.png" in figs
+    for name in figs:
+        ref = (a / name).read_bytes()
+        assert (b / name).read_bytes() == ref, name
+        assert (tmp_path / "c" / name).read_bytes() == ref, f"{name} changes with the user's matplotlibrc"
+    from PIL import Image
+    for name in figs:
+        if name.endswith(".png"):
+            with Image.open(a / name) as im:
+                assert round(im.info["dpi"][0]) == 200, name
+
+
+def test_no_text_is_clipped_in_any_figure(tmp_path):
+    from robustbench_dgsa.report.figures import cd_diagram, severity_figure
+    from robustbench_dgsa.util.figures import text_overflow
+    import pandas as pd
+
+    rows = [dict(model=m, seed=0, condition=c, severity=s, value=80 - 5 * s - k)
+            for k, m in enumerate(("vit", "dvit", "dgvit")) for c in ("gaussian_noise", "elastic_transform")
+            for s in range(1, 6)]
+    acc = pd.DataFrame(rows)
+    clean = pd.DataFrame([dict(model=m, seed=0, value=85.0) for m in ("vit", "dvit", "dgvit")])
+    fig = severity_figure(acc, clean, ["gaussian_noise", "elastic_transform"], ["vit", "dvit", "dgvit"],
+                          labels={"vit": "ViT", "dvit": "DViT", "dgvit": "DGViT"},
+                          mean_panel=("mean of 15 benchmark corruptions", ["gaussian_noise", "elastic_transform"]))
+    assert text_overflow(fig) == []
+    long = {"A very long custom model name (variant ×4)": 1.2, "DGViT": 2.1, "Another long name, dropout ×2": 2.7}
+    assert text_overflow(cd_diagram(long, [["DGViT", "Another long name, dropout ×2"]], note="bars: Holm")) == []
+
+
+# ------------------------------------------------------------------------------------------ LaTeX
+def test_latex_escape_math_and_minus():
+    from robustbench_dgsa.report.tables import Table, latex_escape
+    assert latex_escape("χ² = 3.1, p < 0.001") == "$\\chi ^{2}$ = 3.1, p $<$ 0.001"
+    assert latex_escape("Σ_s err") == "$\\Sigma$\\_s err"
+    assert latex_escape("-0.53") == "$-$0.53" and latex_escape("[-1.20, 3.4]") == "[$-$1.20, 3.4]"
+    assert latex_escape("x-ray 5%") == "x-ray 5\\%" and latex_escape("Δ ours − paper") == "$\\Delta$ ours $-$ paper"
+    wide = Table([f"c{i}" for i in range(10)], [["1"] * 10], "wide").to_latex()
+    assert "\\begin{table*}" in wide and "\\resizebox" in wide
+    assert "\\begin{table}" in Table(["a", "b"], [["1", "2"]]).to_latex()
+
+
+def test_every_report_table_compiles(built, compile_latex):
+    _, out = built
+    tex = list(out.glob("*.tex"))
+    assert len(tex) >= 20
+    assert compile_latex(tex) == {}

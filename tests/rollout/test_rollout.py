@@ -375,3 +375,35 @@ def test_metrics_run_text(tmp_path):
     df = load_results(tmp_path / "s")
     assert set(df["metric"]) == {"rollout_mass", "rollout_mass_chance"}
     assert df["value"].between(0, 1).all()
+
+
+def test_figure2_one_symmetric_scale_per_column_with_colour_bars_and_salient_outline():
+    from robustbench_dgsa.rollout.plots import POSITIVE_CMAP, SIGNED_CMAP, rollout_grid_figure
+    from robustbench_dgsa.util.figures import text_overflow
+    rng = np.random.default_rng(5)
+    imgs = rng.integers(0, 256, (3, 16, 16, 3), dtype=np.uint8)
+    heat = {"vit": rng.random((3, 16, 16)), "dvit": rng.standard_normal((3, 16, 16)) * [[[1.0]], [[3.0]], [[0.5]]],
+            "a rather long custom model name": rng.standard_normal((3, 4, 4))}
+    sal = np.zeros((3, 16, 16), bool)
+    sal[:, 4:9, 4:9] = True
+    fig = rollout_grid_figure(imgs, heat, signed_by_model={"vit": False, "dvit": True,
+                                                           "a rather long custom model name": True},
+                              row_labels=["a", "b", "c"], salient=sal)
+    axes = fig.axes
+    grid = [ax for ax in axes if ax.get_label() != "<colorbar>"]
+    bars = [ax for ax in axes if ax.get_label() == "<colorbar>"]
+    assert len(grid) == 3 * 4 and len(bars) == 3                      # one colour bar per model column
+    for c, name in enumerate(heat, start=1):
+        ims = [grid[r * 4 + c].images[-1] for r in range(3)]
+        limits = {im.get_clim() for im in ims}
+        assert len(limits) == 1, name                                  # one scale for the whole column
+        lo, hi = limits.pop()
+        cmaps = {im.get_cmap().name for im in ims}
+        if name == "vit":
+            assert cmaps == {POSITIVE_CMAP} and lo == pytest.approx(heat[name].min())
+        else:
+            assert cmaps == {SIGNED_CMAP} and lo == pytest.approx(-hi)  # symmetric about 0
+            assert hi == pytest.approx(np.abs(heat[name]).max())
+    assert all(grid[r * 4].collections for r in range(3))              # salient region outlined
+    assert any("diverging" in b.get_xlabel() for b in bars) and any("sequential" in b.get_xlabel() for b in bars)
+    assert text_overflow(fig) == []

@@ -1,0 +1,107 @@
+"""The one figure style and the one figure saver (report figures, rollout plots, CD diagrams).
+
+:func:`style` applies matplotlib's *defaults* plus :data:`STYLE` — never the user's ``matplotlibrc`` — and
+:func:`save_figure` re-applies it while saving, so the look, the resolution (:data:`DPI` for every PNG) and the
+bytes do not depend on the machine's configuration. PNGs carry no software tag, PDFs no dates and a fixed
+producer: the same figure gives the same bytes on every run. Files are written atomically.
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg", force=False)
+import matplotlib as mpl  # noqa: E402
+import matplotlib.text  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from robustbench_dgsa.util import atomic  # noqa: E402
+
+#: resolution of every PNG the suite writes (the PDF is vector)
+DPI = 200
+
+# Fixed look: the same bytes on every machine with the same library versions.
+STYLE = {
+    "font.family": "DejaVu Sans",
+    "font.size": 8.5,
+    "axes.titlesize": 9,
+    "axes.labelsize": 8.5,
+    "legend.fontsize": 8.5,
+    "xtick.labelsize": 7.5,
+    "ytick.labelsize": 7.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "grid.linewidth": 0.6,
+    "lines.linewidth": 1.6,
+    "lines.markersize": 4.0,
+    "figure.dpi": DPI,
+    "savefig.dpi": DPI,
+    "savefig.bbox": None,
+    "savefig.pad_inches": 0.1,
+    "savefig.transparent": False,
+    "savefig.facecolor": "white",
+    "savefig.edgecolor": "white",
+    "figure.facecolor": "white",
+    "pdf.compression": 6,
+    "pdf.fonttype": 42,
+    "path.simplify": False,
+    "svg.hashsalt": "dgsa-bench",
+    "image.interpolation": "antialiased",
+}
+_META = {"png": {"Software": None}, "pdf": {"CreationDate": None, "ModDate": None, "Producer": None,
+                                            "Creator": "dgsa-bench"}}
+
+
+@contextlib.contextmanager
+def style() -> Iterator[None]:
+    """Matplotlib defaults + :data:`STYLE`, whatever the user's matplotlibrc says; restored afterwards."""
+    with mpl.rc_context():
+        mpl.rcdefaults()
+        mpl.rcParams.update(STYLE)
+        yield
+
+
+def save_figure(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
+    """Write ``<stem>.<fmt>`` for each format (PNG at :data:`DPI`, vector PDF) atomically; returns the paths."""
+    paths = []
+    with style():
+        for ext in formats:
+            path = Path(out_dir) / f"{stem}.{ext}"
+            with atomic.atomic_path(path) as tmp:
+                fig.savefig(tmp, format=ext, dpi=DPI, metadata=_META.get(ext), bbox_inches=None)
+            paths.append(path)
+    return paths
+
+
+def save_as(fig: Figure, path: str | Path) -> Path:
+    """Save one file, the format from its suffix (png, pdf, svg); see :func:`save_figure`."""
+    path = Path(path)
+    fmt = path.suffix.lstrip(".").lower() or "png"
+    if fmt not in ("png", "pdf", "svg"):
+        from robustbench_dgsa.util.errors import UserError
+        raise UserError(f"figure format must be .png, .pdf or .svg, got {path.name!r}")
+    return save_figure(fig, path.parent, path.name[: -len(path.suffix)] if path.suffix else path.name, (fmt,))[0]
+
+
+def text_overflow(fig: Figure, pad_px: float = 0.5) -> list[str]:
+    """Texts (titles, labels, tick labels, legend entries) drawn partly outside the figure: a list of them
+    (empty = nothing clipped). Measured on the Agg renderer at :data:`DPI`."""
+    with style():
+        fig.set_dpi(DPI)
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        fig.draw(renderer)
+        W, H = fig.bbox.width, fig.bbox.height
+        bad = []
+        for t in fig.findobj(matplotlib.text.Text):
+            if not t.get_visible() or not t.get_text().strip():
+                continue
+            bb = t.get_window_extent(renderer)
+            if bb.x0 < -pad_px or bb.y0 < -pad_px or bb.x1 > W + pad_px or bb.y1 > H + pad_px:
+                bad.append(t.get_text())
+        return bad
