@@ -4,7 +4,7 @@ A sweep directory holds::
 
     sweep.json            settings shared by all jobs (preset, overrides, data root, evaluation options)
     jobs.jsonl            one job per line, in a fixed order (the Slurm array index is the line number)
-    runs/<job id>/        checkpoint.safetensors, train_state.pt, done.json (from train), job_done.json
+    runs/<job id>/        checkpoint.safetensors, train_state.safetensors, done.json (from train), job_done.json
     store/                the results store all jobs write to (rows, runs, predictions, results.parquet)
     slurm/                sbatch script and logs (``dgsa-bench sweep slurm``)
 

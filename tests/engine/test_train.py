@@ -123,11 +123,11 @@ def test_resume_is_bit_exact(tmp_path):
     out = tmp_path / "killed"
     part = train(cfg, 3, out, progress=False, stop_after_epoch=1)
     assert len(part.history) == 1
-    shutil.copy(out / STATE_NAME, tmp_path / "state_epoch1.pt")
+    shutil.copy(out / STATE_NAME, tmp_path / "state_epoch1.safetensors")
     train(cfg, 3, out, progress=False, resume=True, stop_after_epoch=2)
     # Simulate a kill after the epoch-2 checkpoint was written but before its train state: the state is
     # one epoch behind the checkpoint.
-    shutil.copy(tmp_path / "state_epoch1.pt", out / STATE_NAME)
+    shutil.copy(tmp_path / "state_epoch1.safetensors", out / STATE_NAME)
     resumed = train(cfg, 3, out, progress=False, resume=True)
 
     a, b = _weights(full.checkpoint), _weights(resumed.checkpoint)
