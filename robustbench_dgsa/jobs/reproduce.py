@@ -30,6 +30,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from robustbench_dgsa import store
+from robustbench_dgsa.jobs import bench
+from robustbench_dgsa.jobs import job as job_runner
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.progress import log
@@ -144,8 +146,7 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
 
 # ------------------------------------------------------------------------------------------- phases
 def _job_done(plan: Plan, job) -> bool:
-    from robustbench_dgsa.jobs import sweep
-    return sweep.is_finished(plan.out, job)
+    return job_runner.is_finished(plan.out, job)
 
 
 def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path | None:
@@ -182,39 +183,20 @@ def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path
 
 
 def _train_and_evaluate(plan: Plan, job, progress: bool, corruption_dirs: dict[str, Path | None]) -> dict[str, Any]:
-    """One job: train (resuming a half-done run), then evaluate clean + corruptions / text noise."""
-    from robustbench_dgsa.jobs import sweep
-    from robustbench_dgsa.config import resolve_config
-    from robustbench_dgsa.engine.evaluate import evaluate
-    from robustbench_dgsa.models import get_model_config
-    from robustbench_dgsa.engine.train import train
-
-    out = sweep.job_dir(plan.out, job)
-    if _job_done(plan, job):
-        return json.loads((out / sweep.JOB_DONE).read_text())
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    cfg = resolve_config(get_model_config(job.model), job.dataset, job.preset, overrides=job.overrides)
-    store_dir = plan.out / "store"
-    tr = train(cfg, job.seed, out, store_dir=store_dir, resume=True, progress=progress)
-    image = cfg.model.modality == "image"
-    ev = evaluate(tr.checkpoint, store_dir=store_dir, corruptions=plan.corruptions if image else None,
-                  text_noise=None if image else plan.text_noise, severities=plan.severities,
-                  corruption_dir=corruption_dirs.get(job.dataset) if image else None,
-                  device=plan.device, progress=progress)
-    record = {"job": job.to_dict(), "train_run_id": tr.run_id, "eval_run_id": ev.run_id,
-              "checkpoint": str(tr.checkpoint), "final": tr.final, "evaluation": ev.summary(),
-              "seconds": round(time.monotonic() - t0, 3)}
-    atomic.write_json(out / sweep.JOB_DONE, record)
-    return record
+    """One job through the one job runner: train (resuming a half-done run), then evaluate clean + corruptions
+    (from the corrupted test set generated once) / text noise."""
+    cdir = corruption_dirs.get(job.dataset)
+    evaluation = job_runner.EvalSettings(corruptions=plan.corruptions, severities=plan.severities,
+                                         text_noise=plan.text_noise, corruption_dir=str(cdir) if cdir else None)
+    return job_runner.run_job(plan.out, job, evaluation, device=plan.device, data_root=plan.data_root,
+                              progress=progress)
 
 
 def _rollout(plan: Plan, job, progress: bool) -> None:
     """Rollout sets (Figures 2/3), salient mass and drift for one trained model (the first seed only)."""
-    from robustbench_dgsa.jobs import sweep
     from robustbench_dgsa.rollout.runs import rollout_metrics_run
 
-    out = sweep.job_dir(plan.out, job)
+    out = job_runner.job_dir(plan.out, job)
     marker = out / ROLLOUT_DONE
     store_dir = plan.out / "store"
     if marker.is_file():
@@ -262,84 +244,11 @@ def _figure_rollout_set(plan: Plan, job, ckpt: Path, store_dir: Path, k: int = 4
     return run_id
 
 
-def measure_model(model, cfg, *, batch_size: int, steps: int = 4, device: str = "cpu") -> dict[str, float]:
-    """Table 9 numbers of one model at its trained size, on random inputs of the right shape.
-
-    params; flops (analytic forward FLOPs per sample, :func:`flops.count_flops`); train_throughput (samples/s
-    over ``steps`` AdamW steps after one warm-up step); latency_ms (median forward of one batch, eval mode,
-    no grad); peak_memory_mb (CUDA: ``max_memory_allocated`` during a training step; CPU: parameters + gradients
-    + AdamW state + the activations autograd saves for backward, counted with saved-tensor hooks).
-    """
-    import torch
-    import torch.nn.functional as F
-
-    from robustbench_dgsa.models.flops import count_flops, count_params
-
-    dev = torch.device(device)
-    model = model.to(dev)
-    gen = torch.Generator().manual_seed(0)
-    if cfg.modality == "image":
-        x = torch.randn(batch_size, cfg.in_chans, cfg.image_size, cfg.image_size, generator=gen).to(dev)
-        kw: dict[str, Any] = {}
-    else:
-        x = torch.randint(4, max(5, cfg.vocab_size), (batch_size, cfg.max_len), generator=gen).to(dev)
-        kw = {"key_padding_mask": torch.zeros(batch_size, cfg.max_len, dtype=torch.bool, device=dev)}
-    y = torch.randint(0, cfg.num_classes, (batch_size,), generator=gen).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step() -> None:
-        loss = F.cross_entropy(model(x, **kw), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    def sync() -> None:
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-
-    model.train()
-    saved = [0]
-
-    def pack(t):
-        saved[0] += t.numel() * t.element_size()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        if dev.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(dev)
-        step()  # warm-up; also allocates the optimizer state
-    sync()
-    if dev.type == "cuda":
-        peak = torch.cuda.max_memory_allocated(dev) / 2 ** 20
-    else:
-        state = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
-                    if torch.is_tensor(t))
-        params = sum(p.numel() * p.element_size() for p in model.parameters())
-        peak = (2 * params + state + saved[0]) / 2 ** 20
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    throughput = steps * batch_size / (time.perf_counter() - t0)
-    model.eval()
-    times = []
-    with torch.no_grad():
-        model(x, **kw)
-        for _ in range(max(3, steps)):
-            t0 = time.perf_counter()
-            model(x, **kw)
-            sync()
-            times.append(time.perf_counter() - t0)
-    return {"params": float(count_params(model)), "flops": float(count_flops(cfg)),
-            "train_throughput": float(throughput), "latency_ms": float(np.median(times) * 1e3),
-            "peak_memory_mb": float(peak)}
-
-
 def _bench(plan: Plan, model_name: str, job) -> None:
     """Table 9 rows (kind="bench") for one model, measured once (skipped when the store has them)."""
     import torch
 
-    from robustbench_dgsa.jobs import sweep
+    from robustbench_dgsa.engine.predict import resolve_device
     from robustbench_dgsa.models.checkpoint import load_checkpoint
     from robustbench_dgsa.util.provenance import device_description
 
@@ -347,20 +256,19 @@ def _bench(plan: Plan, model_name: str, job) -> None:
     run_id = f"bench-{job.id}"
     if (store_dir / "rows" / f"{run_id}.jsonl").is_file():
         return
-    model, meta = load_checkpoint(sweep.job_dir(plan.out, job) / "checkpoint.safetensors")
-    cfg = model.config
+    model, meta = load_checkpoint(job_runner.job_dir(plan.out, job) / job_runner.CHECKPOINT)
     run_cfg = meta.get("run_config") or {}
     batch = int((run_cfg.get("train") or {}).get("batch_size", 32))
-    dev = "cuda" if plan.device in ("auto", "cuda") and torch.cuda.is_available() else \
-        (plan.device if plan.device.startswith("cuda") else "cpu")
+    dev = str(resolve_device(plan.device))
     torch.manual_seed(0)
-    numbers = measure_model(model, cfg, batch_size=batch, steps=plan.bench_steps, device=dev)
+    m = bench.measure(model, batch_size=batch, steps=plan.bench_steps, device=dev)
+    numbers = m.table9()
     src = device_description(dev)
     w = store.RunWriter(store_dir, run_id, dict(kind="bench", model=model_name, dataset=job.dataset, seed=-1,
                                                 config_hash=str(meta.get("config_hash", "")), source=src, n=batch))
     w.write_provenance({"kind": "bench", "model": model_name, "dataset": job.dataset, "device": dev,
                         "batch_size": batch, "steps": plan.bench_steps, "config_hash": meta.get("config_hash", ""),
-                        "definitions": measure_model.__doc__})
+                        "memory_method": m.method, "definitions": bench.__doc__})
     w.add_rows([dict(metric=k, value=v) for k, v in numbers.items()])
 
 
