@@ -180,7 +180,7 @@ def _train_and_evaluate(root: Path, job: Job, ev: EvalSettings, *, device: str, 
                    batch_size=ev.batch_size, device=device or "auto", progress=progress)
     return {"job": job.to_dict(), "train_run_id": tr.run_id, "eval_run_id": res.run_id,
             "checkpoint": str(tr.checkpoint), "final": tr.final, "evaluation": res.summary(),
-            "seconds": round(time.monotonic() - t0, 3), "host": socket.gethostname()}
+            "seconds": round(time.monotonic() - t0, 3), "host": socket.gethostname(), "pid": os.getpid()}
 
 
 # --- locks -------------------------------------------------------------------------------------------------

@@ -180,8 +180,8 @@ def run(sweep_dir: str | Path, workers: int | None = None, devices: Sequence[str
     if workers == 1 and not devices:
         for i, job in pending:
             try:
-                run_job(sweep_dir, job, progress=progress)
-                summary["ran"].append(job.id)
+                record = run_job(sweep_dir, job, progress=progress)
+                summary["ran" if record.get("pid") == os.getpid() else "busy"].append(job.id)
             except JobLocked as e:
                 log(f"[sweep] skip {job.id}: {e}")
                 summary["busy"].append(job.id)
@@ -208,8 +208,12 @@ def run(sweep_dir: str | Path, workers: int | None = None, devices: Sequence[str
             logf = job_dir(sweep_dir, job) / "log.txt"
             logf.parent.mkdir(parents=True, exist_ok=True)
             with open(logf, "a") as f:
-                rc = subprocess.run([sys.executable, "-m", "robustbench_dgsa", "sweep", "run-one", str(sweep_dir),
-                                     "--index", str(i)], env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+                proc = subprocess.Popen([sys.executable, "-m", "robustbench_dgsa", "sweep", "run-one", str(sweep_dir),
+                                         "--index", str(i)], env=env, stdout=f, stderr=subprocess.STDOUT)
+                rc = proc.wait()
+            done = job_runner.read_done(sweep_dir, job)
+            if rc == 0 and done is not None and done.get("pid") != proc.pid:
+                rc = -1                                   # finished by another runner, not by this one
             return job, rc, str(logf)
         finally:
             slots.put(dev)
