@@ -11,7 +11,8 @@ Everything goes to the results store (kind="eval"), with model / seed / config_h
 * per-example predictions of every condition (``RunWriter.write_predictions``; columns condition, severity,
   index, label, pred), so flip rates and error consistency (SPEC §6) need no re-run.
 
-Rows are written together at the end, so a killed evaluation leaves no partial rows behind. Images are
+Rows are written together at the end, so a killed evaluation leaves no partial rows behind, and a failure
+while writing removes what was written (:meth:`RunWriter.discard`): the store is left as it was found. Images are
 corrupted and classified chunk by chunk (bounded memory); on-the-fly randomness is keyed per image index, so
 the chunking does not change the result.
 """
@@ -187,20 +188,25 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
 
     # --- store: predictions, provenance, then all rows at once --------------------------------------------
     writer = store.RunWriter(store_dir, run_id, base=base)
-    writer.write_predictions(split, pd.concat(preds_frames, ignore_index=True))
-    from robustbench_dgsa.util.provenance import sha256_file
-    writer.write_provenance({"kind": "eval", "checkpoint": str(checkpoint.resolve()),
-                             "checkpoint_sha256": sha256_file(checkpoint), "train_run_id": meta.get("run_id"),
-                             "model": base["model"], "seed": base["seed"], "config_hash": base["config_hash"],
-                             "dataset": dataset, "trained_on": trained_on, "split": split, "max_test": max_test,
-                             "n": int(len(y)), "data_source": clean_source, "data_root": str(data_root or ""),
-                             "corruptions": list(corruptions or []), "severities": list(severities),
-                             "corruption_dir": str(corruption_dir or ""), "corruption_seed": int(corruption_seed),
-                             "text_noise": list(text_noise or []), "device": str(dev),
-                             "frost_source": frost_source,
-                             "wall_seconds": round(time.monotonic() - t_start, 3)})
-    writer.add_rows(rows)
-    store.compact(store_dir)
+    try:  # a failure while writing removes what this run wrote: the store is left as it was found
+        writer.write_predictions(split, pd.concat(preds_frames, ignore_index=True))
+        from robustbench_dgsa.util.provenance import sha256_file
+        writer.write_provenance({"kind": "eval", "checkpoint": str(checkpoint.resolve()),
+                                 "checkpoint_sha256": sha256_file(checkpoint), "train_run_id": meta.get("run_id"),
+                                 "model": base["model"], "seed": base["seed"], "config_hash": base["config_hash"],
+                                 "dataset": dataset, "trained_on": trained_on, "split": split, "max_test": max_test,
+                                 "n": int(len(y)), "data_source": clean_source, "data_root": str(data_root or ""),
+                                 "corruptions": list(corruptions or []), "severities": list(severities),
+                                 "corruption_dir": str(corruption_dir or ""), "corruption_seed": int(corruption_seed),
+                                 "text_noise": list(text_noise or []), "device": str(dev),
+                                 "frost_source": frost_source,
+                                 "wall_seconds": round(time.monotonic() - t_start, 3)})
+        writer.add_rows(rows)
+        store.compact(store_dir)
+    except BaseException:
+        writer.discard()
+        raise
+
     out = pd.DataFrame(table, columns=TABLE_COLUMNS)
     if len(out) > 1:
         log(f"[evaluate] {len(out) - 1} corrupted conditions: mean accuracy "

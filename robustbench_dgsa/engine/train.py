@@ -10,7 +10,8 @@ Files in ``out_dir``:
   states, epoch, history (tensors + JSON, never a pickle: :mod:`robustbench_dgsa.engine.train_state`; a
   legacy ``train_state.pt`` is refused, never loaded). Written *after* the checkpoint. A kill between the
   two leaves the checkpoint one epoch ahead of the state; ``resume`` restarts from the state (which holds its
-  own weights), recomputes that epoch bit for bit and overwrites the checkpoint with the same values. Both files are written atomically.
+  own weights), recomputes that epoch bit for bit and overwrites the checkpoint with the same values. Both
+  files are written atomically.
 * ``done.json``: written last, once the run finished (test accuracy recorded).
 
 Results rows (kind="train") go to the store: per epoch split="train"/"val" metrics "loss"/"accuracy"
@@ -65,7 +66,24 @@ class TrainResult:
 
 def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Path | None = None,
           resume: bool = False, progress: bool = True, stop_after_epoch: int | None = None) -> TrainResult:
-    """Train ``cfg.model`` on ``cfg.data.dataset`` with ``seed``; see the module docstring."""
+    """Train ``cfg.model`` on ``cfg.data.dataset`` with ``seed``; see the module docstring.
+
+    A run that fails (an error, divergence, Ctrl-C) removes its rows and provenance from the store, which it
+    thus leaves as it found it; its checkpoint and state stay in ``out_dir`` (without ``done.json``) so that
+    ``resume`` can continue, and resuming rebuilds the rows from the state.
+    """
+    opened: list[store.RunWriter] = []
+    try:
+        return _train(cfg, seed, out_dir, store_dir=store_dir, resume=resume, progress=progress,
+                      stop_after_epoch=stop_after_epoch, opened=opened)
+    except BaseException:
+        for writer in opened:
+            writer.discard()
+        raise
+
+
+def _train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Path | None, resume: bool,
+           progress: bool, stop_after_epoch: int | None, opened: list[store.RunWriter]) -> TrainResult:
     cfg = copy.deepcopy(cfg)  # private copy: data-dependent fields are filled in below
     out_dir = Path(out_dir)
     store_dir = Path(store_dir) if store_dir is not None else out_dir / "store"
@@ -97,6 +115,7 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
     writer = store.RunWriter(store_dir, run_id, base=dict(kind="train", model=cfg.model.name,
                                                           config_hash=config_hash, dataset=cfg.data.dataset,
                                                           seed=seed, condition="clean", severity=0))
+    opened.append(writer)
     # Tensors live on the GPU when they fit there (CUDA), else on the CPU and move batch by batch.
     x_tr, m_tr, y_tr = _place(data.x_train, device), _place(data.m_train, device), data.y_train.to(device)
 
@@ -161,11 +180,11 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
             correct += (logits.detach().argmax(1) == yb).sum()
             # A non-finite loss ends the run; checked every 20 steps (a sync) and at the end of the epoch.
             if (step % 20 == 0 or step == steps_per_epoch - 1) and not torch.isfinite(loss_sum):
-                _diverged(epoch, step, ckpt_path, history, writer)
+                _diverged(epoch, step, ckpt_path, history)
         val_loss, val_acc = evaluate_split(model, data.x_val, data.m_val, data.y_val, batch_size=tc.eval_batch_size,
                                            device=device, amp=tc.amp)
         if len(data.y_val) and not math.isfinite(val_loss):
-            _diverged(epoch, steps_per_epoch - 1, ckpt_path, history, writer, what="validation loss")
+            _diverged(epoch, steps_per_epoch - 1, ckpt_path, history, what="validation loss")
         rec = {"epoch": epoch, "train_loss": float(loss_sum) / len(y_tr),
                "train_accuracy": int(correct) / len(y_tr), "val_loss": val_loss, "val_accuracy": val_acc,
                "lr": float(optimizer.param_groups[0]["lr"]), "n_train": len(y_tr), "n_val": len(data.y_val),
@@ -412,11 +431,9 @@ def _epoch_rows(rec: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _diverged(epoch: int, step: int, ckpt_path: Path, history: list[dict], writer: store.RunWriter,
-              what: str = "training loss") -> None:
+def _diverged(epoch: int, step: int, ckpt_path: Path, history: list[dict], what: str = "training loss") -> None:
     kept = (f"kept the last good checkpoint {ckpt_path} (epoch {history[-1]['epoch']})" if history
             else "no checkpoint was written")
-    writer.write_provenance({"kind": "train", "status": "diverged", "epoch": epoch, "history": history})
     raise TrainingDiverged(f"training diverged: {what} became NaN/inf in epoch {epoch} (by step {step + 1}); "
                            f"{kept}; try a lower learning rate (--lr) or gradient clipping (--set train.grad_clip=1)")
 
