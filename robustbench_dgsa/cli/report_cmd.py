@@ -66,7 +66,7 @@ def reproduce_command(
                              "(results) and runs/ (checkpoints)."),
     preset: str = typer.Option("tiny", "--preset", help="tiny | small | paper (paper: the full protocol, "
                                "needs real data and a GPU)."),
-    seeds: str = typer.Option("0-1", "--seeds", help="Seeds, e.g. 0-1, 0-4 or 0,2,7."),
+    seeds: str = typer.Option("0-2", "--seeds", help="Seeds, e.g. 0-2 (default), 0-4 or 0,2,7."),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder with real datasets in their "
                                              "official layouts."),
     image_dataset: Optional[str] = typer.Option(None, "--image-dataset", help="Image dataset (default: "

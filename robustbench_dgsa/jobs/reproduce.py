@@ -1,7 +1,7 @@
 """The main job, ``dgsa-bench reproduce``: from nothing to a complete robustness report.
 
 With no options it trains ViT, DViT, DGViT on ``synthetic-vision`` and Transformer, DT, DGT on
-``synthetic-text`` over seeds 0 and 1 (``tiny`` preset), evaluates every model clean, on all 19 CIFAR-C
+``synthetic-text`` over seeds 0, 1 and 2 (``tiny`` preset), evaluates every model clean, on all 19 CIFAR-C
 corruptions × 5 severities (generated on the fly) and on every text-noise type × 5 severities, runs the
 rollouts (Figure 2 / 3 sets, salient mass, drift on a few corruptions), measures a small Table 9 benchmark
 (parameters, FLOPs, training throughput, latency, peak memory) and writes the report (:func:`report.build_report`)
@@ -22,6 +22,7 @@ split is cut to its first 200 examples (``max_test`` changes it).
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,7 +78,7 @@ def _split(spec: str | Sequence[str] | None) -> list[str] | None:
     return [s.strip() for s in items if str(s).strip()]
 
 
-def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int] = (0, 1),
+def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int] = (0, 1, 2),
               data_root: str | Path | None = None, image_dataset: str | None = None,
               text_dataset: str | None = None, models: Sequence[str] | str | None = None,
               severities: Sequence[int] = (1, 2, 3, 4, 5), corruptions: str | Sequence[str] = "all",
@@ -273,19 +274,22 @@ def _bench(plan: Plan, model_name: str, job) -> None:
 
 
 # ------------------------------------------------------------------------------------------- entry point
-def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny", seeds: Sequence[int] = (0, 1),
+def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny", seeds: Sequence[int] = (0, 1, 2),
               data_root: str | Path | None = None, image_dataset: str | None = None, text_dataset: str | None = None,
               models: Sequence[str] | str | None = None, severities: Sequence[int] = (1, 2, 3, 4, 5),
               corruptions: str | Sequence[str] = "all", text_noise: str | Sequence[str] = "all",
               max_test: int | None = None, progress: bool = True, quick: bool = False, device: str = "auto",
-              threads: int | None = None, on_phase: Callable[[str, float], None] | None = None) -> Path:
+              threads: int | None = None, workers: int | None = None,
+              on_phase: Callable[[str, float], None] | None = None) -> Path:
     """Run the main job (see the module docstring); returns the report folder (``out_dir``).
 
     ``on_phase(name, seconds)`` is called after each phase (train+evaluate, rollout, bench, report); the same
     timings are written to ``<out_dir>/timings.json``. ``threads``: torch CPU threads while the job runs
     (restored afterwards); default 1 for the tiny preset on a CPU — its models are so small that intra-op
     threads cost more than they give, and on a busy machine spinning OpenMP threads slow it down many times —
-    otherwise torch's default.
+    otherwise torch's default. ``workers``: processes that train/evaluate independent jobs (and run the rollouts)
+    at once, each with one torch thread; default: one per CPU core for the tiny preset on a CPU (at most 8),
+    else 1. Results do not depend on it (every job seeds itself; the benchmark phase always runs alone).
     """
     import torch
 
@@ -298,7 +302,7 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
         return _reproduce(out_dir, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
                           text_dataset=text_dataset, models=models, severities=severities, corruptions=corruptions,
                           text_noise=text_noise, max_test=max_test, progress=progress, quick=quick, device=device,
-                          on_phase=on_phase)
+                          workers=workers, on_phase=on_phase)
     finally:
         torch.set_num_threads(before)
 
@@ -306,13 +310,15 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
 def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_root: str | Path | None,
                image_dataset: str | None, text_dataset: str | None, models: Sequence[str] | str | None,
                severities: Sequence[int], corruptions: str | Sequence[str], text_noise: str | Sequence[str],
-               max_test: int | None, progress: bool, quick: bool, device: str,
+               max_test: int | None, progress: bool, quick: bool, device: str, workers: int | None,
                on_phase: Callable[[str, float], None] | None) -> Path:
     import torch
 
     from robustbench_dgsa.jobs import sweep
     from robustbench_dgsa.report.build import build_report
 
+    if workers is None:
+        workers = _default_workers(preset, device)
     plan = make_plan(out_dir, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
                      text_dataset=text_dataset, models=models, severities=severities, corruptions=corruptions,
                      text_noise=text_noise, max_test=max_test, quick=quick, device=device)
@@ -342,20 +348,21 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
             f"{len(plan.severities)} severities")
         corruption_dirs[ds] = corrupted_test_set(plan, ds, progress)
     phase("corrupt", t0)
-    t0 = time.monotonic()
-    for i, job in enumerate(plan.jobs, 1):
-        if not _job_done(plan, job):
-            log(f"[reproduce] job {i}/{len(plan.jobs)}: {job.model} on {job.dataset}, seed {job.seed}")
-        _train_and_evaluate(plan, job, progress, corruption_dirs)
-    phase("train_evaluate", t0)
-
     first = {}
     for job in plan.jobs:
         first.setdefault(job.model, job)   # the lowest seed of each model (jobs are seed-ordered)
-    t0 = time.monotonic()
-    for model_name, job in first.items():
-        _rollout(plan, job, progress)
-    phase("rollout", t0)
+    todo = [j for j in plan.jobs if not _job_done(plan, j)]
+    n_workers = max(1, min(workers or 1, len(todo) or 1))
+    with _Pool(n_workers) as pool:
+        t0 = time.monotonic()
+        if todo:
+            log(f"[reproduce] training and evaluating {len(todo)} jobs"
+                f"{f' in {n_workers} processes' if n_workers > 1 else ''}")
+        pool.map(_train_and_evaluate, [(plan, job, progress and n_workers == 1, corruption_dirs) for job in todo])
+        phase("train_evaluate", t0)
+        t0 = time.monotonic()
+        pool.map(_rollout, [(plan, job, False) for job in first.values()])
+        phase("rollout", t0)
     t0 = time.monotonic()
     for model_name, job in first.items():
         _bench(plan, model_name, job)
@@ -368,11 +375,66 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     phase("report", t0)
     timings["total"] = round(time.monotonic() - t_all, 2)
     atomic.write_json(out / TIMINGS_FILE, {"phases": timings, "phase_order": list(timings), "jobs": len(plan.jobs),
-                                           "torch_threads": torch.get_num_threads(), "preset": plan.preset,
+                                           "torch_threads": torch.get_num_threads(), "workers": workers,
+                                           "preset": plan.preset,
                                            "quick": quick, "seeds": plan.seeds, "models": plan.models,
                                            "datasets": plan.datasets})
     log(f"[reproduce] done in {timings['total']:.1f}s: {out / 'index.html'}")
     return out
+
+
+def _default_workers(preset: str, device: str) -> int:
+    import torch
+    if preset != "tiny" or (device != "cpu" and torch.cuda.is_available()):
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, min(8, cores))
+
+
+def _init_worker() -> None:
+    import torch
+    torch.set_num_threads(1)
+
+
+def _call(fn_args: tuple[Callable[..., Any], tuple]) -> Any:
+    fn, args = fn_args
+    return fn(*args)
+
+
+class _Pool:
+    """``map`` in this process (one worker) or in a pool of fresh processes with one torch thread each. The first
+    failure is raised (the remaining tasks are cancelled)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers, self.pool = workers, None
+
+    def __enter__(self) -> "_Pool":
+        if self.workers > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+            # "spawn": fresh interpreters (no forked torch / OpenMP state); workers inherit OMP_NUM_THREADS=1
+            os.environ.setdefault("OMP_NUM_THREADS", "1")
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                            initializer=_init_worker)
+        return self
+
+    def map(self, fn: Callable[..., Any], arg_lists: list[tuple]) -> list[Any]:
+        if self.pool is None:
+            return [fn(*args) for args in arg_lists]
+        futures = [self.pool.submit(_call, (fn, args)) for args in arg_lists]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def summary_table(store_dir: str | Path):

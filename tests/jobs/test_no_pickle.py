@@ -53,7 +53,7 @@ def test_sweep_run_and_run_one_never_unpickle(tmp_path):
 def test_reproduce_rerun_never_unpickles(tmp_path):
     from robustbench_dgsa.jobs.reproduce import make_plan, reproduce
     out, marker = tmp_path / "rep", tmp_path / "PWNED"
-    kw = dict(quick=True, models="vit", text_dataset="none", seeds=[0], device="cpu")
+    kw = dict(quick=True, models="vit", text_dataset="none", seeds=[0, 1], device="cpu", workers=2)  # the pool path
     job = make_plan(out, **kw).jobs[0]
     plant(job_dir(out, job), marker)
     with pytest.raises(UserError, match="pickle"):

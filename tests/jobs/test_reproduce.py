@@ -38,7 +38,7 @@ def test_quick_main_job_end_to_end(quick_run):
     df = store.load_results(out / "store")
     ev = df[df["kind"] == "eval"]
     assert set(ev["model"]) == {"vit", "dvit", "dgvit", "transformer", "dt", "dgt"}
-    assert set(ev["seed"]) == {0, 1}
+    assert set(ev["seed"]) == {0, 1, 2}                          # three seeds by default
     img = ev[(ev["dataset"] == "synthetic-vision") & (ev["metric"] == "accuracy")]
     assert set(img["condition"]) == {"clean", "gaussian_noise", "fog"} and set(img["severity"]) == {0, 1, 3}
     txt = ev[(ev["dataset"] == "synthetic-text")]
@@ -59,7 +59,7 @@ def test_cli_rerun_resumes_and_prints_summary(quick_run):
     out, _ = quick_run
     before = sorted(p.name for p in (out / "store" / "rows").glob("*.jsonl"))
     ckpts = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*/checkpoint.safetensors")}
-    assert len(ckpts) == 12
+    assert len(ckpts) == 18
     res = CliRunner().invoke(app, ["reproduce", "--quick", "--out", str(out), "--json"])
     assert res.exit_code == 0, res.output
     assert sorted(p.name for p in (out / "store" / "rows").glob("*.jsonl")) == before
@@ -83,6 +83,6 @@ def test_plan_validates_names(tmp_path):
     with pytest.raises(UserError, match="unknown preset"):
         make_plan(tmp_path, preset="huge")
     plan = make_plan(tmp_path, text_dataset="none")
-    assert plan.models == ["vit", "dvit", "dgvit"] and len(plan.corruptions) == 19 and len(plan.jobs) == 6
+    assert plan.models == ["vit", "dvit", "dgvit"] and len(plan.corruptions) == 19 and len(plan.jobs) == 9
     plan = make_plan(tmp_path, preset="paper", models="dgt", image_dataset="none")
     assert plan.datasets == {"text": "imdb"} and len(plan.text_noise) == 11
