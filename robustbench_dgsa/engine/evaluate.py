@@ -18,6 +18,7 @@ the chunking does not change the result.
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,17 +173,16 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
 
     # --- text noise ----------------------------------------------------------------------------------------
     if text_noise:
-        from corruptions.text import TEXT_NOISE_TYPES, add_text_noise, realised_error_rates
+        from corruptions.text import TEXT_NOISE_TYPES
         unknown = [t for t in text_noise if t not in TEXT_NOISE_TYPES]
         if unknown:
             raise UserError(f"unknown text noise type(s) {', '.join(unknown)} "
                             f"(valid: {', '.join(TEXT_NOISE_TYPES)})")
         cells = [(t, s) for t in text_noise for s in severities]
+        raw_key = _texts_key(raw, idx)
         for t, s in track(cells, description="text noise", enabled=progress):
-            noisy = add_text_noise(raw, t, s, seed=corruption_seed, indices=idx)
+            noisy, rates = _noisy_texts(raw, raw_key, t, s, corruption_seed, idx, error_rate_sample)
             pred, _ = predict_raw(model, noisy, pre, chunk=chunk, **kw)
-            # Realised CER/WER (Levenshtein) on at most `error_rate_sample` evenly spread examples.
-            rates = realised_error_rates(raw, noisy, max_examples=error_rate_sample)
             record(t, s, pred, "on-the-fly", {"cer": rates["cer"], "wer": rates["wer"]},
                    n_rates=int(rates["n_measured"]))
 
@@ -212,6 +212,38 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
         log(f"[evaluate] {len(out) - 1} corrupted conditions: mean accuracy "
             f"{out[out.condition != 'clean'].accuracy.mean():.4f} -> {store_dir}")
     return EvalResult(run_id, out, store_dir)
+
+
+# Noisy texts and their realised CER/WER depend only on the texts, the noise, the seed and the indices, not on
+# the model: a process that evaluates several models on one test set (a sweep or reproduce worker) computes
+# them once. Only small test sets are kept (bounded memory).
+_NOISE_CACHE: dict[tuple, tuple[list[str], dict[str, float]]] = {}
+_NOISE_CACHE_MAX_CHARS, _NOISE_CACHE_ENTRIES = 2_000_000, 256
+
+
+def _texts_key(texts: list[str], idx: np.ndarray) -> str | None:
+    if sum(map(len, texts)) > _NOISE_CACHE_MAX_CHARS:
+        return None
+    h = hashlib.sha256(np.ascontiguousarray(idx, dtype=np.int64).tobytes())
+    for t in texts:
+        h.update(t.encode("utf-8", "surrogatepass") + b"\0")
+    return h.hexdigest()
+
+
+def _noisy_texts(raw: list[str], raw_key: str | None, noise: str, severity: int, seed: int, idx: np.ndarray,
+                 sample: int) -> tuple[list[str], dict[str, float]]:
+    """Noisy texts and their realised CER/WER (Levenshtein, on at most ``sample`` evenly spread examples)."""
+    from corruptions.text import add_text_noise, realised_error_rates
+    key = (raw_key, noise, int(severity), int(seed), int(sample))
+    if raw_key is not None and key in _NOISE_CACHE:
+        return _NOISE_CACHE[key]
+    noisy = add_text_noise(raw, noise, severity, seed=seed, indices=idx)
+    rates = realised_error_rates(raw, noisy, max_examples=sample)
+    if raw_key is not None:
+        if len(_NOISE_CACHE) >= _NOISE_CACHE_ENTRIES:
+            _NOISE_CACHE.pop(next(iter(_NOISE_CACHE)))
+        _NOISE_CACHE[key] = (noisy, rates)
+    return noisy, rates
 
 
 def _check_severities(severities: Sequence[int]) -> list[int]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -283,13 +284,17 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
               on_phase: Callable[[str, float], None] | None = None) -> Path:
     """Run the main job (see the module docstring); returns the report folder (``out_dir``).
 
-    ``on_phase(name, seconds)`` is called after each phase (train+evaluate, rollout, bench, report); the same
-    timings are written to ``<out_dir>/timings.json``. ``threads``: torch CPU threads while the job runs
-    (restored afterwards); default 1 for the tiny preset on a CPU — its models are so small that intra-op
-    threads cost more than they give, and on a busy machine spinning OpenMP threads slow it down many times —
-    otherwise torch's default. ``workers``: processes that train/evaluate independent jobs (and run the rollouts)
-    at once, each with one torch thread; default: one per CPU core for the tiny preset on a CPU (at most 8),
-    else 1. Results do not depend on it (every job seeds itself; the benchmark phase always runs alone).
+    ``on_phase(name, seconds)`` is called after each phase (corrupt, train+evaluate, rollout, bench, report); the
+    same timings are written to ``<out_dir>/timings.json``. With several workers the corrupted test set is made
+    in one worker while the text jobs train in the others, so "corrupt" overlaps (and is part of) the wall time
+    of "train_evaluate"; "total" is the wall time of the whole run.
+
+    ``threads``: torch CPU threads while the job runs (restored afterwards); default 1 for the tiny preset on a
+    CPU — its models are so small that intra-op threads cost more than they give, and on a busy machine spinning
+    OpenMP threads slow it down many times — otherwise torch's default. ``workers``: processes that
+    train/evaluate independent jobs (and run the rollouts) at once, each with one torch thread; default: one per
+    CPU core for the tiny preset on a CPU (at most 8), else 1. Results do not depend on it (every job seeds
+    itself; the benchmark phase always runs alone).
     """
     import torch
 
@@ -331,8 +336,8 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     timings: dict[str, float] = {}
     t_all = time.monotonic()
 
-    def phase(name: str, t0: float) -> None:
-        timings[name] = round(time.monotonic() - t0, 2)
+    def phase(name: str, t0: float | None, seconds: float | None = None) -> None:
+        timings[name] = round(time.monotonic() - t0 if seconds is None else seconds, 2)
         if on_phase is not None:
             on_phase(name, timings[name])
 
@@ -340,28 +345,39 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     log(f"[reproduce] {len(plan.jobs)} jobs ({', '.join(plan.models)} × seeds {plan.seeds} on "
         f"{', '.join(plan.datasets.values())}; preset {plan.preset}{', quick' if quick else ''}); "
         f"{n_done} already done -> {out}")
-    t0 = time.monotonic()
-    corruption_dirs: dict[str, Path | None] = {}
-    if "image" in plan.datasets and plan.corruptions and not all(_job_done(plan, j) for j in plan.jobs):
-        ds = plan.datasets["image"]
-        log(f"[reproduce] corrupting the {ds} test images once: {len(plan.corruptions)} corruptions × "
-            f"{len(plan.severities)} severities")
-        corruption_dirs[ds] = corrupted_test_set(plan, ds, progress)
-    phase("corrupt", t0)
     first = {}
     for job in plan.jobs:
         first.setdefault(job.model, job)   # the lowest seed of each model (jobs are seed-ordered)
     todo = [j for j in plan.jobs if not _job_done(plan, j)]
+    image_ds = plan.datasets.get("image")
     n_workers = max(1, min(workers or 1, len(todo) or 1))
+    corruption_dirs: dict[str, Path | None] = {}
     with _Pool(n_workers) as pool:
+        # The corrupted test images are made once, as the first task; the text jobs, which do not need them,
+        # run beside it when there are several workers; the image jobs start once they exist.
         t0 = time.monotonic()
+        corrupt = None
+        if image_ds and plan.corruptions and any(j.dataset == image_ds for j in todo):
+            log(f"[reproduce] corrupting the {image_ds} test images once: {len(plan.corruptions)} corruptions × "
+                f"{len(plan.severities)} severities")
+            corrupt = pool.submit(_timed, corrupted_test_set, plan, image_ds, progress and n_workers == 1)
         if todo:
             log(f"[reproduce] training and evaluating {len(todo)} jobs"
                 f"{f' in {n_workers} processes' if n_workers > 1 else ''}")
-        pool.map(_train_and_evaluate, [(plan, job, progress and n_workers == 1, corruption_dirs) for job in todo])
+        one = progress and n_workers == 1
+        tasks = [pool.submit(_train_and_evaluate, plan, j, one, {}) for j in todo if j.dataset != image_ds]
+        seconds = 0.0
+        if corrupt is not None:
+            corruption_dirs[image_ds], seconds = pool.result(corrupt)
+        phase("corrupt", None, seconds)
+        tasks += [pool.submit(_train_and_evaluate, plan, j, one, corruption_dirs)
+                  for j in todo if j.dataset == image_ds]
+        for task in tasks:
+            pool.result(task)
         phase("train_evaluate", t0)
         t0 = time.monotonic()
-        pool.map(_rollout, [(plan, job, False) for job in first.values()])
+        for task in [pool.submit(_rollout, plan, job, False) for job in first.values()]:
+            pool.result(task)
         phase("rollout", t0)
     t0 = time.monotonic()
     for model_name, job in first.items():
@@ -399,37 +415,42 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
-def _call(fn_args: tuple[Callable[..., Any], tuple]) -> Any:
-    fn, args = fn_args
-    return fn(*args)
+def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    t0 = time.monotonic()
+    return fn(*args), time.monotonic() - t0
 
 
 class _Pool:
-    """``map`` in this process (one worker) or in a pool of fresh processes with one torch thread each. The first
-    failure is raised (the remaining tasks are cancelled)."""
+    """Tasks in this process (one worker: each runs when submitted) or in a pool of fresh processes with one
+    torch thread each. ``result`` raises a task's failure after cancelling the tasks not yet started."""
 
     def __init__(self, workers: int) -> None:
-        self.workers, self.pool = workers, None
+        self.workers, self.pool, self.futures = workers, None, []
 
     def __enter__(self) -> "_Pool":
         if self.workers > 1:
             import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
             # "spawn": fresh interpreters (no forked torch / OpenMP state); workers inherit OMP_NUM_THREADS=1
             os.environ.setdefault("OMP_NUM_THREADS", "1")
             self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                             initializer=_init_worker)
         return self
 
-    def map(self, fn: Callable[..., Any], arg_lists: list[tuple]) -> list[Any]:
-        if self.pool is None:
-            return [fn(*args) for args in arg_lists]
-        futures = [self.pool.submit(_call, (fn, args)) for args in arg_lists]
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        if self.pool is not None:
+            f = self.pool.submit(fn, *args)
+        else:                                          # one worker: run now (a failure is raised at once)
+            f = Future()
+            f.set_result(fn(*args))
+        self.futures.append(f)
+        return f
+
+    def result(self, f: Future) -> Any:
         try:
-            return [f.result() for f in futures]
+            return f.result()
         except BaseException:
-            for f in futures:
-                f.cancel()
+            for other in self.futures:
+                other.cancel()
             raise
 
     def __exit__(self, *exc: Any) -> None:

@@ -53,9 +53,9 @@ def test_sweep_run_and_run_one_never_unpickle(tmp_path):
 def test_reproduce_rerun_never_unpickles(tmp_path):
     from robustbench_dgsa.jobs.reproduce import make_plan, reproduce
     out, marker = tmp_path / "rep", tmp_path / "PWNED"
-    kw = dict(quick=True, models="vit", text_dataset="none", seeds=[0, 1], device="cpu", workers=2)  # the pool path
+    kw = dict(quick=True, models="vit", text_dataset="none", seeds=[0, 1], device="cpu")
     job = make_plan(out, **kw).jobs[0]
     plant(job_dir(out, job), marker)
     with pytest.raises(UserError, match="pickle"):
-        reproduce(out, progress=False, **kw)
+        reproduce(out, progress=False, workers=2, **kw)      # the pool path: the worker's error comes back
     assert not marker.exists()

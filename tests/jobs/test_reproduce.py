@@ -86,3 +86,17 @@ def test_plan_validates_names(tmp_path):
     assert plan.models == ["vit", "dvit", "dgvit"] and len(plan.corruptions) == 19 and len(plan.jobs) == 9
     plan = make_plan(tmp_path, preset="paper", models="dgt", image_dataset="none")
     assert plan.datasets == {"text": "imdb"} and len(plan.text_noise) == 11
+
+
+def test_worker_processes_do_not_change_results(tmp_path):
+    """The same small main job in one process and in a pool of two gives identical numbers."""
+    kw = dict(quick=True, models="vit,transformer", seeds=[0], device="cpu", progress=False)
+    frames = []
+    for workers in (1, 2):
+        out = reproduce(tmp_path / f"w{workers}", workers=workers, **kw)
+        assert json.loads((out / "timings.json").read_text())["workers"] == workers
+        df = store.load_results(out / "store")
+        df = df[df["kind"].isin(["train", "eval"])]
+        frames.append(sorted(zip(df["kind"], df["model"], df["split"], df["condition"], df["severity"],
+                                 df["metric"], df["epoch"], df["value"].round(12).fillna(-1.0))))
+    assert frames[0] == frames[1] and len(frames[0]) > 20
