@@ -135,3 +135,24 @@ def test_frost_uses_given_textures(vision_ckpt, tmp_path, shared_data):
     res = evaluate(vision_ckpt.checkpoint, corruptions=["frost"], severities=[2], store_dir=tmp_path / "s",
                    frost_dir=shared_data / "corruptions" / "frost", device="cpu", progress=False)
     assert store.load_runs(tmp_path / "s")[res.run_id]["frost_source"].startswith("dir:")
+
+
+def test_failed_evaluation_leaves_the_store_as_found(tmp_path, monkeypatch):
+    """A failure while writing (here: compaction) removes the run's rows, predictions and provenance."""
+    from robustbench_dgsa.engine.evaluate import evaluate
+    from robustbench_dgsa.engine.train import train
+    cfg = resolve_config(get_model_config("vit"), "synthetic-vision", "tiny", overrides={
+        "model.dim": 16, "model.depth": 1, "model.heads": 2, "model.head_hidden": 16, "train.epochs": 1,
+        "train.batch_size": 32, "train.device": "cpu", "data.max_train": 64, "data.max_test": 32})
+    tr = train(cfg, 0, tmp_path / "run", store_dir=tmp_path / "store", progress=False)
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "store").rglob("*"))
+
+    def broken(_):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(store, "compact", broken)
+    with pytest.raises(OSError):
+        evaluate(tr.checkpoint, store_dir=tmp_path / "store", corruptions=["fog"], severities=[1], progress=False)
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "store").rglob("*")) == before
+    with pytest.raises(OSError):
+        evaluate(tr.checkpoint, store_dir=tmp_path / "fresh", progress=False)
+    assert not (tmp_path / "fresh").exists()              # no empty rows/, runs/, predictions/ folders either
