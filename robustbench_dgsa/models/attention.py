@@ -140,10 +140,23 @@ class MultiheadSelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=True)
         self.proj = nn.Linear(cfg.dim, cfg.dim, bias=True)
 
-    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None,
-                return_maps: bool = False) -> Tensor | tuple[Tensor, Maps]:
+    def _qkv(self, x: Tensor, queries: int | None) -> tuple[Tensor, Tensor, Tensor]:
+        """q (B, h, Nq, d_h) for the first ``queries`` tokens (all when None), k and v (B, h, N, d_h)."""
         B, N, D = x.shape
-        q, k, v = self.qkv(x).view(B, N, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        h, hd = self.heads, self.head_dim
+        if queries is None or queries >= N:
+            q, k, v = self.qkv(x).view(B, N, 3, h, hd).permute(2, 0, 3, 1, 4).unbind(0)
+            return q, k, v
+        w, b = self.qkv.weight, self.qkv.bias
+        q = F.linear(x[:, :queries], w[:D], b[:D]).view(B, queries, h, hd).transpose(1, 2)
+        k, v = F.linear(x, w[D:], b[D:]).view(B, N, 2, h, hd).permute(2, 0, 3, 1, 4).unbind(0)
+        return q, k, v
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, return_maps: bool = False,
+                queries: int | None = None) -> Tensor | tuple[Tensor, Maps]:
+        """``queries``: compute the outputs of the first ``queries`` tokens only (keys/values: all tokens)."""
+        B, N, D = x.shape
+        q, k, v = self._qkv(x, queries)
         maps: Maps = {}
         kernel = self.kernel if self.kernel != "auto" else choose_kernel(self.kind, x.device, N,
                                                                            torch.is_grad_enabled())
@@ -154,7 +167,7 @@ class MultiheadSelfAttention(nn.Module):
             o = torch.matmul(a, v)
             if return_maps:
                 maps = {"attn": a}
-        y = self.proj(o.transpose(1, 2).reshape(B, N, D))
+        y = self.proj(o.transpose(1, 2).reshape(B, q.shape[2], D))
         return (y, maps) if return_maps else y
 
 
@@ -197,19 +210,28 @@ class _DifferentialBase(nn.Module):
         return None
 
     # -- forward ----------------------------------------------------------------------------------------
-    def _project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
-        """x W_qᵀ, x W_kᵀ/√d', x W_vᵀ (and the extra rows' outputs) from one GEMM over the concatenated weights.
-        The score scale 1/√d' is folded into W_k (D² multiplies instead of 2·B·h·N² on the scores)."""
+    def _project(self, x: Tensor, queries: int | None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """x W_qᵀ, x W_kᵀ/√d', x W_vᵀ (and the extra rows' outputs) from one GEMM over the concatenated weights
+        (Q and the extra rows for the first ``queries`` tokens only when given). The score scale 1/√d' is
+        folded into W_k (D² multiplies instead of 2·B·h·N² on the scores)."""
         D = self.dim
-        weights = [self.q_proj.weight, self.k_proj.weight * self.scale, self.v_proj.weight]
+        wq, wk, wv = self.q_proj.weight, self.k_proj.weight * self.scale, self.v_proj.weight
         extra_rows = self._extra_rows()
+        n_extra = 0 if extra_rows is None else extra_rows[0].shape[0]
+        if queries is not None and queries < x.shape[1]:
+            k, v = F.linear(x, torch.cat([wk, wv])).split(D, dim=-1)
+            xq = x[:, :queries]
+            if extra_rows is None:
+                return F.linear(xq, wq), k, v, None
+            bias = torch.cat([extra_rows[1].new_zeros(D), extra_rows[1]])
+            q, extra = F.linear(xq, torch.cat([wq, extra_rows[0]]), bias).split([D, n_extra], dim=-1)
+            return q, k, v, extra
         if extra_rows is None:
-            q, k, v = F.linear(x, torch.cat(weights)).split(D, dim=-1)
+            q, k, v = F.linear(x, torch.cat([wq, wk, wv])).split(D, dim=-1)
             return q, k, v, None
-        w_extra, b_extra = extra_rows
-        bias = torch.cat([b_extra.new_zeros(3 * D), b_extra])
-        q, k, v, extra = F.linear(x, torch.cat(weights + [w_extra]), bias).split(
-            [D, D, D, w_extra.shape[0]], dim=-1)
+        bias = torch.cat([extra_rows[1].new_zeros(3 * D), extra_rows[1]])
+        q, k, v, extra = F.linear(x, torch.cat([wq, wk, wv, extra_rows[0]]), bias).split(
+            [D, D, D, n_extra], dim=-1)
         return q, k, v, extra
 
     def _branch(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, split: bool) -> Tensor:
@@ -220,13 +242,15 @@ class _DifferentialBase(nn.Module):
         return torch.cat([F.scaled_dot_product_attention(q, k, va, attn_mask=mask, scale=1.0),
                           F.scaled_dot_product_attention(q, k, vb, attn_mask=mask, scale=1.0)], dim=-1)
 
-    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None,
-                return_maps: bool = False) -> Tensor | tuple[Tensor, Maps]:
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, return_maps: bool = False,
+                queries: int | None = None) -> Tensor | tuple[Tensor, Maps]:
+        """``queries``: compute the outputs of the first ``queries`` tokens only (keys/values: all tokens)."""
         B, N, D = x.shape
         h, dp = self.heads, self.branch_dim
-        q_flat, k_flat, v_flat, extra = self._project(x)
+        q_flat, k_flat, v_flat, extra = self._project(x, queries)
+        Nq = q_flat.shape[1]
         # (B, N, h, 2, d') -> (2, B, h, N, d'): branch 0 = A1 / A+, branch 1 = A2 / A-
-        q = q_flat.view(B, N, h, 2, dp).permute(3, 0, 2, 1, 4)
+        q = q_flat.view(B, Nq, h, 2, dp).permute(3, 0, 2, 1, 4)
         k = k_flat.view(B, N, h, 2, dp).permute(3, 0, 2, 1, 4)
         v = v_flat.view(B, N, h, 2 * dp).transpose(1, 2)   # (B, h, N, 2d')
         c_pos, c_neg, extra_maps = self._coefficients(extra, x.dtype)
@@ -244,7 +268,7 @@ class _DifferentialBase(nn.Module):
             if return_maps:
                 maps = {"attn": a, "a_pos": a_pos, "a_neg": a_neg, **extra_maps}
         o = self.subln(o, 1.0 - self.lambda_init)
-        y = self.out_proj(o.transpose(1, 2).reshape(B, N, D))
+        y = self.out_proj(o.transpose(1, 2).reshape(B, Nq, D))
         res = self._residual(q_flat)
         if res is not None:
             y = y + res

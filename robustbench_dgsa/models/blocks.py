@@ -165,11 +165,15 @@ class Block(nn.Module):
         self.norm2 = nn.LayerNorm(cfg.dim)
         self.ffn = build_ffn(cfg)
 
-    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, return_maps: bool = False):
-        out = self.attn(self.norm1(x), key_padding_mask, return_maps)
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, return_maps: bool = False,
+                queries: int | None = None):
+        """``queries``: outputs for the first ``queries`` tokens only (attention still reads every token)."""
+        out = self.attn(self.norm1(x), key_padding_mask, return_maps, queries)
         maps = None
         if return_maps:
             out, maps = out
+        if queries is not None:
+            x = x[:, :queries]
         x = x + out
         x = x + self.ffn(self.norm2(x))
         return (x, maps) if return_maps else x
@@ -194,6 +198,10 @@ class ClassifierBase(nn.Module):
 
     config: ModelConfig
     num_tokens: int
+    #: the classifier reads only the CLS vector, so the last block needs only the CLS row: its attention
+    #: queries, output projection and FFN run on that one token (same logits and gradients, ~1/depth less
+    #: work). Off on the explicit path (``set_attention_impl("explicit")``) and whenever maps are returned.
+    cls_only_last_block: bool = True
 
     def _init_blocks(self, cfg: ModelConfig) -> None:
         self.blocks = nn.ModuleList([Block(cfg, i) for i in range(cfg.depth)])
@@ -201,16 +209,20 @@ class ClassifierBase(nn.Module):
 
     def _encode(self, x: Tensor, key_padding_mask: Tensor | None, return_attention: bool):
         maps: list[dict[str, Tensor]] = []
-        for blk in self.blocks:
+        last = len(self.blocks) - 1
+        for i, blk in enumerate(self.blocks):
             if return_attention:
                 x, m = blk(x, key_padding_mask, True)
                 maps.append(m)
             else:
-                x = blk(x, key_padding_mask)
+                x = blk(x, key_padding_mask, False, 1 if i == last and self.cls_only_last_block else None)
         logits = self.head(x[:, 0])
         return (logits, maps) if return_attention else logits
 
     def set_attention_impl(self, impl: str) -> "ClassifierBase":
-        """"fused" (SDPA, default) or "explicit" (forms the maps) for every layer."""
+        """"fused" (fast kernels, CLS-only last block; default) or "explicit" (forms the maps, full last block)
+        for every layer."""
         from robustbench_dgsa.models.attention import set_attention_impl
-        return set_attention_impl(self, impl)
+        set_attention_impl(self, impl)
+        self.cls_only_last_block = impl == "fused"
+        return self
