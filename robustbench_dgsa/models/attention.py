@@ -76,12 +76,13 @@ class HeadRMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
-    def forward(self, x: Tensor, scale: float = 1.0) -> Tensor:
-        """RMSNorm(x) · weight · ``scale`` (the scale multiplies the d-vector weight, not the activations)."""
+    def normalize(self, x: Tensor) -> Tensor:
+        """x / RMS(x) over the last dim, without the affine weight."""
         xf = x if x.dtype in (torch.float32, torch.float64) else x.float()
-        out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        weight = self.weight * scale if scale != 1.0 else self.weight
-        return out.to(x.dtype) * weight.to(x.dtype)
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.normalize(x) * self.weight.to(x.dtype)
 
     def extra_repr(self) -> str:
         return f"{self.weight.numel()}, eps={self.eps}"
@@ -209,6 +210,11 @@ class _DifferentialBase(nn.Module):
     def _residual(self, q_flat: Tensor) -> Tensor | None:
         return None
 
+    @staticmethod
+    def _combine(pos: Tensor, neg: Tensor, c_pos: Any, c_neg: Any) -> Tensor:
+        """c_pos·pos − c_neg·neg (maps or map-times-V outputs)."""
+        return c_pos * pos - c_neg * neg
+
     # -- forward ----------------------------------------------------------------------------------------
     def _project(self, x: Tensor, queries: int | None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
         """x W_qᵀ, x W_kᵀ/√d', x W_vᵀ (and the extra rows' outputs) from one GEMM over the concatenated weights
@@ -260,15 +266,21 @@ class _DifferentialBase(nn.Module):
         if self.fused and not return_maps and kernel != "math":
             mask = _sdpa_mask(key_padding_mask)
             split = kernel == "sdpa-split"
-            o = c_pos * self._branch(q[0], k[0], v, mask, split) - c_neg * self._branch(q[1], k[1], v, mask, split)
+            o = self._combine(self._branch(q[0], k[0], v, mask, split), self._branch(q[1], k[1], v, mask, split),
+                              c_pos, c_neg)
+        elif self.fused and not return_maps:
+            # "math": both maps in one batched product, each times V, combined on the (narrower) outputs
+            o_pos, o_neg = torch.matmul(_softmax_map(q, k, 1.0, key_padding_mask), v).unbind(0)
+            o = self._combine(o_pos, o_neg, c_pos, c_neg)
         else:
             a_pos, a_neg = _softmax_map(q, k, 1.0, key_padding_mask).unbind(0)   # both branches; k carries 1/√d'
-            a = c_pos * a_pos - c_neg * a_neg
+            a = self._combine(a_pos, a_neg, c_pos, c_neg)
             o = torch.matmul(a, v)
             if return_maps:
                 maps = {"attn": a, "a_pos": a_pos, "a_neg": a_neg, **extra_maps}
-        o = self.subln(o, 1.0 - self.lambda_init)
-        y = self.out_proj(o.transpose(1, 2).reshape(B, Nq, D))
+        # head RMSNorm; its affine weight (shared by the heads) and (1 − λ_init) scale W_o's columns instead
+        col_scale = (self.subln.weight * (1.0 - self.lambda_init)).repeat(h)
+        y = F.linear(self.subln.normalize(o).transpose(1, 2).reshape(B, Nq, D), self.out_proj.weight * col_scale)
         res = self._residual(q_flat)
         if res is not None:
             y = y + res
@@ -331,6 +343,11 @@ class GatedDifferentialAttention(_DifferentialBase):
 
     def _residual(self, q_flat: Tensor) -> Tensor | None:
         return q_flat if self.q_residual else None
+
+    @staticmethod
+    def _combine(pos: Tensor, neg: Tensor, c_pos: Any, c_neg: Any) -> Tensor:
+        """g·pos − (1−g)·neg as one lerp from −neg to pos with weight g (c_pos = g, c_neg = 1 − g)."""
+        return torch.lerp(-neg, pos, c_pos)
 
 
 _ATTENTION_CLASSES: dict[str, type[nn.Module]] = {
