@@ -7,7 +7,7 @@ Training = forward, cross-entropy, backward, AdamW step (same optimiser settings
 forward under ``torch.inference_mode`` in eval mode. The models are timed in interleaved rounds (every round
 times each model once; the order rotates from round to round) and each model's best round is reported, which
 makes the ratios robust on a machine shared with other jobs. Printed: img/s per model and the ratios ours/timm
-(our ViT vs timm) and DGViT / our ViT. On CPU two clocks: wall time, and this thread's CPU time (img per CPU
+(our ViT vs timm) and DGViT / our ViT. On CPU two clocks: wall time, and this process's CPU time (img per CPU
 second), which does not count time spent waiting for a core that another job holds — on a shared machine the
 CPU-time ratios are the robust ones (``--threads 1``, the default, keeps all work on the timed thread).
 
@@ -120,16 +120,16 @@ def make_runner(model: nn.Module, mode: str, device: torch.device, batch: int, a
 
 
 def time_steps(run: Callable[[], None], steps: int, device: torch.device) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of this thread) for ``steps`` runs. On a CPU shared with other jobs the
-    thread's CPU time is the robust measure (waiting for a core is not counted); on CUDA only wall time counts."""
+    """(wall seconds, CPU seconds of this process) for ``steps`` runs. On a CPU shared with other jobs the
+    process's CPU time is the robust measure (waiting for a core is not counted); on CUDA only wall time counts."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    t0, c0 = time.perf_counter(), time.thread_time()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         run()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return time.perf_counter() - t0, time.thread_time() - c0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def measure(models: dict[str, nn.Module], mode: str, args: argparse.Namespace,
