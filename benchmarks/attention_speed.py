@@ -20,7 +20,8 @@ Threads: on small VMs OpenMP's default passive wait can make each parallel regio
 (milliseconds on the 2-core development VM). ``OMP_WAIT_POLICY=ACTIVE python benchmarks/attention_speed.py``
 avoids that on an otherwise idle machine (spinning threads hurt when other processes compete for the cores);
 ``--threads 1`` is the other remedy. The header prints the policy and thread count. Timings on a shared machine
-are noisy: compare ratios measured in the same run.
+are noisy: compare ratios measured in the same run; on CPU the ratio of samples per CPU second of this process
+(``time.process_time``, printed as "per CPU s") does not count time spent waiting for a core.
 """
 from __future__ import annotations
 
@@ -44,22 +45,22 @@ QUICK_BATCH = {"32/4": 32, "224/16": 8}
 
 # --- one configuration -------------------------------------------------------------------------------------
 def bench_one(name: str, geometry: str, batch: int, path: str, device: torch.device, *, steps: int,
-              warmup: int, amp: bool, compile_model: bool, value_split: str = "auto") -> dict:
+              warmup: int, amp: bool, compile_model: bool, kernel: str = "auto") -> dict:
     image_size, patch_size, _ = GEOMETRIES[geometry]
     torch.manual_seed(0)
     model = create_model(name, image_size=image_size, patch_size=patch_size, num_classes=10)
     model.set_attention_impl(path)
     for module in model.modules():
-        if hasattr(module, "value_split"):
-            module.value_split = value_split
+        if hasattr(module, "kernel"):
+            module.kernel = kernel
     m = measure(model, batch_size=batch, steps=steps, warmup=warmup, device=device, amp=amp,
                 compile_model=compile_model, latency_runs=0, lr=3e-4)
     del model
     gc.collect()
     return {"model": name, "geometry": geometry, "batch": batch, "path": path, "device": device.type,
             "amp": "bf16" if (amp and device.type == "cuda") else "fp32", "compile": compile_model,
-            "value_split": value_split, "params": int(m.params), "flops_per_sample": m.flops, "steps": steps,
-            "samples_per_s": m.train_throughput, "ms_per_step": m.ms_per_step,
+            "kernel": kernel, "params": int(m.params), "flops_per_sample": m.flops, "steps": steps,
+            "samples_per_s": m.train_throughput, "samples_per_cpu_s": m.train_throughput_cpu, "ms_per_step": m.ms_per_step,
             "peak_mem_mb": m.peak_memory_mb, "peak_mem_method": m.method}
 
 
@@ -86,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-amp", action="store_true", help="CUDA in fp32 instead of bf16 autocast")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU stretch target)")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads on CPU")
-    p.add_argument("--value-split", default="auto", choices=["auto", "shared", "split"],
-                   help="fused DiffAttn/DGSA: one SDPA call per branch with the 2d'-wide V ('shared'), or V in d' "
-                        "halves for equal-head-dim kernels ('split'); auto = split on CPU, shared on CUDA")
+    p.add_argument("--kernel", default="auto", choices=["auto", "math", "sdpa", "sdpa-split"],
+                   help="fused path's kernel: explicit maths without maps ('math'), SDPA (DiffAttn/DGSA: one call "
+                        "per branch with the 2d'-wide V), SDPA with V in d' halves ('sdpa-split', DiffAttn/DGSA "
+                        "only); auto = chosen per device and sequence length (models/attention.py choose_kernel)")
     p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON to this file")
     args = p.parse_args(argv)
 
@@ -121,20 +123,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# device {dev_name}: {_device_name(device)}")
         # pay one-time costs (kernel libraries, thread pools, allocator pools) before anything is measured
         bench_one(names[0], geoms[0], 2, paths[0], device, steps=1, warmup=1, amp=not args.no_amp,
-                  compile_model=False, value_split=args.value_split)
+                  compile_model=False, kernel=args.kernel)
         for g in geoms:
             batch = args.batch_size or (QUICK_BATCH[g] if args.quick else GEOMETRIES[g][2])
             for path in paths:
                 group: dict[str, dict] = {}
                 for name in names:
                     r = bench_one(name, g, batch, path, device, steps=steps, warmup=warmup,
-                                  amp=not args.no_amp, compile_model=args.compile, value_split=args.value_split)
+                                  amp=not args.no_amp, compile_model=args.compile, kernel=args.kernel)
                     group[name] = r
                     base = group.get("vit")
                     r["throughput_vs_vit"] = r["samples_per_s"] / base["samples_per_s"] if base else None
+                    r["cpu_throughput_vs_vit"] = (r["samples_per_cpu_s"] / base["samples_per_cpu_s"]
+                                                  if base and dev_name == "cpu" else None)
                     r["memory_vs_vit"] = r["peak_mem_mb"] / base["peak_mem_mb"] if base else None
                     rows.append(r)
                     ratio = (f"{r['throughput_vs_vit']:.2f}x" if r["throughput_vs_vit"] else "  -  ")
+                    if r["cpu_throughput_vs_vit"]:   # CPU time: robust when other jobs share the cores
+                        ratio += f"; per CPU s {r['cpu_throughput_vs_vit']:.2f}x"
                     mratio = (f"{r['memory_vs_vit']:.2f}x" if r["memory_vs_vit"] else "  -  ")
                     print(f"{dev_name:4s} {g:>6s} b={batch:<3d} {path:8s} {name:6s} "
                           f"{r['samples_per_s']:9.1f} samples/s ({ratio} ViT) {r['ms_per_step']:9.1f} ms/step  "

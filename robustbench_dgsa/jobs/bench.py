@@ -41,6 +41,7 @@ class Measurement:
     params: float
     flops: float
     train_throughput: float       # samples/s
+    train_throughput_cpu: float   # samples per CPU second of this process (robust when other jobs share the cores)
     ms_per_step: float
     latency_ms: float
     peak_memory_mb: float
@@ -136,14 +137,15 @@ def measure(model: torch.nn.Module, *, batch_size: int, steps: int = 4, warmup: 
     for _ in range(max(0, warmup - 1)):
         step()
     _sync(dev)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         step()
     _sync(dev)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu_s = time.perf_counter() - t0, time.process_time() - c0
     latency = _latency(fwd, model, x, kw, dev, latency_runs)
     return Measurement(params=float(count_params(model)), flops=float(count_flops(cfg)),
                        train_throughput=steps * batch_size / elapsed if steps else float("nan"),
+                       train_throughput_cpu=steps * batch_size / max(cpu_s, 1e-9) if steps else float("nan"),
                        ms_per_step=1e3 * elapsed / steps if steps else float("nan"), latency_ms=latency,
                        peak_memory_mb=peak / 2 ** 20, method=method, batch_size=int(batch_size), steps=int(steps))
 
