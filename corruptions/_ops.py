@@ -207,6 +207,23 @@ def is_identity_zoom(h: int, w: int, zoom: float) -> bool:
     return g[0] == g[1] == g[2] and g[3] == g[4] == g[5]
 
 
+@lru_cache(maxsize=None)
+def _zoom_tables(h: int, w: int, zoom: float, device: str):
+    """Row/column indices and weights of ``clipped_zoom`` stacked as (neighbour 0, neighbour 1)."""
+    ry0, ry1, wy0, wy1, vy = clipped_zoom_axis(h, zoom)
+    rx0, rx1, wx0, wx1, vx = clipped_zoom_axis(w, zoom)
+    dev = torch.device(device)
+    f64 = dict(dtype=torch.float64, device=dev)
+    rows = torch.as_tensor(np.concatenate([ry0, ry1]), dtype=torch.int64, device=dev)
+    wrows = torch.as_tensor(np.concatenate([wy0, wy1]), **f64).view(2 * h, 1, 1)
+    cols = torch.as_tensor(np.concatenate([rx0, rx1]), dtype=torch.int64, device=dev)
+    wcols = torch.as_tensor(np.concatenate([wx0, wx1]), **f64).view(1, 2 * w, 1)
+    mask = None
+    if not (vy.all() and vx.all()):
+        mask = torch.as_tensor(vy, **f64).view(h, 1, 1) * torch.as_tensor(vx, **f64).view(1, w, 1)
+    return rows, wrows, cols, wcols, mask
+
+
 def clipped_zoom_hwb(xt: torch.Tensor, zoom: float) -> torch.Tensor:
     """Reference ``clipped_zoom`` on a batch-innermost float64 tensor (H, W, B), B = images x channels.
 
@@ -214,26 +231,17 @@ def clipped_zoom_hwb(xt: torch.Tensor, zoom: float) -> torch.Tensor:
     images are cropped per axis). The interpolation reproduces SciPy's order-1 ``zoom``: in float64,
     t = sum over the 2x2 neighbours in C order of ((p * wy) * wx). The caller casts the result to the
     input dtype (SciPy writes float32 output for float32 input). Batch-innermost layout makes both
-    gathers contiguous block copies.
+    gathers contiguous block copies; both row neighbours (and both column neighbours) are gathered and
+    weighted in one call each.
     """
     h, w, _ = xt.shape
-    ry0, ry1, wy0, wy1, vy = clipped_zoom_axis(h, float(zoom))
-    rx0, rx1, wx0, wx1, vx = clipped_zoom_axis(w, float(zoom))
-    dev = xt.device
-
-    def t(a, dtype=torch.float64):
-        return torch.as_tensor(a, dtype=dtype, device=dev)
-
-    a0 = xt.index_select(0, t(ry0, torch.int64)).mul_(t(wy0).view(h, 1, 1))
-    a1 = xt.index_select(0, t(ry1, torch.int64)).mul_(t(wy1).view(h, 1, 1))
-    cx0, cx1 = t(rx0, torch.int64), t(rx1, torch.int64)
-    wx0_, wx1_ = t(wx0).view(1, w, 1), t(wx1).view(1, w, 1)
-    acc = a0.index_select(1, cx0).mul_(wx0_)
-    acc.add_(a0.index_select(1, cx1).mul_(wx1_))
-    acc.add_(a1.index_select(1, cx0).mul_(wx0_))
-    acc.add_(a1.index_select(1, cx1).mul_(wx1_))
-    if not (vy.all() and vx.all()):
-        acc.mul_(t(vy).view(h, 1, 1) * t(vx).view(1, w, 1))
+    rows, wrows, cols, wcols, mask = _zoom_tables(h, w, float(zoom), str(xt.device))
+    a = xt.index_select(0, rows).mul_(wrows)  # (2H, W, B): p * wy for neighbour rows 0 and 1
+    t = a.index_select(1, cols).mul_(wcols)  # (2H, 2W, B): (p * wy) * wx for the four neighbours
+    acc = torch.add(t[:h, :w], t[:h, w:])  # in C order: (0,0) + (0,1), then (1,0), then (1,1)
+    acc.add_(t[h:, :w]).add_(t[h:, w:])
+    if mask is not None:
+        acc.mul_(mask)
     return acc
 
 
@@ -340,8 +348,9 @@ def _im_motion_blur_runs(x: torch.Tensor, radius: float, sigma: float, angles_de
     acc = pad[:, :, pt : pt + h, pl : pl + w].mul(float(k[0]))  # tap 0 is the pixel itself
     tmp = torch.empty_like(acc)
     flat = pad.reshape(-1)
-    plane = torch.arange(n * c).view(n, c, 1) * (hp * wp)
     pattern = (torch.arange(h).view(h, 1) * wp + torch.arange(w).view(1, w)).view(1, 1, h * w)
+    base = torch.arange(n * c).view(n, c, 1) * (hp * wp) + pattern  # (N, C, H*W) window at offset (0, 0)
+    idx = torch.empty_like(base)
     max_runs = n * c * h * w // 6000  # beyond this many runs one gather is cheaper than the run ops
     for i in range(1, len(k)):
         oxi, oyi = ox[:, i], oy[:, i]
@@ -349,7 +358,7 @@ def _im_motion_blur_runs(x: torch.Tensor, radius: float, sigma: float, angles_de
         ki = float(k[i])
         if len(cuts) >= max_runs:
             off = torch.as_tensor((pt + oyi) * wp + (pl + oxi)).view(n, 1, 1)
-            t = torch.take(flat, (plane + off) + pattern, out=tmp.view(n, c, h * w)).mul_(ki)
+            torch.take(flat, torch.add(base, off, out=idx), out=tmp.view(n, c, h * w)).mul_(ki)
             acc.add_(tmp)
             continue
         bounds = [0, *cuts.tolist(), n]

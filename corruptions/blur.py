@@ -152,7 +152,7 @@ def motion_blur(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
 # zoom_blur (deterministic)
 
 
-_ZOOM_SUBCHUNK = 16  # images per step in the batch-innermost layout (the five float64 buffers stay in L2)
+_ZOOM_SUBCHUNK = 8  # images per step in the batch-innermost layout (the five float64 buffers stay in L2)
 
 
 def zoom_blur(x: torch.Tensor, factors, rng=None) -> torch.Tensor:
