@@ -32,8 +32,12 @@ def take_pixels(flat: torch.Tensor, pix: torch.Tensor, c: int, hw: int) -> torch
     """Per-image pixel gather: flat is ``to_planes`` of N images, pix (N, P) pixel indices (y*W + x) ->
     (N, C, P). One ``take`` with a broadcast index (much faster than gather with an expanded index)."""
     n = pix.shape[0]
-    base = (torch.arange(n * c, device=pix.device) * hw).view(n, c, 1)
-    return flat.take(pix.unsqueeze(1) + base)
+    return flat.take(pix.unsqueeze(1) + _plane_base(n, c, hw, str(pix.device)))
+
+
+@lru_cache(maxsize=64)
+def _plane_base(n: int, c: int, hw: int, device: str) -> torch.Tensor:
+    return (torch.arange(n * c, device=torch.device(device)) * hw).view(n, c, 1)
 
 
 _LUT: dict = {}
@@ -124,10 +128,11 @@ def scipy_correlate1d_sym(x: torch.Tensor, weights: np.ndarray, dim: int, mode: 
     idx = torch.as_tensor(ext_index(n, r, r, mode), device=x.device)
     xp = x.index_select(dim, idx)
     out = x * float(weights[r])
+    tmp = torch.empty_like(out)
     for k in range(r, 0, -1):
         lo = xp.narrow(dim, r - k, n)
         hi = xp.narrow(dim, r + k, n)
-        out = out + (lo + hi) * float(weights[r + k])
+        out.add_(torch.add(lo, hi, out=tmp).mul_(float(weights[r + k])))
     return out
 
 

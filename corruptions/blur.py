@@ -122,10 +122,14 @@ def defocus_blur(x: torch.Tensor, params, rng=None) -> torch.Tensor:
     iy = torch.as_tensor(ext_index(h, pad, pad, "mirror"), device=x.device)
     ix = torch.as_tensor(ext_index(w, pad, pad, "mirror"), device=x.device)
     xp = xt.index_select(0, iy).index_select(1, ix)
-    acc = None
+    acc, tmp = None, None
     for dy, dx, v in taps:
-        term = xp[pad + dy : pad + dy + h, pad + dx : pad + dx + w] * v
-        acc = term if acc is None else acc.add_(term)
+        win = xp[pad + dy : pad + dy + h, pad + dx : pad + dx + w]
+        if acc is None:
+            acc = win * v
+            tmp = torch.empty_like(acc)
+        else:
+            acc.add_(torch.mul(win, v, out=tmp))
     return floor_u8(from_hwb(acc, n, c))
 
 

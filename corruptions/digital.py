@@ -301,13 +301,14 @@ def cv2_warp_affine_linear(x32: torch.Tensor, mats: np.ndarray) -> torch.Tensor:
     wy = (1.0 - ty, ty)
     flat = to_planes(x32)
     acc = None
+    cols = [_mirror_idx(ix + b, w) for b in range(2)]
     for a in range(2):
         rows = _mirror_idx(iy + a, h) * w
         for b in range(2):
-            pix = (rows + _mirror_idx(ix + b, w)).view(n, h * w)
+            pix = (rows + cols[b]).view(n, h * w)
             wgt = (wy[a] * wx[b]).view(n, 1, h * w)
-            term = take_pixels(flat, pix, c, h * w) * wgt
-            acc = term if acc is None else acc + term
+            term = take_pixels(flat, pix, c, h * w).mul_(wgt)
+            acc = term if acc is None else acc.add_(term)
     return from_planes(acc, n, c, h, w)
 
 
@@ -350,13 +351,14 @@ def scipy_map_coordinates_reflect(img: torch.Tensor, cy: torch.Tensor, cx: torch
     sy, sx = sy.to(torch.int64), sx.to(torch.int64)
     flat = to_planes(img.to(torch.float64))
     acc = None
+    cols = [(sx + b).clamp_(0, w - 1) for b in range(2)]
     for a in range(2):
-        rows = (sy + a).clamp(0, h - 1) * w  # taps of a folded coordinate lie in [-1, n]: reflect = clamp
+        rows = (sy + a).clamp_(0, h - 1).mul_(w)  # taps of a folded coordinate lie in [-1, n]: reflect = clamp
         for b in range(2):
-            pix = (rows + (sx + b).clamp(0, w - 1)).view(n, h * w)
-            term = (take_pixels(flat, pix, c, h * w) * wys[a].view(n, 1, h * w)) * wxs[b].view(n, 1, h * w)
-            acc = term if acc is None else acc + term
-    acc = torch.where(valid.view(n, 1, h * w), acc, torch.zeros_like(acc))
+            pix = (rows + cols[b]).view(n, h * w)
+            term = take_pixels(flat, pix, c, h * w).mul_(wys[a].view(n, 1, h * w)).mul_(wxs[b].view(n, 1, h * w))
+            acc = term if acc is None else acc.add_(term)
+    acc.masked_fill_(~valid.view(n, 1, h * w), 0.0)
     return from_planes(acc.to(torch.float32), n, c, h, w)
 
 
