@@ -11,7 +11,8 @@ Construction (all arithmetic mod 2**64 on int64 tensors, identical on every devi
   per (image, stream), with ``mix`` the SplitMix64 finaliser (Stafford variant 13);
 * a uniform is ``(top 53 bits + 0.5) / 2**53``, so it lies strictly inside (0, 1).
 
-Torch has no unsigned 64-bit multiply and its ``>>`` is arithmetic on int64, so ``mix`` masks after each
+On the CPU the same words are computed with NumPy's uint64 (native logical shifts and wrapping multiplies,
+fewer passes); elsewhere with int64 torch tensors. Torch has no unsigned 64-bit multiply and its ``>>`` is arithmetic on int64, so ``mix`` masks after each
 shift; the multiplications rely on two's-complement wrap-around of int64 multiplication, which
 ``tests/test_corruptions_api.py`` checks against a pure-Python reference.
 """
