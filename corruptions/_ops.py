@@ -35,6 +35,14 @@ def take_pixels(flat: torch.Tensor, pix: torch.Tensor, c: int, hw: int) -> torch
     return flat.take(pix.unsqueeze(1) + _plane_base(n, c, hw, str(pix.device)))
 
 
+def take_pixels_hwc(img: torch.Tensor, pix: torch.Tensor) -> torch.Tensor:
+    """Per-image pixel gather in the (N, H, W, C) layout: pix (N, P) pixel indices (y*W + x) -> (N, P, C).
+    One index per pixel (the C channels are one contiguous row), no layout change."""
+    n, h, w, c = img.shape
+    idx = (pix + _plane_base(n, 1, h * w, str(pix.device)).view(n, 1)).view(-1)
+    return img.reshape(n * h * w, c).index_select(0, idx).view(n, pix.shape[1], c)
+
+
 @lru_cache(maxsize=64)
 def _plane_base(n: int, c: int, hw: int, device: str) -> torch.Tensor:
     return (torch.arange(n * c, device=torch.device(device)) * hw).view(n, c, 1)

@@ -11,13 +11,11 @@ from ._ops import (
     ext_index,
     floor_u8,
     from_hwb,
-    from_planes,
     im_motion_blur,
     is_identity_zoom,
     scipy_gaussian,
-    take_pixels,
+    take_pixels_hwc,
     to_hwb,
-    to_planes,
     u8_to_unit64,
     zoom_geometry,
 )
@@ -53,13 +51,13 @@ def glass_shuffle(x: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
     dev = x.device
     hh = torch.arange(2, h, device=dev).view(1, h - 2, 1)
     ww = torch.arange(2, w, device=dev).view(1, 1, w - 2)
-    flat = to_planes(x)
+    img = x.contiguous()
     for it in range(choices.shape[1]):
         ch = choices[:, it].to(torch.int64)
         src = torch.arange(h * w, device=dev).repeat(n, 1).view(n, h, w)
         src[:, 2:, 2:] = (hh - (ch >> 1)) * w + (ww - (ch & 1))  # dy = -(c >> 1), dx = -(c & 1)
-        flat = take_pixels(flat, src.view(n, h * w), c, h * w).reshape(-1)
-    return from_planes(flat.view(n, c, h * w), n, c, h, w)
+        img = take_pixels_hwc(img, src.view(n, h * w)).view(n, h, w, c)
+    return img
 
 
 def glass_choices(rng: KeyedRandom, iterations: int, h: int, w: int) -> torch.Tensor:

@@ -11,13 +11,11 @@ import torch
 from ._ops import (
     floor_u8,
     from_hwb,
-    from_planes,
     hsv2rgb,
     rgb2hsv,
     scipy_gaussian,
-    take_pixels,
+    take_pixels_hwc,
     to_hwb,
-    to_planes,
     u8_to_unit32,
     u8_to_unit64,
 )
@@ -299,17 +297,17 @@ def cv2_warp_affine_linear(x32: torch.Tensor, mats: np.ndarray) -> torch.Tensor:
     ty = fy.to(torch.float32) * 0.03125
     wx = (1.0 - tx, tx)
     wy = (1.0 - ty, ty)
-    flat = to_planes(x32)
+    img = x32.contiguous()
     acc = None
     cols = [_mirror_idx(ix + b, w) for b in range(2)]
     for a in range(2):
         rows = _mirror_idx(iy + a, h) * w
         for b in range(2):
             pix = (rows + cols[b]).view(n, h * w)
-            wgt = (wy[a] * wx[b]).view(n, 1, h * w)
-            term = take_pixels(flat, pix, c, h * w).mul_(wgt)
+            wgt = (wy[a] * wx[b]).view(n, h * w, 1)
+            term = take_pixels_hwc(img, pix).mul_(wgt)
             acc = term if acc is None else acc.add_(term)
-    return from_planes(acc, n, c, h, w)
+    return acc.view(n, h, w, c)
 
 
 def _scipy_reflect_coordinate(cc: torch.Tensor, n: int) -> torch.Tensor:
@@ -349,17 +347,17 @@ def scipy_map_coordinates_reflect(img: torch.Tensor, cy: torch.Tensor, cx: torch
     wx0 = 1.0 - (rx - sx)
     wys, wxs = (wy0, 1.0 - wy0), (wx0, 1.0 - wx0)
     sy, sx = sy.to(torch.int64), sx.to(torch.int64)
-    flat = to_planes(img.to(torch.float64))
+    img64 = img.to(torch.float64).contiguous()
     acc = None
     cols = [(sx + b).clamp_(0, w - 1) for b in range(2)]
     for a in range(2):
         rows = (sy + a).clamp_(0, h - 1).mul_(w)  # taps of a folded coordinate lie in [-1, n]: reflect = clamp
         for b in range(2):
             pix = (rows + cols[b]).view(n, h * w)
-            term = take_pixels(flat, pix, c, h * w).mul_(wys[a].view(n, 1, h * w)).mul_(wxs[b].view(n, 1, h * w))
+            term = take_pixels_hwc(img64, pix).mul_(wys[a].view(n, h * w, 1)).mul_(wxs[b].view(n, h * w, 1))
             acc = term if acc is None else acc.add_(term)
-    acc.masked_fill_(~valid.view(n, 1, h * w), 0.0)
-    return from_planes(acc.to(torch.float32), n, c, h, w)
+    acc.masked_fill_(~valid.view(n, h * w, 1), 0.0)
+    return acc.to(torch.float32).view(n, h, w, c)
 
 
 def elastic_draws(rng: KeyedRandom, params, h: int, w: int):
