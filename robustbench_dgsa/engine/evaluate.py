@@ -387,7 +387,8 @@ def _corruption_source(corruption_dir: str | Path) -> str:
 def _predict_from_dir(model, pre, corruption_dir: Path, corruption: str, severity: int, idx: np.ndarray,
                       y: np.ndarray, *, chunk: int, **kw) -> np.ndarray:
     from corruptions.layout import load_corrupted
-    x_c, y_c = load_corrupted(corruption_dir, corruption, severity)
+    # regenerated sets: file and labels checked against manifest.json (SHA-256, cached); a mismatch is one line
+    x_c, y_c = load_corrupted(corruption_dir, corruption, severity, verify=True)
     y_c = np.asarray(y_c, dtype=np.int64)
     if len(y_c) <= int(idx.max(initial=-1)):
         raise DataError(f"{corruption_dir}: {corruption} severity {severity} has {len(y_c)} images, fewer than "

@@ -130,6 +130,26 @@ def test_corruption_dir_matches_on_the_fly(vision_ckpt, tmp_path):
                  store_dir=tmp_path / "e", device="cpu", progress=False)
 
 
+def test_corruption_dir_tampered_file_is_refused(vision_ckpt, tmp_path, monkeypatch):
+    """A regenerated file altered after the fact (its SHA-256 no longer matches manifest.json) is refused with
+    one line naming the file, before anything is evaluated."""
+    from corruptions.errors import CorruptionError
+    from corruptions.layout import read_manifest, regenerate
+    from robustbench_dgsa.data import load_dataset
+    from robustbench_dgsa.engine.evaluate import evaluate
+    monkeypatch.setenv("CORRUPTIONS_CACHE", str(tmp_path / "cache"))
+    test = load_dataset("synthetic-vision", "test")
+    regenerate(test.x[:48], test.y[:48], tmp_path / "c", ["contrast"], [1], seed=0)
+    path = tmp_path / "c" / read_manifest(tmp_path / "c").file_of("contrast")
+    raw = np.load(path)
+    raw[3] = 255 - raw[3]
+    np.save(path, raw)
+    with pytest.raises(CorruptionError, match=rf"{path.name}: contents differ from manifest.json") as e:
+        evaluate(vision_ckpt.checkpoint, corruptions=["contrast"], severities=[1], corruption_dir=tmp_path / "c",
+                 store_dir=tmp_path / "s", device="cpu", progress=False)
+    assert "\n" not in str(e.value)
+
+
 def test_frost_uses_given_textures(vision_ckpt, tmp_path, shared_data):
     from robustbench_dgsa.engine.evaluate import evaluate
     res = evaluate(vision_ckpt.checkpoint, corruptions=["frost"], severities=[2], store_dir=tmp_path / "s",
