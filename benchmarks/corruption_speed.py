@@ -2,6 +2,7 @@
 
     python benchmarks/corruption_speed.py                 # 10,000 images, CPU (+ CUDA when present)
     python benchmarks/corruption_speed.py --n 2000 --device cpu --corruptions fog,snow
+    python benchmarks/corruption_speed.py --device cpu --threads 1   # one core
 
 Images are the exact CIFAR-10 test images from ../shared/data (tiled to N when fewer are available),
 else uniform random bytes. Timings are wall-clock for ``corruptions.corrupt`` over the whole batch at
@@ -89,8 +90,15 @@ def main(argv=None) -> int:
     ap.add_argument("--corruptions", default="all", help="names, groups, benchmark, extra or all")
     ap.add_argument("--severities", default="1-5")
     ap.add_argument("--frost-dir", default=None)
+    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                    help="CPU worker threads (torch.set_num_threads; corrupt() runs one chunk per thread). "
+                         "Default: all cores, as a user's process would (OMP_NUM_THREADS=1 would otherwise "
+                         "leave one core idle)")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args(argv)
+    if args.threads < 1:
+        ap.error("--threads must be >= 1")
+    torch.set_num_threads(args.threads)
 
     names = C.resolve_corruptions(args.corruptions)
     sevs = C.parse_severities(args.severities)

@@ -64,24 +64,25 @@ def _lut(kind: str, device) -> torch.Tensor:
 
 
 def u8_to_unit64(x: torch.Tensor) -> torch.Tensor:
-    """``np.array(img) / 255.`` : uint8 -> float64 by true division (not multiplication by 1/255),
-    looked up from the 256 possible quotients."""
-    return _lut("u64", x.device).take(x.to(torch.int64))
+    """``np.array(img) / 255.`` : uint8 -> float64 by true division (not multiplication by 1/255); one
+    widening copy and one in-place IEEE division (cheaper than a table look-up with int64 indices)."""
+    return x.to(torch.float64).div_(255.0)
 
 
 def u8_to_unit32(x: torch.Tensor) -> torch.Tensor:
-    """``np.array(img, dtype=np.float32) / 255.`` (float32 division), looked up."""
-    return _lut("u32", x.device).take(x.to(torch.int64))
+    """``np.array(img, dtype=np.float32) / 255.`` (float32 division)."""
+    return x.to(torch.float32).div_(255.0)
 
 
 def floor_u8(y: torch.Tensor) -> torch.Tensor:
     """``np.uint8(np.clip(y, 0, 1) * 255)``: clip, scale and *truncate* (floor), in y's dtype."""
-    return torch.clamp(y, 0.0, 1.0).mul_(255.0).floor_().to(torch.uint8)
+    # the float -> uint8 conversion truncates toward zero, which is floor on the clipped range [0, 255]
+    return torch.clamp(y, 0.0, 1.0).mul_(255.0).to(torch.uint8)
 
 
 def floor_u8_255(y: torch.Tensor) -> torch.Tensor:
     """``np.uint8(np.clip(y, 0, 255))`` for results already on the 0..255 scale."""
-    return torch.clamp(y, 0.0, 255.0).floor_().to(torch.uint8)
+    return torch.clamp(y, 0.0, 255.0).to(torch.uint8)  # truncation = floor on [0, 255]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -391,35 +392,54 @@ def _im_motion_blur_runs(x: torch.Tensor, radius: float, sigma: float, angles_de
 
 
 def rgb2hsv(arr: torch.Tensor):
-    """(..., 3) float64 RGB in [0, 1] -> (h, s, v) each (...), as skimage computes them."""
-    r, g, b = arr[..., 0], arr[..., 1], arr[..., 2]
+    """(..., 3) float64 RGB in [0, 1] -> (h, s, v) each (...), as skimage computes them.
+
+    Same IEEE operations per pixel as skimage: one hue quotient per pixel (the numerator and offset of
+    the channel that wins skimage's later-assignment-wins order: red, then green, then blue), offset +
+    quotient, / 6, and + 1 for a negative hue (skimage's ``% 1``; |h| < 1 here, so fmod(h, 1) = h).
+    Pixels with delta 0 get s = 0 and h = 0, whatever the 0/0 in between gave.
+    """
+    r, g, b = arr.unbind(-1)
     v = arr.amax(dim=-1)
     delta = v - arr.amin(dim=-1)  # np.ptp
     zero = delta == 0.0
-    dsafe = torch.where(zero, torch.ones_like(delta), delta)
-    s = torch.where(zero, torch.zeros_like(v), delta / torch.where(zero, torch.ones_like(v), v))
-    # later assignments win in skimage: red-max, then green-max, then blue-max
-    h = (g - b) / dsafe
-    h = torch.where(g == v, 2.0 + (b - r) / dsafe, h)
-    h = torch.where(b == v, 4.0 + (r - g) / dsafe, h)
-    h = h / 6.0
-    mod = torch.fmod(h, 1.0)  # NumPy's float remainder: fmod, then + 1 for a negative remainder
-    h = torch.where(mod < 0, mod + 1.0, mod)
-    h = torch.where(zero, torch.zeros_like(h), h)
-    return h, s, v
+    s = torch.div(delta, v).masked_fill_(zero, 0.0)
+    bmax = b == v
+    gmax = g == v
+    num = torch.where(bmax, r - g, torch.where(gmax, b - r, g - b))
+    off = torch.where(bmax, 4.0, torch.where(gmax, 2.0, 0.0))
+    h = num.div_(delta).add_(off).div_(6.0)  # (off + num / delta) / 6
+    h = torch.where(h < 0, h + 1.0, h)
+    return h.masked_fill_(zero, 0.0), s, v
 
 
-# skimage's np.choose table: hi -> (R, G, B) as indices into (v, p, q, t)
-_HSV_SELECT = torch.tensor([[0, 3, 1], [2, 0, 1], [1, 0, 3], [1, 2, 0], [3, 1, 0], [0, 1, 2]])
+# skimage's np.choose table: hi -> (R, G, B) as indices into (v, p, q, t); hi = 6 (h * 6 rounding up to 6)
+# selects like hi = 0 (skimage's ``% 6``)
+_HSV_SELECT = torch.tensor([[0, 3, 1], [2, 0, 1], [1, 0, 3], [1, 2, 0], [3, 1, 0], [0, 1, 2], [0, 3, 1]])
+_HSV_TABLES: dict = {}
+
+
+def _hsv_select(device) -> torch.Tensor:
+    key = str(device)
+    if key not in _HSV_TABLES:
+        _HSV_TABLES[key] = _HSV_SELECT.reshape(-1).to(device)
+    return _HSV_TABLES[key]
 
 
 def hsv2rgb(h: torch.Tensor, s: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """skimage hsv2rgb: hi = floor(6h) % 6 selects among (v,t,p), (q,v,p), (p,v,t), (p,q,v), (t,p,v), (v,p,q)."""
-    hi = torch.floor(h * 6)
-    f = h * 6 - hi
-    p = v * (1 - s)
-    q = v * (1 - f * s)
-    t = v * (1 - (1 - f) * s)
-    hi = torch.remainder(hi.to(torch.int64), 6)  # .astype(np.uint8) % 6 (hi is in 0..6)
-    sel = _HSV_SELECT.to(h.device)[hi]  # (..., 3)
-    return torch.gather(torch.stack((v, p, q, t), dim=-1), -1, sel)
+    """skimage hsv2rgb: hi = floor(6h) % 6 selects among (v,t,p), (q,v,p), (p,v,t), (p,q,v), (t,p,v), (v,p,q).
+
+    p = v(1 - s), q = v(1 - fs), t = v(1 - (1 - f)s) with f = 6h - hi, each written once into a (..., 4)
+    buffer, from which one gather picks the three channels.
+    """
+    h6 = h * 6
+    hi = torch.floor(h6)
+    f = h6.sub_(hi)
+    vals = torch.empty(v.shape + (4,), dtype=v.dtype, device=v.device)
+    vals[..., 0] = v
+    torch.mul(v, torch.rsub(s, 1), out=vals[..., 1])
+    torch.mul(v, torch.rsub(f * s, 1), out=vals[..., 2])
+    torch.mul(v, torch.rsub(torch.rsub(f, 1).mul_(s), 1), out=vals[..., 3])
+    sel = _hsv_select(h.device)
+    code = hi.to(torch.int64).mul_(3).unsqueeze(-1) + torch.arange(3, device=h.device)
+    return torch.gather(vals, -1, sel.take(code))
