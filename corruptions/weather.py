@@ -2,6 +2,8 @@
 reference does)."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import torch
 
@@ -138,7 +140,17 @@ def frost_apply(x: torch.Tensor, params, stack: torch.Tensor, idx, r0, c0) -> to
     rr = torch.as_tensor(r0, device=dev).view(n, 1, 1) + torch.arange(h, device=dev).view(1, h, 1)
     cc = torch.as_tensor(c0, device=dev).view(n, 1, 1) + torch.arange(w, device=dev).view(1, 1, w)
     crop = stack[it, rr, cc]  # (N, H, W, 3) uint8
-    return floor_u8_255(float(a) * x.to(torch.float64) + float(b) * crop.to(torch.float64))
+    idx = x.to(torch.int64).bitwise_left_shift_(8).bitwise_or_(crop.to(torch.int64))
+    return _frost_table(float(a), float(b), str(dev)).take(idx)
+
+
+@lru_cache(maxsize=None)
+def _frost_table(a: float, b: float, device: str) -> torch.Tensor:
+    """The output byte for every (image byte, texture byte) pair: ``np.uint8(np.clip(a * x + b * t, 0, 255))``
+    in float64, exactly the reference's per-element arithmetic, as a flat 256 * 256 table (index x * 256 + t)."""
+    v = torch.arange(256, dtype=torch.float64)
+    y = a * v.view(256, 1) + b * v.view(1, 256)
+    return floor_u8_255(y).reshape(-1).to(torch.device(device))
 
 
 def frost(x: torch.Tensor, params, rng: KeyedRandom, textures) -> torch.Tensor:
