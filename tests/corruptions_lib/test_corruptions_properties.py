@@ -253,6 +253,39 @@ def test_deterministic_bit_exact_cifar(cifar, name):
             assert not diff.any(), f"{name} s{s}: {(diff != 0).sum()} values differ"
 
 
+def _hsv_edge_colours() -> np.ndarray:
+    """Colours where skimage's HSV branches meet: ties for the maximum (red/green/blue-max order), greys,
+    black, white, hue-sector boundaries (h * 6 near an integer), plus random colours; as 32x32 images."""
+    g = np.random.default_rng(5)
+    a, b = np.meshgrid(np.arange(0, 256, 5), np.arange(0, 256, 3))
+    a, b = a.ravel(), b.ravel()
+    ties = np.concatenate([np.stack(t, -1) for t in ((a, a, b), (a, b, a), (b, a, a), (a, b, b), (a, a, a))])
+    rnd = g.integers(0, 256, (16384, 3))
+    px = np.concatenate([ties, rnd]).astype(np.uint8)
+    px = np.concatenate([px, px[: (-len(px)) % 1024]])
+    return px.reshape(-1, 32, 32, 3)
+
+
+@pytest.mark.parametrize("name", ["brightness", "saturate"])
+def test_hsv_corruptions_bit_exact_on_branch_edges(name):
+    x = _hsv_edge_colours()
+    for s in range(1, 6):
+        ours = C.corrupt(x, name, s)
+        ref = np.stack([REFERENCE[name](im, P[name][s - 1]) for im in x])
+        assert np.array_equal(ours, ref), f"{name} s{s}: {(ours != ref).sum()} values differ"
+
+
+def test_frost_table_equals_the_float64_formula():
+    # frost's output byte comes from a (image byte, texture byte) table: check it against the
+    # reference's np.uint8(np.clip(a * x + b * crop, 0, 255)) on every pair at every severity
+    from corruptions.weather import _frost_table
+
+    v = np.arange(256, dtype=np.float64)
+    for a, b in P["frost"]:
+        ref = np.uint8(np.clip(a * v[:, None] + b * v[None, :], 0, 255)).ravel()
+        assert np.array_equal(_frost_table(float(a), float(b), "cpu").numpy(), ref)
+
+
 def test_zoom_blur_constant_image_and_table():
     # float32 pipelines land just below an integer: constant 77 gives 76 at severity 2 (CORRUPTIONS.md)
     x = np.full((1, 32, 32, 3), 77, np.uint8)
