@@ -16,6 +16,7 @@ import pandas as pd
 import typer
 
 from robustbench_dgsa.util import atomic
+from robustbench_dgsa.util.jsonio import to_jsonable
 from robustbench_dgsa.analysis.compare import Comparison, run_compare
 from . import options as opt
 from .app import app
@@ -109,15 +110,6 @@ def _render(cmp: Comparison) -> None:
         Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/] {w}")
 
 
-def _to_jsonable(cmp: Comparison) -> dict[str, Any]:
-    return {
-        "info": cmp.info,
-        "tables": {k: json.loads(v.to_json(orient="records", double_precision=15)) for k, v in cmp.tables.items()},
-        "families": cmp.families,
-        "warnings": cmp.warnings,
-    }
-
-
 def _write_csv(cmp: Comparison, path: Path) -> list[Path]:
     written = []
     for i, (name, df) in enumerate(cmp.tables.items()):
@@ -207,9 +199,9 @@ def compare(
             bars = None if cliques is None else [[display_name(m) for m in g] for g in cliques]
             written.append(save_as(cd_diagram(named, bars, note=note), p))
     if json_out:
-        doc = _to_jsonable(cmp)
+        doc = cmp.to_dict()
         doc["written"] = [str(p) for p in written]
-        typer.echo(json.dumps(doc, indent=2, default=str))
+        typer.echo(json.dumps(to_jsonable(doc, fallback=str), indent=2))
         return
     _render(cmp)
     for p in written:

@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
 import typer
+
+from robustbench_dgsa.util.jsonio import to_jsonable
 
 from . import options as opt
 from .app import app
@@ -25,20 +26,6 @@ _TEXT_SUFFIXES = {".csv", ".tsv", ".jsonl", ".txt"}
 def _log(message: str) -> None:
     from robustbench_dgsa.util.progress import log
     log(message)
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return "inf" if obj > 0 else "-inf" if obj < 0 else "nan"
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 # ---------------------------------------------------------------------------------------------- image inputs
@@ -240,7 +227,7 @@ def corrupt(
             _verify_table(df)
     summary["seconds"] = round(time.monotonic() - started, 2)
     if json_:
-        typer.echo(json.dumps(_jsonable(summary), indent=2))
+        typer.echo(json.dumps(to_jsonable(summary, nonfinite_as_text=True), indent=2))
     elif out is not None and input is not None:
         typer.echo(f"{summary['description']}: {len(summary['corruptions'])} corruption(s), severities "
                    f"{','.join(map(str, summary['severities']))}, {summary['n']} images -> {out} "
@@ -363,7 +350,7 @@ def corrupt_text(
                "seed": seed, "text_noise_version": manifest["text_noise_version"], "conditions": rows,
                "manifest": str(out / "manifest.json"), "seconds": round(time.monotonic() - started, 2)}
     if json_:
-        typer.echo(json.dumps(_jsonable(summary), indent=2))
+        typer.echo(json.dumps(to_jsonable(summary, nonfinite_as_text=True), indent=2))
         return
     from rich import box
     from rich.console import Console

@@ -23,26 +23,10 @@ from torch import nn
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.config import ModelConfig
 from robustbench_dgsa.util.errors import CheckpointError, UserError
+from robustbench_dgsa.util.jsonio import to_jsonable
 
 FORMAT_VERSION = "1"
 _KEYS = ("format_version", "model_config", "meta")
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, (Path, os.PathLike)):
-        return os.fspath(obj)
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.asdict(obj)
-    if hasattr(obj, "item") and callable(obj.item):      # numpy / torch scalars
-        try:
-            return obj.item()
-        except (TypeError, ValueError, RuntimeError):
-            pass
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    raise TypeError(f"checkpoint meta: {type(obj).__name__} is not JSON serialisable")
 
 
 def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict[str, Any] | None = None) -> Path:
@@ -58,7 +42,7 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict[str, A
     metadata = {
         "format_version": FORMAT_VERSION,
         "model_config": json.dumps(dataclasses.asdict(cfg), sort_keys=True),
-        "meta": json.dumps(meta or {}, default=_json_default),
+        "meta": json.dumps(to_jsonable(meta or {})),
     }
     with atomic.atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata=metadata)

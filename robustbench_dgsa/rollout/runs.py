@@ -49,6 +49,7 @@ import torch
 from robustbench_dgsa.data import readers
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.jsonio import to_jsonable
 from robustbench_dgsa.rollout.capture import as_rollout_model, default_preprocess
 from robustbench_dgsa.rollout.core import RolloutSpec, cls_relevance, relevance_grid, rollout, token_relevance, upsample
 
@@ -459,22 +460,12 @@ def save_rollout_set(store_dir: str | Path, run_id: str, *, kind: str, model: st
         raise ValueError(f"kind must be 'image' or 'text', got {kind!r}")
     info.update({"format_version": FORMAT_VERSION, "kind": kind, "run_id": run_id, "model": model,
                  "dataset": dataset, "seed": int(seed), "spec": spec.to_dict()})
-    arrays["meta_json"] = np.asarray(json.dumps(info, sort_keys=True, default=_json_default))
+    arrays["meta_json"] = np.asarray(json.dumps(to_jsonable(info, fallback=str), sort_keys=True))
     path = Path(store_dir) / "rollouts" / f"{_safe_name(run_id)}__{_safe_name(model)}.npz"
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     atomic.write_bytes(path, buf.getvalue())
     return path
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    return str(o)
 
 
 def read_rollout_set(path: str | Path) -> RolloutSet:

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from corruptions import api, layout
 from robustbench_dgsa.cli import app, main
 from robustbench_dgsa.data import load_dataset, readers
-from robustbench_dgsa.util.errors import DataError, UserError
+from robustbench_dgsa.util.errors import DataError
 
 H, W = 12, 16
 rng = np.random.default_rng(7)

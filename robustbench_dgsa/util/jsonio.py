@@ -1,0 +1,52 @@
+"""The one JSON sanitiser: Python, numpy and torch values -> plain JSON types.
+
+Used wherever the suite writes JSON it builds from mixed values (checkpoint meta, rollout-set meta, run
+records, ``--json`` output of the commands).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Any, Callable
+
+import numpy as np
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _refuse(obj: Any) -> Any:
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def to_jsonable(obj: Any, *, fallback: Callable[[Any], Any] = _refuse, nonfinite_as_text: bool = False) -> Any:
+    """``obj`` with every container rebuilt from JSON types, recursively.
+
+    dicts -> dicts (keys that are not str/int/float/bool/None become ``str(key)``); lists, tuples, sets ->
+    lists; numpy scalars -> Python scalars; arrays and tensors -> nested lists (``tolist``); paths -> strings;
+    dataclass instances -> dicts. Anything else goes through ``fallback`` (default: ``TypeError``; ``str`` or
+    ``repr`` to keep a description). ``nonfinite_as_text`` writes inf / -inf / nan as the strings ``"inf"``,
+    ``"-inf"``, ``"nan"`` (strict JSON readers refuse the bare ``Infinity`` / ``NaN`` Python writes).
+    """
+    def conv(o: Any) -> Any:
+        if isinstance(o, np.generic):
+            o = o.item()
+        if isinstance(o, float):
+            if nonfinite_as_text and not math.isfinite(o):
+                return "inf" if o > 0 else "-inf" if o < 0 else "nan"
+            return o
+        if isinstance(o, _PLAIN):
+            return o
+        if isinstance(o, dict):
+            return {(k if isinstance(k, _PLAIN) else str(k)): conv(v) for k, v in o.items()}
+        if isinstance(o, (list, tuple, set, frozenset)):
+            return [conv(v) for v in o]
+        if isinstance(o, (os.PathLike,)):
+            return os.fspath(o)
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            return conv(dataclasses.asdict(o))
+        if hasattr(o, "tolist") and callable(o.tolist):      # numpy arrays, torch tensors (0-d: a scalar)
+            return conv(o.tolist())
+        return fallback(o)
+
+    return conv(obj)
