@@ -9,21 +9,24 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import numpy as np
-import pandas as pd
 import typer
 
-from robustbench_dgsa.util import atomic
-from robustbench_dgsa.util.jsonio import to_jsonable
-from robustbench_dgsa.analysis.compare import Comparison, run_compare
 from . import options as opt
 from .app import app
+
+if TYPE_CHECKING:  # the library (numpy, pandas, torch) is imported when the command runs: --help stays fast
+    import pandas as pd
+
+    from robustbench_dgsa.analysis.compare import Comparison
 
 
 # ------------------------------------------------------------------------------------------------ output
 def _num(v: Any, fmt: str = "{:.4f}") -> str:
+    import numpy as np
+    import pandas as pd
+
     if v is None or v is pd.NA:
         return "–"
     if isinstance(v, (bool, np.bool_)):
@@ -39,6 +42,8 @@ def _num(v: Any, fmt: str = "{:.4f}") -> str:
 
 
 def _p(v: Any) -> str:
+    import numpy as np
+
     if isinstance(v, (float, np.floating)) and math.isfinite(float(v)):
         return f"{float(v):.3g}" if float(v) >= 1e-4 else f"{float(v):.1e}"
     return "–"
@@ -111,6 +116,8 @@ def _render(cmp: Comparison) -> None:
 
 
 def _write_csv(cmp: Comparison, path: Path) -> list[Path]:
+    from robustbench_dgsa.util import atomic
+
     written = []
     for i, (name, df) in enumerate(cmp.tables.items()):
         p = path if i == 0 else path.with_name(f"{path.stem}.{name}{path.suffix or '.csv'}")
@@ -122,6 +129,7 @@ def _write_csv(cmp: Comparison, path: Path) -> list[Path]:
 def _write_latex(cmp: Comparison, path: Path) -> Path:
     """Every table through the report's one table writer (:mod:`robustbench_dgsa.report.tables`)."""
     from robustbench_dgsa.report.tables import LATEX_PREAMBLE, Table
+    from robustbench_dgsa.util import atomic
 
     parts = ["% dgsa-bench compare; preamble: " + LATEX_PREAMBLE.replace("\n", " "),
              f"% metric={cmp.info['metric']} models={','.join(cmp.info['models'])} "
@@ -171,6 +179,9 @@ def compare(
 ) -> None:
     """Compare models over seeds and corruption cells: t-intervals, Welch/paired t + Holm, Hedges' g,
     Wilcoxon over cells, Friedman + average ranks + critical difference, honest warnings."""
+    from robustbench_dgsa.analysis.compare import run_compare
+    from robustbench_dgsa.util.jsonio import to_jsonable
+
     from .. import store as store_mod
 
     opt.check_output_file(csv, "--csv")

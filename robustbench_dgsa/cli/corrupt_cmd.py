@@ -13,14 +13,17 @@ from typing import Any, Optional
 
 import typer
 
-from robustbench_dgsa.util.jsonio import to_jsonable
-
 from . import options as opt
 from .app import app
 
 _IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg"}
 _ARRAY_SUFFIXES = {".npy", ".npz"}
 _TEXT_SUFFIXES = {".csv", ".tsv", ".jsonl", ".txt"}
+
+
+def _jsonable(summary: dict[str, Any]) -> Any:
+    from robustbench_dgsa.util.jsonio import to_jsonable
+    return to_jsonable(summary, nonfinite_as_text=True)
 
 
 def _log(message: str) -> None:
@@ -227,7 +230,7 @@ def corrupt(
             _verify_table(df)
     summary["seconds"] = round(time.monotonic() - started, 2)
     if json_:
-        typer.echo(json.dumps(to_jsonable(summary, nonfinite_as_text=True), indent=2))
+        typer.echo(json.dumps(_jsonable(summary), indent=2))
     elif out is not None and input is not None:
         typer.echo(f"{summary['description']}: {len(summary['corruptions'])} corruption(s), severities "
                    f"{','.join(map(str, summary['severities']))}, {summary['n']} images -> {out} "
@@ -350,7 +353,7 @@ def corrupt_text(
                "seed": seed, "text_noise_version": manifest["text_noise_version"], "conditions": rows,
                "manifest": str(out / "manifest.json"), "seconds": round(time.monotonic() - started, 2)}
     if json_:
-        typer.echo(json.dumps(to_jsonable(summary, nonfinite_as_text=True), indent=2))
+        typer.echo(json.dumps(_jsonable(summary), indent=2))
         return
     from rich import box
     from rich.console import Console
