@@ -157,27 +157,42 @@ def trim_padding(ids: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Te
 # --- prediction --------------------------------------------------------------------------------------
 
 @torch.no_grad()
-def predict(model: torch.nn.Module, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None, *,
-            batch_size: int = 256, device: str | torch.device = "auto", amp: str = "auto",
-            return_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """Predicted classes (np.int64) and optionally softmax probabilities (float32) for prepared inputs."""
+def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None, *,
+                    batch_size: int = 256, device: str | torch.device = "auto", amp: str = "auto",
+                    trim: bool = True, **forward_kw: Any):
+    """The one batched inference loop: yield the model's output for each batch of prepared inputs.
+
+    Eval mode (the model's mode is restored afterwards), no grad, bf16 autocast as ``amp`` says; ``trim`` cuts
+    the right padding a text batch shares (:func:`trim_padding`). ``forward_kw`` go to the model's forward
+    (e.g. ``return_attention=True``); the model is not moved (callers put it on ``device``).
+    """
     dev = resolve_device(device)
     was_training = model.training
     model.eval()
-    preds, probs = [], []
     try:
         for start in range(0, len(inputs), batch_size):
             xb = inputs[start:start + batch_size].to(dev, non_blocking=True)
             mb = None if key_padding_mask is None else key_padding_mask[start:start + batch_size].to(dev)
-            xb, mb = trim_padding(xb, mb)
+            if trim:
+                xb, mb = trim_padding(xb, mb)
             with autocast(dev, amp):
-                logits = model(xb, key_padding_mask=mb) if mb is not None else model(xb)
-            logits = logits.float()
-            preds.append(logits.argmax(dim=1).cpu())
-            if return_probs:
-                probs.append(torch.softmax(logits, dim=1).cpu())
+                out = model(xb, key_padding_mask=mb, **forward_kw) if mb is not None or forward_kw else model(xb)
+            yield out
     finally:
         model.train(was_training)
+
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None, *,
+            batch_size: int = 256, device: str | torch.device = "auto", amp: str = "auto",
+            return_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Predicted classes (np.int64) and optionally softmax probabilities (float32) for prepared inputs."""
+    preds, probs = [], []
+    for logits in forward_batches(model, inputs, key_padding_mask, batch_size=batch_size, device=device, amp=amp):
+        logits = logits.float()
+        preds.append(logits.argmax(dim=1).cpu())
+        if return_probs:
+            probs.append(torch.softmax(logits, dim=1).cpu())
     p = torch.cat(preds).numpy().astype(np.int64) if preds else np.zeros(0, dtype=np.int64)
     if not return_probs:
         return p, None
