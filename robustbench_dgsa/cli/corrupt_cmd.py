@@ -122,7 +122,7 @@ def _verify_table(df) -> None:
 
 
 @app.command("corrupt")
-def corrupt(
+def corrupt(  # long: its Typer signature declares 17 options (30 lines); the body is under 60
     input: Optional[str] = typer.Option(
         None, "--input", "-i",
         help="Dataset name (with --data-root), an image folder (*.png/*.jpg, labels from class sub-folders), a "
@@ -162,20 +162,7 @@ def corrupt(
     started = time.monotonic()
     log = (lambda message: None) if quiet else _log  # warnings still go to stderr
     summary: dict[str, Any] = {}
-    if input is None:
-        if verify_against is None or out is None:
-            raise UserError("give --input (and --out and/or --preview), or --out DIR --verify-against DIR to "
-                            "compare an existing regenerated folder")
-        if preview is not None:
-            raise UserError("--preview needs --input")
-    elif out is None and preview is None:
-        raise UserError("give --out DIR (and/or --preview PNG)")
-    if verify_against is not None and not verify_against.is_dir():
-        raise UserError(f"--verify-against {verify_against}: no such folder")
-    opt.check_output_file(preview, "--preview", suffixes=(".png",))
-    if input is not None:
-        opt.check_output_dir(out, "--out")
-
+    _check_corrupt_paths(input, out, preview, verify_against)
     if input is not None:
         names = opt.parse_corruptions(corruption)
         sevs = opt.parse_severities(severity)
@@ -187,17 +174,8 @@ def corrupt(
         for note in inp["notes"]:
             log(f"note: {note}")
         log(f"input: {inp['description']}: {len(x)} images {x.shape[1]}x{x.shape[2]}, "
-             f"{'labels' if y is not None else 'no labels'}")
-        frost = None
-        if "frost" in names:
-            from corruptions.frost import load_frost_textures
-            frost = load_frost_textures(frost_dir)
-            log(f"frost textures: {frost.source}")
-            if str(frost.source).startswith("procedural"):
-                _log("warning: no frost textures found (give --frost-dir or install imagecorruptions); frost uses "
-                     "a procedural substitute and is not the reference frost")
-        elif frost_dir is not None:
-            log("note: --frost-dir ignored (frost is not among the corruptions)")
+            f"{'labels' if y is not None else 'no labels'}")
+        frost = _frost_textures(names, frost_dir, log)
         phrase = ("CIFAR-100-C-style (regenerated)" if inp["dataset"] and "100" in inp["dataset"]
                   else layout.REGENERATED_PHRASE)
         summary.update(input=inp["description"], notes=inp["notes"], n=len(x), image_shape=list(x.shape[1:]),
@@ -235,6 +213,41 @@ def corrupt(
         typer.echo(f"{summary['description']}: {len(summary['corruptions'])} corruption(s), severities "
                    f"{','.join(map(str, summary['severities']))}, {summary['n']} images -> {out} "
                    f"({summary['seconds']:.1f}s)")
+
+
+def _check_corrupt_paths(input: Optional[Path], out: Optional[Path], preview: Optional[Path],
+                         verify_against: Optional[Path]) -> None:
+    """The combinations ``corrupt`` accepts, and the output paths checked before any work."""
+    from robustbench_dgsa.util.errors import UserError
+
+    if input is None:
+        if verify_against is None or out is None:
+            raise UserError("give --input (and --out and/or --preview), or --out DIR --verify-against DIR to "
+                            "compare an existing regenerated folder")
+        if preview is not None:
+            raise UserError("--preview needs --input")
+    elif out is None and preview is None:
+        raise UserError("give --out DIR (and/or --preview PNG)")
+    if verify_against is not None and not verify_against.is_dir():
+        raise UserError(f"--verify-against {verify_against}: no such folder")
+    opt.check_output_file(preview, "--preview", suffixes=(".png",))
+    if input is not None:
+        opt.check_output_dir(out, "--out")
+
+
+def _frost_textures(names: list[str], frost_dir: Optional[Path], log):
+    """Frost's textures when frost is asked for (a warning when only the procedural substitute is found)."""
+    if "frost" not in names:
+        if frost_dir is not None:
+            log("note: --frost-dir ignored (frost is not among the corruptions)")
+        return None
+    from corruptions.frost import load_frost_textures
+    frost = load_frost_textures(frost_dir)
+    log(f"frost textures: {frost.source}")
+    if str(frost.source).startswith("procedural"):
+        _log("warning: no frost textures found (give --frost-dir or install imagecorruptions); frost uses "
+             "a procedural substitute and is not the reference frost")
+    return frost
 
 
 # ---------------------------------------------------------------------------------------------- text
