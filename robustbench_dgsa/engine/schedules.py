@@ -62,6 +62,3 @@ def make_schedule(kind: str, total_steps: int, warmup_steps: int = 0) -> _Schedu
         raise UserError(f"unknown schedule {kind!r} (valid: {', '.join(SCHEDULES)})")
     return _Schedule(kind, total_steps, warmup_steps)
 
-
-def lr_at(base_lr: float, schedule: _Schedule, step: int) -> float:
-    return base_lr * schedule(step)
