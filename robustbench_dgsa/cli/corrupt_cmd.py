@@ -23,7 +23,7 @@ _TEXT_SUFFIXES = {".csv", ".tsv", ".jsonl", ".txt"}
 
 def _jsonable(summary: dict[str, Any]) -> Any:
     from robustbench_dgsa.util.jsonio import to_jsonable
-    return to_jsonable(summary, nonfinite_as_text=True)
+    return to_jsonable(summary, nonfinite="text")
 
 
 def _log(message: str) -> None:
@@ -157,7 +157,6 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
     from corruptions import layout
 
     from robustbench_dgsa.util.errors import UserError
-    from robustbench_dgsa.util.progress import track
 
     started = time.monotonic()
     log = (lambda message: None) if quiet else _log  # warnings still go to stderr
@@ -182,12 +181,9 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
                        labels=y is not None, corruptions=names, severities=sevs, seed=seed,
                        frost_source=None if frost is None else frost.source)
         if out is not None:
-            manifest = layout.regenerate(x, y, out, names, sevs, seed=seed, device=dev, frost=frost,
-                                         chunk_size=chunk_size, overwrite=overwrite, progress=None if quiet else track,
-                                         description=phrase, input_description=inp["description"])
-            summary.update(out=str(out), manifest=str(manifest.path), description=phrase,
-                           files={k: v["sha256"] for k, v in manifest.files.items()})
-            log(f"wrote {len(names)} corruption file(s) x {len(sevs)} severities to {out} ({phrase})")
+            summary.update(_regenerate(x, y, out, names, sevs, seed=seed, device=dev, frost=frost,
+                                       chunk_size=chunk_size, overwrite=overwrite, quiet=quiet, phrase=phrase,
+                                       input_description=inp["description"], log=log))
         if preview is not None:
             k = min(preview_images, len(x))
             from corruptions.preview import preview_grid
@@ -213,6 +209,31 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
         typer.echo(f"{summary['description']}: {len(summary['corruptions'])} corruption(s), severities "
                    f"{','.join(map(str, summary['severities']))}, {summary['n']} images -> {out} "
                    f"({summary['seconds']:.1f}s)")
+
+
+def _regenerate(x, y, out: Path, names: list[str], sevs: list[int], *, seed: int, device: str, frost,
+                chunk_size: int, overwrite: bool, quiet: bool, phrase: str, input_description: str,
+                log) -> dict[str, Any]:
+    """Write the corrupted sets in the official layout; the summary entries about them."""
+    from corruptions import layout
+
+    from robustbench_dgsa.util.progress import track
+
+    manifest = layout.regenerate(x, y, out, names, sevs, seed=seed, device=device, frost=frost,
+                                 chunk_size=chunk_size, overwrite=overwrite, progress=None if quiet else track,
+                                 description=phrase, input_description=input_description)
+    if manifest.skipped:
+        _log(f"skipped (already finished in {out} with the same parameters): "
+             f"{layout.name_list(manifest.skipped)}")
+    written = len(names) - len(manifest.skipped)
+    if written:
+        log(f"wrote {written} corruption file(s) x {len(sevs)} severities to {out} ({phrase})")
+    if not manifest.official_layout:
+        log(f"note: {len(x)} images x severities {','.join(map(str, sevs))} is not the official "
+            f"5 x 10,000 layout; files are named <corruption>{layout.layout_suffix(len(x), sevs)}.npy")
+    return dict(out=str(out), manifest=str(manifest.path), description=phrase,
+                files={k: v["sha256"] for k, v in manifest.files.items()},
+                skipped=list(manifest.skipped), official_layout=manifest.official_layout)
 
 
 def _check_corrupt_paths(input: Optional[Path], out: Optional[Path], preview: Optional[Path],
