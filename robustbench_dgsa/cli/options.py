@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover
 BOUNDARY_EXCEPTIONS = (ClickException, NoArgsIsHelpError)
 
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.lists import split_list  # the commands use it as opt.split_list
 
 # One meaning per short flag, in every command that has the long option (and nowhere else).
 SHORT_FLAGS = {"-c": "--checkpoint", "-d": "--dataset", "-i": "--input", "-j": "--workers", "-m": "--model",
@@ -65,21 +66,6 @@ _DEVICE_RE = re.compile(r"(auto|cpu|cuda(:\d+)?)")
 
 
 # ------------------------------------------------------------------------------------------------ parsers
-
-
-def split_list(values: str | Iterable[str] | None) -> list[str]:
-    """Comma lists and repeated options, flattened: ``["a,b", "c"]`` -> ``["a", "b", "c"]`` (order kept,
-    duplicates dropped)."""
-    if values is None:
-        return []
-    items = [values] if isinstance(values, str) else list(values)
-    out: list[str] = []
-    for item in items:
-        for part in str(item).split(","):
-            part = part.strip()
-            if part and part not in out:
-                out.append(part)
-    return out
 
 
 def _flagged(option: str, e: Exception) -> Exception:

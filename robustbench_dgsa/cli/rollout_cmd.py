@@ -228,7 +228,8 @@ def _metrics_mode(sources: list[dict[str, Any]], store: Path, dataset: Optional[
                 typer.echo(f"{summ['model']} [{tag}]: salient mass {info['mass']:.3f} "
                            f"(chance {info['chance']:.3f}){d}")
     if as_json:
-        typer.echo(json.dumps(results, indent=2, default=str))
+        from robustbench_dgsa.util.jsonio import to_jsonable
+        typer.echo(json.dumps(to_jsonable(results, fallback=str), indent=2))
     else:
         typer.echo(f"rows written to {store} (run {', '.join(r['run_id'] for r in results)})")
 

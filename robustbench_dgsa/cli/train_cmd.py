@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -43,19 +42,8 @@ def _check_data_root(data_root: Path | None) -> None:
 
 
 def _dump(obj: Any) -> None:
-    def clean(o: Any) -> Any:
-        if isinstance(o, float) and not math.isfinite(o):
-            return None
-        if isinstance(o, dict):
-            return {str(k): clean(v) for k, v in o.items()}
-        if isinstance(o, (list, tuple)):
-            return [clean(v) for v in o]
-        if isinstance(o, Path):
-            return str(o)
-        if hasattr(o, "item"):
-            return clean(o.item())
-        return o
-    typer.echo(json.dumps(clean(obj), indent=2, sort_keys=True))
+    from robustbench_dgsa.util.jsonio import to_jsonable
+    typer.echo(json.dumps(to_jsonable(obj, nonfinite="null"), indent=2, sort_keys=True))
 
 
 # --- train -------------------------------------------------------------------------------------------------

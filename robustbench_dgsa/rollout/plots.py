@@ -44,14 +44,6 @@ OVERLAY_ALPHA = 0.6
 SALIENT_STYLE = dict(colors="black", linewidths=0.9, linestyles="--")
 
 
-def _savefig(fig, out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None) -> Path:
-    """The first file (PNG, or the suffix's format) and the optional PDF, through the one saver."""
-    out = save_as(fig, out_png)
-    if out_pdf is not None:
-        save_as(fig, out_pdf)
-    return out
-
-
 def scale_label(signed: bool) -> str:
     """The colour bar legend (three short lines): which map and what its ends mean."""
     return ("signed rollout\ndiverging map, 0 = white\nred +, blue −" if signed
@@ -124,7 +116,7 @@ def plot_image_rollout(image_uint8: np.ndarray, heatmap: np.ndarray, out_png: st
             _blank(ax)
         if title:
             fig.suptitle(title, fontsize=10)
-        return _savefig(fig, out_png, out_pdf)
+        return save_as(fig, out_png, out_pdf)
 
 
 def _column_norm(maps: Sequence[np.ndarray], signed: bool) -> tuple[str, Normalize]:
@@ -136,7 +128,7 @@ def _column_norm(maps: Sequence[np.ndarray], signed: bool) -> tuple[str, Normali
 def plot_rollout_grid(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_model: Mapping[str, np.ndarray],
                       out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None, **kw) -> Path:
     """:func:`rollout_grid_figure` saved as PNG (+ PDF when ``out_pdf`` is given); returns the PNG path."""
-    return _savefig(rollout_grid_figure(images, heatmaps_by_model, **kw), out_png, out_pdf)
+    return save_as(rollout_grid_figure(images, heatmaps_by_model, **kw), out_png, out_pdf)
 
 
 def rollout_grid_figure(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_model: Mapping[str, np.ndarray], *,
@@ -351,7 +343,7 @@ def plot_text_rollout(tokens_by_model: Mapping[str, Sequence[str]], scores_by_mo
                             va="center", ha="left")
                 y += line_h
             y = y + 0.2 * line_h
-        return _savefig(fig, out_png, out_pdf)
+        return save_as(fig, out_png, out_pdf)
 
 
 # --- figures from stored rollout sets (the report's entry points) ------------------------------------
