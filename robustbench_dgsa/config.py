@@ -431,10 +431,6 @@ def _coerce(cls: type, name: str, value: Any) -> Any:
     return check_value(section, name, value, text=True)
 
 
-def name_in(obj: Any, name: str) -> bool:
-    return any(f.name == name for f in fields(obj))
-
-
 def parse_set_options(items: list[str] | None) -> dict[str, str]:
     """Parse repeated ``--set key=value`` options (keys are checked here, values when applied)."""
     out: dict[str, str] = {}

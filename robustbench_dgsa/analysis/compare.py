@@ -6,6 +6,7 @@ warnings, critical-difference inputs); printing and writing files is the CLI's j
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -17,6 +18,7 @@ from robustbench_dgsa.analysis import metrics
 from robustbench_dgsa.analysis import stats
 from robustbench_dgsa.models.registry import MODEL_FACTS, model_order, reference_model
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.lists import split_list
 
 
 _KEYWORDS = ("clean", "mca", "mce", "mna", "extra", *metrics.CORRUPTION_GROUPS)
@@ -38,12 +40,15 @@ class Comparison:
     info: dict[str, Any] = field(default_factory=dict)
     cd_diagrams: list[tuple[str, dict[str, float], list[list[str]] | None, str]] = field(default_factory=list)
 
-
-def split_list(s: str | None) -> list[str] | None:
-    if s is None:
-        return None
-    items = [x.strip() for x in s.split(",") if x.strip()]
-    return items or None
+    def to_dict(self) -> dict[str, Any]:
+        """The tables as lists of records (full float precision), with the info, families and warnings."""
+        return {
+            "info": self.info,
+            "tables": {k: json.loads(v.to_json(orient="records", double_precision=15))
+                       for k, v in self.tables.items()},
+            "families": self.families,
+            "warnings": self.warnings,
+        }
 
 
 def _labels_for(rows: pd.DataFrame, ds: str, wanted: list[str] | None) -> tuple[list[str], bool]:
@@ -74,12 +79,55 @@ def _labels_for(rows: pd.DataFrame, ds: str, wanted: list[str] | None) -> tuple[
     return list(dict.fromkeys(out)), "all" not in [w.lower() for w in wanted]
 
 
+@dataclass
+class _Setup:
+    """What every step of :func:`run_compare` shares: the selected rows and the choices made from them."""
+    rows: pd.DataFrame
+    select: dict[str, Any]
+    datasets: list[str]
+    model_list: list[str]
+    ds_models: dict[str, list[str]]
+    refs: dict[str, str]
+    n_seeds: dict[str, int]
+    reference: str
+    higher_better: bool
+    wanted: list[str] | None
+    alpha: float
+    partial: bool
+    tie_tol: float
+
+
 def run_compare(results: pd.DataFrame, dataset: str | None = None, models: Sequence[str] | None = None,
                 reference: str | None = None, metric: str = "accuracy", condition: str | None = None,
                 paired: bool = False, alpha: float = 0.05, aso: bool = False, all_pairs: bool = False,
                 partial: bool = False, source: str | None = None, split: str = "test", tie_tol: float = 0.0,
                 store_label: str = "store") -> Comparison:
     """All of ``compare`` without the printing. Raises :class:`UserError` for bad input."""
+    su = _setup(results, dataset, models, reference, metric, condition, alpha, partial, source, split, tie_tol,
+                store_label)
+    out = Comparison(info=dict(models=su.model_list, reference=su.reference, references=su.refs,
+                               n_seeds=su.n_seeds, metric=metric, datasets=su.datasets, alpha=alpha, paired=paired,
+                               partial=partial, source=source, split=split, tie_tol=tie_tol))
+    out.warnings += metrics.source_warnings(su.rows)
+    if len(su.model_list) < 2:
+        out.warnings.append(f"only one model ({su.model_list[0]}): nothing to compare")
+    _check_conditions(su.rows, su.wanted)
+
+    meas, incomplete = _seed_measures(su, out)
+    label_order = list(dict.fromkeys(meas["condition"]))   # the order of labels as requested
+    _seed_tables(su, out, meas, label_order, paired=paired, aso=aso, all_pairs=all_pairs)
+    frames: dict[str, list[pd.DataFrame]] = {k: [] for k in ("robust", "wil", "fr", "rank", "post")}
+    for ds in su.datasets:
+        _cell_tables(su, out, ds, incomplete, frames)
+    _dataset_friedman(su, out, meas, label_order, frames)
+    _collect_tables(su, out, frames)
+    return out
+
+
+def _setup(results: pd.DataFrame, dataset: str | None, models: Sequence[str] | None, reference: str | None,
+           metric: str, condition: str | None, alpha: float, partial: bool, source: str | None, split: str,
+           tie_tol: float, store_label: str) -> _Setup:
+    """Check the inputs against the store; select the rows, models, datasets and references."""
     if not 0 < alpha < 1:
         raise UserError(f"--alpha must be in (0, 1), got {alpha}")
     ev = results[results["kind"] == "eval"]
@@ -98,7 +146,7 @@ def run_compare(results: pd.DataFrame, dataset: str | None = None, models: Seque
         raise UserError(f"no {metric!r} rows with split {split!r}"
                         + (f" and source {source!r}" if source else "") + f" in {store_label}")
     present_models = sorted(set(rows["model"]))
-    model_list = split_list(",".join(models)) if models else None
+    model_list = split_list(models) if models else None
     if model_list:
         unknown = [m for m in model_list if m not in present_models]
         if unknown:
@@ -115,35 +163,36 @@ def run_compare(results: pd.DataFrame, dataset: str | None = None, models: Seque
     refs = {ds: _reference_for(ms, reference) for ds, ms in ds_models.items() if ms}
     n_seeds = {ds: int(rows[(rows["dataset"] == ds)].groupby("model")["seed"].nunique().min())
                for ds in datasets if ds_models[ds]}
-    reference = reference or ", ".join(dict.fromkeys(refs.values()))
     select["models"] = model_list
-    higher_better = metric.lower() not in _LOWER_IS_BETTER_METRICS
-    wanted = split_list(condition)
+    return _Setup(rows=rows, select=select, datasets=datasets, model_list=model_list, ds_models=ds_models,
+                  refs=refs, n_seeds=n_seeds, reference=reference or ", ".join(dict.fromkeys(refs.values())),
+                  higher_better=metric.lower() not in _LOWER_IS_BETTER_METRICS,
+                  wanted=split_list(condition) or None, alpha=alpha, partial=partial, tie_tol=tie_tol)
 
-    out = Comparison(info=dict(models=model_list, reference=reference, references=refs, n_seeds=n_seeds,
-                               metric=metric, datasets=datasets, alpha=alpha, paired=paired, partial=partial,
-                               source=source, split=split, tie_tol=tie_tol))
-    out.warnings += metrics.source_warnings(rows)
-    if len(model_list) < 2:
-        out.warnings.append(f"only one model ({model_list[0]}): nothing to compare")
 
-    if wanted:
-        known = set(rows.loc[rows["condition"] != metrics.CLEAN, "condition"])
-        for w in wanted:
-            if w.lower() not in (*_KEYWORDS, "all") and w.partition(":")[0] not in known:
-                raise UserError(f"unknown condition {w!r}; choose {', '.join(_KEYWORDS)}, all, or one of the "
-                                f"conditions in the store: {', '.join(sorted(known)) or '(none)'}")
-            sev = w.partition(":")[2]
-            if sev and sev not in {"1", "2", "3", "4", "5"}:
-                raise UserError(f"bad severity in condition {w!r} (expected NAME:1..5)")
+def _check_conditions(rows: pd.DataFrame, wanted: list[str] | None) -> None:
+    """Each requested condition is a keyword or a condition in the store, with a severity 1..5 if any."""
+    if not wanted:
+        return
+    known = set(rows.loc[rows["condition"] != metrics.CLEAN, "condition"])
+    for w in wanted:
+        if w.lower() not in (*_KEYWORDS, "all") and w.partition(":")[0] not in known:
+            raise UserError(f"unknown condition {w!r}; choose {', '.join(_KEYWORDS)}, all, or one of the "
+                            f"conditions in the store: {', '.join(sorted(known)) or '(none)'}")
+        sev = w.partition(":")[2]
+        if sev and sev not in {"1", "2", "3", "4", "5"}:
+            raise UserError(f"bad severity in condition {w!r} (expected NAME:1..5)")
 
-    # ---- per-seed measures
+
+def _seed_measures(su: _Setup, out: Comparison) -> tuple[pd.DataFrame, set[tuple[str, str]]]:
+    """One value per (dataset, measure label, model, seed), in model order; the (dataset, label) pairs left
+    incomplete (warned about)."""
     frames = []
     incomplete: set[tuple[str, str]] = set()
-    for ds in datasets:
-        labels, strict = _labels_for(rows, ds, wanted)
+    for ds in su.datasets:
+        labels, strict = _labels_for(su.rows, ds, su.wanted)
         for label in labels:
-            m = metrics.seed_measures(rows, label, dataset=ds, partial=partial, **select)
+            m = metrics.seed_measures(su.rows, label, dataset=ds, partial=su.partial, **su.select)
             if m.empty:
                 if strict:
                     raise UserError(f"no results for {label} on {ds}")
@@ -159,7 +208,7 @@ def run_compare(results: pd.DataFrame, dataset: str | None = None, models: Seque
                 out.warnings.append(f"{what}; left out (--partial averages the cells present)")
                 incomplete.add((ds, label))
                 m = m[m["value"].notna()]
-            if partial and (~m["complete"]).any():
+            if su.partial and (~m["complete"]).any():
                 out.warnings.append(f"{label} on {ds}: partial (over the cells present) for "
                                     f"{', '.join(sorted(set(m.loc[~m['complete'], 'model'])))}; "
                                     f"not comparable with a complete {label}")
@@ -167,12 +216,15 @@ def run_compare(results: pd.DataFrame, dataset: str | None = None, models: Seque
     if not frames:
         raise UserError("nothing to compare: no results for the requested conditions")
     meas = pd.concat(frames, ignore_index=True)
-    meas["model"] = pd.Categorical(meas["model"], categories=model_list, ordered=True)
+    meas["model"] = pd.Categorical(meas["model"], categories=su.model_list, ordered=True)
     meas = meas.sort_values(["dataset", "model", "seed"], kind="stable")
     meas["model"] = meas["model"].astype(str)
-    # keep the order of labels as requested
-    label_order = list(dict.fromkeys(meas["condition"]))
+    return meas, incomplete
 
+
+def _seed_tables(su: _Setup, out: Comparison, meas: pd.DataFrame, label_order: list[str], *, paired: bool,
+                 aso: bool, all_pairs: bool) -> None:
+    """The seed summary and the seed-level pairwise tests (one Holm family)."""
     summ = stats.seed_summary(meas, by=["dataset", "condition", "model"])
     st = summ.table
     st["condition"] = pd.Categorical(st["condition"], categories=label_order, ordered=True)
@@ -180,116 +232,132 @@ def run_compare(results: pd.DataFrame, dataset: str | None = None, models: Seque
     st["condition"] = st["condition"].astype(str)
     out.tables["seed_summary"] = st
     out.warnings += summ.warnings
+    if len(su.model_list) < 2:
+        return
+    n_groups = meas.groupby(["dataset", "condition"]).ngroups
+    pairs = []
+    for ds, ms in su.ds_models.items():
+        pairs += ([(a, b) for i, a in enumerate(ms) for b in ms[i + 1:]] if all_pairs
+                  else [(m, su.refs[ds]) for m in ms if m != su.refs[ds]])
+    pairs = list(dict.fromkeys(pairs))
+    higher_better = su.higher_better
+    pw = stats.pairwise_tests(
+        meas[["dataset", "condition", "model", "seed", "value"]], pairs=pairs, paired=paired, alpha=su.alpha,
+        aso=aso, higher_is_better=lambda g: higher_better != (g.get("condition") == "mCE"),
+        family=("all model pairs" if all_pairs else f"each model vs {su.reference} (per dataset)")
+        + f" × {n_groups} (dataset, condition) group(s)")
+    out.tables["pairwise"] = pw.table
+    out.families.append(pw.family or "")
+    out.warnings += pw.warnings
 
-    if len(model_list) >= 2:
-        n_groups = meas.groupby(["dataset", "condition"]).ngroups
-        pairs = []
-        for ds, ms in ds_models.items():
-            pairs += ([(a, b) for i, a in enumerate(ms) for b in ms[i + 1:]] if all_pairs
-                      else [(m, refs[ds]) for m in ms if m != refs[ds]])
-        pairs = list(dict.fromkeys(pairs))
-        pw = stats.pairwise_tests(
-            meas[["dataset", "condition", "model", "seed", "value"]], pairs=pairs, paired=paired, alpha=alpha,
-            aso=aso, higher_is_better=lambda g: higher_better != (g.get("condition") == "mCE"),
-            family=("all model pairs" if all_pairs else f"each model vs {reference} (per dataset)")
-            + f" × {n_groups} (dataset, condition) group(s)")
-        out.tables["pairwise"] = pw.table
-        out.families.append(pw.family or "")
-        out.warnings += pw.warnings
 
-    # ---- robustness over cells
-    robust_frames, wil_frames, fr_frames, rank_frames, post_frames = [], [], [], [], []
-    for ds in datasets:
-        cells = metrics.benchmark_cells(rows, dataset=ds, **select)
-        if cells.empty:
+def _robustness_frame(su: _Setup, out: Comparison, ds: str, is_image: bool,
+                      incomplete: set[tuple[str, str]]) -> pd.DataFrame:
+    """Mean clean / mCA / mCE / relative mCE / retention per model on ``ds`` (image) or clean / mNA (text)."""
+    rows, select, partial = su.rows, su.select, su.partial
+    rs = metrics.robustness_summary(rows, dataset=ds, partial=partial, **select)
+    agg = rs.groupby("model", sort=False).agg(
+        n_seeds=("seed", "nunique"), clean=("clean", "mean"), mCA=("mCA", "mean"), mCE=("mCE", "mean"),
+        mCA_complete=("mCA_complete", "all"), extra=("extra", "mean"), mNA=("mNA", "mean"),
+        retention=("retention", "mean")).reset_index()
+    if is_image:
+        agg = agg.drop(columns=["mNA"])
+        try:
+            _, rel = metrics.reference_ce(rows, su.refs[ds], dataset=ds, **select)
+            agg = agg.merge(rel[["model", "rel_mCE", "n_corruptions"]], on="model", how="left")
+        except UserError as e:
+            out.warnings.append(f"{ds}: no relative CE: {e}")
+            agg["rel_mCE"], agg["n_corruptions"] = math.nan, 0
+        agg = agg.rename(columns={"rel_mCE": f"rel_mCE(ref={su.refs[ds]})"})
+        if not agg["mCA_complete"].all() and (ds, "mCA") not in incomplete:
+            out.warnings.append(f"{ds}: mCA incomplete for "
+                                f"{', '.join(agg.loc[~agg['mCA_complete'], 'model'])}"
+                                + ("" if partial else " (NaN; --partial averages the cells present)"))
+    else:
+        agg = agg.drop(columns=["mCA", "mCE", "mCA_complete", "extra"])
+    agg.insert(0, "dataset", ds)
+    agg["model"] = pd.Categorical(agg["model"], categories=su.model_list, ordered=True)
+    return agg.sort_values("model").assign(model=lambda d: d["model"].astype(str))
+
+
+def _cell_tables(su: _Setup, out: Comparison, ds: str, incomplete: set[tuple[str, str]],
+                 frames: dict[str, list[pd.DataFrame]]) -> None:
+    """Robustness over the benchmark cells of ``ds``: the summary, Wilcoxon vs the reference, Friedman with
+    its post-hoc pairs and a rank diagram (each appended to ``frames`` / ``out``)."""
+    cells = metrics.benchmark_cells(su.rows, dataset=ds, **su.select)
+    if cells.empty:
+        return
+    is_image = (cells["kind_of_condition"] == "benchmark").any()
+    frames["robust"].append(_robustness_frame(su, out, ds, is_image, incomplete))
+
+    ds_list, ref, n_seeds, alpha = su.ds_models[ds], su.refs[ds], su.n_seeds[ds], su.alpha
+    n_cells = cells.groupby(["condition", "severity"]).ngroups
+    if is_image and n_cells < 75:
+        out.warnings.append(f"{ds}: cell-level tests use {n_cells} benchmark cells, not the full 75")
+    cell_df = cells[["model", "seed", "condition", "severity", "value"]]
+    if len(ds_list) >= 2:
+        wil = stats.pairwise_wilcoxon(cell_df, pairs=[(m, ref) for m in ds_list if m != ref], tol=su.tie_tol,
+                                      alpha=alpha, block_cols=["condition", "severity"], n_seeds=n_seeds,
+                                      family=f"each model vs {ref} over the cells of {ds}")
+        frames["wil"].append(wil.table.assign(dataset=ds))
+        out.families.append(wil.family or "")
+        out.warnings += wil.warnings
+    if len(ds_list) >= 3:
+        fr = stats.friedman_test(cell_df, models=ds_list, block_cols=["condition", "severity"],
+                                 higher_is_better=su.higher_better, alpha=alpha)
+        frames["fr"].append(_friedman_frame(ds, "cells (condition, severity)", fr, n_seeds))
+        frames["rank"].append(fr.table.assign(dataset=ds, blocks="cells"))
+        out.warnings += [f"{ds}: {w}" for w in fr.warnings]
+        post = stats.pairwise_wilcoxon(cell_df, models=ds_list, tol=su.tie_tol, alpha=alpha,
+                                       block_cols=["condition", "severity"], n_seeds=n_seeds,
+                                       family=f"all model pairs over the cells of {ds} (post-hoc)")
+        frames["post"].append(post.table.assign(dataset=ds))
+        out.families.append(post.family or "")
+        out.warnings += post.warnings
+        out.cd_diagrams.append(_rank_diagram(f"{ds} (cells)", fr, post, n_seeds))
+
+
+def _dataset_friedman(su: _Setup, out: Comparison, meas: pd.DataFrame, label_order: list[str],
+                      frames: dict[str, list[pd.DataFrame]]) -> None:
+    """Friedman over datasets (blocks = datasets) per measure label, for the models present everywhere."""
+    everywhere = [m for m in su.model_list if all(m in ms for ms in su.ds_models.values())]
+    if len(everywhere) < 3 or len(su.datasets) < 2:
+        return
+    for label in label_order:
+        sub = meas[meas["condition"] == label]
+        if sub["dataset"].nunique() < 2:
             continue
-        is_image = (cells["kind_of_condition"] == "benchmark").any()
-        rs = metrics.robustness_summary(rows, dataset=ds, partial=partial, **select)
-        agg = rs.groupby("model", sort=False).agg(
-            n_seeds=("seed", "nunique"), clean=("clean", "mean"), mCA=("mCA", "mean"), mCE=("mCE", "mean"),
-            mCA_complete=("mCA_complete", "all"), extra=("extra", "mean"), mNA=("mNA", "mean"),
-            retention=("retention", "mean")).reset_index()
-        if is_image:
-            agg = agg.drop(columns=["mNA"])
-            try:
-                _, rel = metrics.reference_ce(rows, refs[ds], dataset=ds, **select)
-                agg = agg.merge(rel[["model", "rel_mCE", "n_corruptions"]], on="model", how="left")
-            except UserError as e:
-                out.warnings.append(f"{ds}: no relative CE: {e}")
-                agg["rel_mCE"], agg["n_corruptions"] = math.nan, 0
-            agg = agg.rename(columns={"rel_mCE": f"rel_mCE(ref={refs[ds]})"})
-            if not agg["mCA_complete"].all() and (ds, "mCA") not in incomplete:
-                out.warnings.append(f"{ds}: mCA incomplete for "
-                                    f"{', '.join(agg.loc[~agg['mCA_complete'], 'model'])}"
-                                    + ("" if partial else " (NaN; --partial averages the cells present)"))
-        else:
-            agg = agg.drop(columns=["mCA", "mCE", "mCA_complete", "extra"])
-        agg.insert(0, "dataset", ds)
-        agg["model"] = pd.Categorical(agg["model"], categories=model_list, ordered=True)
-        robust_frames.append(agg.sort_values("model").assign(model=lambda d: d["model"].astype(str)))
+        fr = stats.friedman_test(sub[["model", "dataset", "seed", "value"]], models=everywhere,
+                                 block_cols=["dataset"], higher_is_better=su.higher_better
+                                 and label != "mCE", alpha=su.alpha)
+        frames["fr"].append(_friedman_frame("(all)", f"datasets ({label})", fr, min(su.n_seeds.values())))
+        frames["rank"].append(fr.table.assign(dataset="(all)", blocks=f"datasets ({label})"))
+        out.warnings += [f"datasets ({label}): {w}" for w in fr.warnings]
 
-        ds_list, ref = ds_models[ds], refs[ds]
-        n_cells = cells.groupby(["condition", "severity"]).ngroups
-        if is_image and n_cells < 75:
-            out.warnings.append(f"{ds}: cell-level tests use {n_cells} benchmark cells, not the full 75")
-        cell_df = cells[["model", "seed", "condition", "severity", "value"]]
-        if len(ds_list) >= 2:
-            wil = stats.pairwise_wilcoxon(cell_df, pairs=[(m, ref) for m in ds_list if m != ref], tol=tie_tol,
-                                          alpha=alpha, block_cols=["condition", "severity"], n_seeds=n_seeds[ds],
-                                          family=f"each model vs {ref} over the cells of {ds}")
-            wil_frames.append(wil.table.assign(dataset=ds))
-            out.families.append(wil.family or "")
-            out.warnings += wil.warnings
-        if len(ds_list) >= 3:
-            fr = stats.friedman_test(cell_df, models=ds_list, block_cols=["condition", "severity"],
-                                     higher_is_better=higher_better, alpha=alpha)
-            fr_frames.append(_friedman_frame(ds, "cells (condition, severity)", fr, n_seeds[ds]))
-            rank_frames.append(fr.table.assign(dataset=ds, blocks="cells"))
-            out.warnings += [f"{ds}: {w}" for w in fr.warnings]
-            post = stats.pairwise_wilcoxon(cell_df, models=ds_list, tol=tie_tol, alpha=alpha,
-                                           block_cols=["condition", "severity"], n_seeds=n_seeds[ds],
-                                           family=f"all model pairs over the cells of {ds} (post-hoc)")
-            post_frames.append(post.table.assign(dataset=ds))
-            out.families.append(post.family or "")
-            out.warnings += post.warnings
-            out.cd_diagrams.append(_rank_diagram(f"{ds} (cells)", fr, post, n_seeds[ds]))
 
-    # ---- Friedman over datasets
-    everywhere = [m for m in model_list if all(m in ms for ms in ds_models.values())]
-    if len(everywhere) >= 3 and len(datasets) >= 2:
-        for label in label_order:
-            sub = meas[meas["condition"] == label]
-            if sub["dataset"].nunique() < 2:
-                continue
-            fr = stats.friedman_test(sub[["model", "dataset", "seed", "value"]], models=everywhere,
-                                     block_cols=["dataset"], higher_is_better=higher_better
-                                     and label != "mCE", alpha=alpha)
-            fr_frames.append(_friedman_frame("(all)", f"datasets ({label})", fr, min(n_seeds.values())))
-            rank_frames.append(fr.table.assign(dataset="(all)", blocks=f"datasets ({label})"))
-            out.warnings += [f"datasets ({label}): {w}" for w in fr.warnings]
-
-    def _cat(frames: list[pd.DataFrame], first: Sequence[str]) -> pd.DataFrame:
-        df = pd.concat(frames, ignore_index=True)
+def _collect_tables(su: _Setup, out: Comparison, frames: dict[str, list[pd.DataFrame]]) -> None:
+    """The cell and dataset frames as named tables; the closing caveats; families and warnings de-duplicated."""
+    def _cat(parts: list[pd.DataFrame], first: Sequence[str]) -> pd.DataFrame:
+        df = pd.concat(parts, ignore_index=True)
         return df[[*first, *[c for c in df.columns if c not in first]]]
 
-    if robust_frames:
-        out.tables["robustness"] = _cat(robust_frames, ["dataset", "model"])
-    if wil_frames:
-        out.tables["wilcoxon_cells"] = _cat(wil_frames, ["dataset", "model_a", "model_b"])
-    if fr_frames:
-        out.tables["friedman"] = _cat(fr_frames, ["dataset", "blocks"])
-        out.tables["avg_ranks"] = _cat(rank_frames, ["dataset", "blocks", "model"])
-    if post_frames:
-        out.tables["posthoc_wilcoxon"] = _cat(post_frames, ["dataset", "model_a", "model_b"])
-    if wil_frames or post_frames or fr_frames:
+    if frames["robust"]:
+        out.tables["robustness"] = _cat(frames["robust"], ["dataset", "model"])
+    if frames["wil"]:
+        out.tables["wilcoxon_cells"] = _cat(frames["wil"], ["dataset", "model_a", "model_b"])
+    if frames["fr"]:
+        out.tables["friedman"] = _cat(frames["fr"], ["dataset", "blocks"])
+        out.tables["avg_ranks"] = _cat(frames["rank"], ["dataset", "blocks", "model"])
+    if frames["post"]:
+        out.tables["posthoc_wilcoxon"] = _cat(frames["post"], ["dataset", "model_a", "model_b"])
+    if frames["wil"] or frames["post"] or frames["fr"]:
         out.warnings.append(CELLS_CAVEAT)
-    low = {ds: n for ds, n in n_seeds.items() if n < stats.MIN_TESTABLE_SEEDS}
+    low = {ds: n for ds, n in su.n_seeds.items() if n < stats.MIN_TESTABLE_SEEDS}
     if low:
         out.warnings.append("fewer than 3 seeds per model on " + ", ".join(f"{d} ({n})" for d, n in low.items())
                             + ": no comparison there is testable; numbers only")
     out.families = [f for f in out.families if f]
     out.warnings = list(dict.fromkeys(out.warnings))
-    return out
 
 
 def _reference_for(models: Sequence[str], wanted: str | None) -> str:

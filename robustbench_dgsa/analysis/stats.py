@@ -338,27 +338,33 @@ def pairwise_tests(df: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = N
            f"(comparisons with ≥ {min_seeds} seeds per model): {desc}")
     cols = [*base[:base.index("p") + 1], "p_holm", "reject", "verdict", "g"]
     if aso and len(table):
-        kw = dict(aso_kwargs or {})
-        a_alpha = alpha / max(m, 1)
-        eps = []
-        for _, r in table.iterrows():
-            sel = np.ones(len(df), bool)
-            for c in by:
-                sel &= (df[c] == r[c]).to_numpy()
-            va = df.loc[sel & (df["model"] == r["model_a"]).to_numpy(), "value"].astype(float).to_numpy()
-            vb = df.loc[sel & (df["model"] == r["model_b"]).to_numpy(), "value"].astype(float).to_numpy()
-            va, vb = va[np.isfinite(va)], vb[np.isfinite(vb)]
-            hib = higher_is_better({c: r[c] for c in by}) if callable(higher_is_better) else higher_is_better
-            if not hib:
-                va, vb = -va, -vb
-            eps.append(aso_eps_min(va, vb, alpha=a_alpha, **kw)["eps_min"] if len(va) > 1 and len(vb) > 1
-                       else math.nan)
-        table["aso_eps_min"] = eps
+        table["aso_eps_min"] = _aso_column(df, table, by, alpha / max(m, 1), aso_kwargs, higher_is_better)
         cols.append("aso_eps_min")
         warns.append(f"ASO ε_min at α = {alpha:g}/{max(m, 1)} (Bonferroni over the family); "
                      f"ε_min < 0.5 reads 'A almost stochastically better than B'")
     table = table[cols + ["test", "note"]]
     return StatResult(table, _dedupe(warns), family=fam, info={"alpha": alpha, "m": m, "conf": conf})
+
+
+def _aso_column(df: pd.DataFrame, table: pd.DataFrame, by: Sequence[str], a_alpha: float,
+                aso_kwargs: dict[str, Any] | None,
+                higher_is_better: bool | Callable[[dict[str, Any]], bool]) -> list[float]:
+    """ASO ε_min for "A better than B" per row of a pairwise table (NaN with fewer than 2 values a side)."""
+    kw = dict(aso_kwargs or {})
+    eps = []
+    for _, r in table.iterrows():
+        sel = np.ones(len(df), bool)
+        for c in by:
+            sel &= (df[c] == r[c]).to_numpy()
+        va = df.loc[sel & (df["model"] == r["model_a"]).to_numpy(), "value"].astype(float).to_numpy()
+        vb = df.loc[sel & (df["model"] == r["model_b"]).to_numpy(), "value"].astype(float).to_numpy()
+        va, vb = va[np.isfinite(va)], vb[np.isfinite(vb)]
+        hib = higher_is_better({c: r[c] for c in by}) if callable(higher_is_better) else higher_is_better
+        if not hib:
+            va, vb = -va, -vb
+        eps.append(aso_eps_min(va, vb, alpha=a_alpha, **kw)["eps_min"] if len(va) > 1 and len(vb) > 1
+                   else math.nan)
+    return eps
 
 
 # ------------------------------------------------------------------------------------ over cells/blocks

@@ -19,11 +19,7 @@ from .app import app
 # Command modules, in --help order. Each imports `app` and decorates its commands.
 _COMMAND_MODULES = ["models_cmd", "corrupt_cmd", "train_cmd", "rollout_cmd", "compare_cmd", "report_cmd", "export_cmd"]
 for _name in _COMMAND_MODULES:
-    try:
-        importlib.import_module(f"{__name__}.{_name}")
-    except ModuleNotFoundError as _e:  # a module not written yet during development
-        if _e.name != f"{__name__}.{_name}":
-            raise
+    importlib.import_module(f"{__name__}.{_name}")
 
 USAGE, FAILURE, INTERRUPTED = 2, 1, 130
 
@@ -32,14 +28,10 @@ _RESUMABLE = {"train": "--resume", "reproduce": "", "sweep run": "", "sweep run-
 
 
 def _user_error_types() -> tuple[type[BaseException], ...]:
+    from corruptions.errors import CorruptionError
+
     from robustbench_dgsa.util.errors import UserError
-    types: list[type[BaseException]] = [UserError]
-    try:
-        from corruptions.errors import CorruptionError
-        types.append(CorruptionError)
-    except ImportError:
-        pass
-    return tuple(types)
+    return UserError, CorruptionError
 
 
 def _say(message: str) -> None:

@@ -9,20 +9,24 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-import numpy as np
-import pandas as pd
 import typer
 
-from robustbench_dgsa.util import atomic
-from robustbench_dgsa.analysis.compare import Comparison, run_compare
 from . import options as opt
 from .app import app
+
+if TYPE_CHECKING:  # the library (numpy, pandas, torch) is imported when the command runs: --help stays fast
+    import pandas as pd
+
+    from robustbench_dgsa.analysis.compare import Comparison
 
 
 # ------------------------------------------------------------------------------------------------ output
 def _num(v: Any, fmt: str = "{:.4f}") -> str:
+    import numpy as np
+    import pandas as pd
+
     if v is None or v is pd.NA:
         return "–"
     if isinstance(v, (bool, np.bool_)):
@@ -38,6 +42,8 @@ def _num(v: Any, fmt: str = "{:.4f}") -> str:
 
 
 def _p(v: Any) -> str:
+    import numpy as np
+
     if isinstance(v, (float, np.floating)) and math.isfinite(float(v)):
         return f"{float(v):.3g}" if float(v) >= 1e-4 else f"{float(v):.1e}"
     return "–"
@@ -109,16 +115,9 @@ def _render(cmp: Comparison) -> None:
         Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/] {w}")
 
 
-def _to_jsonable(cmp: Comparison) -> dict[str, Any]:
-    return {
-        "info": cmp.info,
-        "tables": {k: json.loads(v.to_json(orient="records", double_precision=15)) for k, v in cmp.tables.items()},
-        "families": cmp.families,
-        "warnings": cmp.warnings,
-    }
-
-
 def _write_csv(cmp: Comparison, path: Path) -> list[Path]:
+    from robustbench_dgsa.util import atomic
+
     written = []
     for i, (name, df) in enumerate(cmp.tables.items()):
         p = path if i == 0 else path.with_name(f"{path.stem}.{name}{path.suffix or '.csv'}")
@@ -130,6 +129,7 @@ def _write_csv(cmp: Comparison, path: Path) -> list[Path]:
 def _write_latex(cmp: Comparison, path: Path) -> Path:
     """Every table through the report's one table writer (:mod:`robustbench_dgsa.report.tables`)."""
     from robustbench_dgsa.report.tables import LATEX_PREAMBLE, Table
+    from robustbench_dgsa.util import atomic
 
     parts = ["% dgsa-bench compare; preamble: " + LATEX_PREAMBLE.replace("\n", " "),
              f"% metric={cmp.info['metric']} models={','.join(cmp.info['models'])} "
@@ -179,6 +179,9 @@ def compare(
 ) -> None:
     """Compare models over seeds and corruption cells: t-intervals, Welch/paired t + Holm, Hedges' g,
     Wilcoxon over cells, Friedman + average ranks + critical difference, honest warnings."""
+    from robustbench_dgsa.analysis.compare import run_compare
+    from robustbench_dgsa.util.jsonio import to_jsonable
+
     from .. import store as store_mod
 
     opt.check_output_file(csv, "--csv")
@@ -207,9 +210,9 @@ def compare(
             bars = None if cliques is None else [[display_name(m) for m in g] for g in cliques]
             written.append(save_as(cd_diagram(named, bars, note=note), p))
     if json_out:
-        doc = _to_jsonable(cmp)
+        doc = cmp.to_dict()
         doc["written"] = [str(p) for p in written]
-        typer.echo(json.dumps(doc, indent=2, default=str))
+        typer.echo(json.dumps(to_jsonable(doc, fallback=str), indent=2))
         return
     _render(cmp)
     for p in written:

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
 import typer
 
 from . import options as opt
@@ -22,23 +21,14 @@ _ARRAY_SUFFIXES = {".npy", ".npz"}
 _TEXT_SUFFIXES = {".csv", ".tsv", ".jsonl", ".txt"}
 
 
+def _jsonable(summary: dict[str, Any]) -> Any:
+    from robustbench_dgsa.util.jsonio import to_jsonable
+    return to_jsonable(summary, nonfinite="text")
+
+
 def _log(message: str) -> None:
     from robustbench_dgsa.util.progress import log
     log(message)
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return "inf" if obj > 0 else "-inf" if obj < 0 else "nan"
-    if isinstance(obj, Path):
-        return str(obj)
-    return obj
 
 
 # ---------------------------------------------------------------------------------------------- image inputs
@@ -132,7 +122,7 @@ def _verify_table(df) -> None:
 
 
 @app.command("corrupt")
-def corrupt(
+def corrupt(  # long: its Typer signature declares 17 options (30 lines); the body is under 60
     input: Optional[str] = typer.Option(
         None, "--input", "-i",
         help="Dataset name (with --data-root), an image folder (*.png/*.jpg, labels from class sub-folders), a "
@@ -167,25 +157,11 @@ def corrupt(
     from corruptions import layout
 
     from robustbench_dgsa.util.errors import UserError
-    from robustbench_dgsa.util.progress import track
 
     started = time.monotonic()
     log = (lambda message: None) if quiet else _log  # warnings still go to stderr
     summary: dict[str, Any] = {}
-    if input is None:
-        if verify_against is None or out is None:
-            raise UserError("give --input (and --out and/or --preview), or --out DIR --verify-against DIR to "
-                            "compare an existing regenerated folder")
-        if preview is not None:
-            raise UserError("--preview needs --input")
-    elif out is None and preview is None:
-        raise UserError("give --out DIR (and/or --preview PNG)")
-    if verify_against is not None and not verify_against.is_dir():
-        raise UserError(f"--verify-against {verify_against}: no such folder")
-    opt.check_output_file(preview, "--preview", suffixes=(".png",))
-    if input is not None:
-        opt.check_output_dir(out, "--out")
-
+    _check_corrupt_paths(input, out, preview, verify_against)
     if input is not None:
         names = opt.parse_corruptions(corruption)
         sevs = opt.parse_severities(severity)
@@ -197,38 +173,17 @@ def corrupt(
         for note in inp["notes"]:
             log(f"note: {note}")
         log(f"input: {inp['description']}: {len(x)} images {x.shape[1]}x{x.shape[2]}, "
-             f"{'labels' if y is not None else 'no labels'}")
-        frost = None
-        if "frost" in names:
-            from corruptions.frost import load_frost_textures
-            frost = load_frost_textures(frost_dir)
-            log(f"frost textures: {frost.source}")
-            if str(frost.source).startswith("procedural"):
-                _log("warning: no frost textures found (give --frost-dir or install imagecorruptions); frost uses "
-                     "a procedural substitute and is not the reference frost")
-        elif frost_dir is not None:
-            log("note: --frost-dir ignored (frost is not among the corruptions)")
+            f"{'labels' if y is not None else 'no labels'}")
+        frost = _frost_textures(names, frost_dir, log)
         phrase = ("CIFAR-100-C-style (regenerated)" if inp["dataset"] and "100" in inp["dataset"]
                   else layout.REGENERATED_PHRASE)
         summary.update(input=inp["description"], notes=inp["notes"], n=len(x), image_shape=list(x.shape[1:]),
                        labels=y is not None, corruptions=names, severities=sevs, seed=seed,
                        frost_source=None if frost is None else frost.source)
         if out is not None:
-            manifest = layout.regenerate(x, y, out, names, sevs, seed=seed, device=dev, frost=frost,
-                                         chunk_size=chunk_size, overwrite=overwrite, progress=None if quiet else track,
-                                         description=phrase, input_description=inp["description"])
-            summary.update(out=str(out), manifest=str(manifest.path), description=phrase,
-                           files={k: v["sha256"] for k, v in manifest.files.items()},
-                           skipped=list(manifest.skipped), official_layout=manifest.official_layout)
-            if manifest.skipped:
-                _log(f"skipped (already finished in {out} with the same parameters): "
-                     f"{layout.name_list(manifest.skipped)}")
-            written = len(names) - len(manifest.skipped)
-            if written:
-                log(f"wrote {written} corruption file(s) x {len(sevs)} severities to {out} ({phrase})")
-            if not manifest.official_layout:
-                log(f"note: {len(x)} images x severities {','.join(map(str, sevs))} is not the official "
-                    f"5 x 10,000 layout; files are named <corruption>{layout.layout_suffix(len(x), sevs)}.npy")
+            summary.update(_regenerate(x, y, out, names, sevs, seed=seed, device=dev, frost=frost,
+                                       chunk_size=chunk_size, overwrite=overwrite, quiet=quiet, phrase=phrase,
+                                       input_description=inp["description"], log=log))
         if preview is not None:
             k = min(preview_images, len(x))
             from corruptions.preview import preview_grid
@@ -254,6 +209,66 @@ def corrupt(
         typer.echo(f"{summary['description']}: {len(summary['corruptions'])} corruption(s), severities "
                    f"{','.join(map(str, summary['severities']))}, {summary['n']} images -> {out} "
                    f"({summary['seconds']:.1f}s)")
+
+
+def _regenerate(x, y, out: Path, names: list[str], sevs: list[int], *, seed: int, device: str, frost,
+                chunk_size: int, overwrite: bool, quiet: bool, phrase: str, input_description: str,
+                log) -> dict[str, Any]:
+    """Write the corrupted sets in the official layout; the summary entries about them."""
+    from corruptions import layout
+
+    from robustbench_dgsa.util.progress import track
+
+    manifest = layout.regenerate(x, y, out, names, sevs, seed=seed, device=device, frost=frost,
+                                 chunk_size=chunk_size, overwrite=overwrite, progress=None if quiet else track,
+                                 description=phrase, input_description=input_description)
+    if manifest.skipped:
+        _log(f"skipped (already finished in {out} with the same parameters): "
+             f"{layout.name_list(manifest.skipped)}")
+    written = len(names) - len(manifest.skipped)
+    if written:
+        log(f"wrote {written} corruption file(s) x {len(sevs)} severities to {out} ({phrase})")
+    if not manifest.official_layout:
+        log(f"note: {len(x)} images x severities {','.join(map(str, sevs))} is not the official "
+            f"5 x 10,000 layout; files are named <corruption>{layout.layout_suffix(len(x), sevs)}.npy")
+    return dict(out=str(out), manifest=str(manifest.path), description=phrase,
+                files={k: v["sha256"] for k, v in manifest.files.items()},
+                skipped=list(manifest.skipped), official_layout=manifest.official_layout)
+
+
+def _check_corrupt_paths(input: Optional[Path], out: Optional[Path], preview: Optional[Path],
+                         verify_against: Optional[Path]) -> None:
+    """The combinations ``corrupt`` accepts, and the output paths checked before any work."""
+    from robustbench_dgsa.util.errors import UserError
+
+    if input is None:
+        if verify_against is None or out is None:
+            raise UserError("give --input (and --out and/or --preview), or --out DIR --verify-against DIR to "
+                            "compare an existing regenerated folder")
+        if preview is not None:
+            raise UserError("--preview needs --input")
+    elif out is None and preview is None:
+        raise UserError("give --out DIR (and/or --preview PNG)")
+    if verify_against is not None and not verify_against.is_dir():
+        raise UserError(f"--verify-against {verify_against}: no such folder")
+    opt.check_output_file(preview, "--preview", suffixes=(".png",))
+    if input is not None:
+        opt.check_output_dir(out, "--out")
+
+
+def _frost_textures(names: list[str], frost_dir: Optional[Path], log):
+    """Frost's textures when frost is asked for (a warning when only the procedural substitute is found)."""
+    if "frost" not in names:
+        if frost_dir is not None:
+            log("note: --frost-dir ignored (frost is not among the corruptions)")
+        return None
+    from corruptions.frost import load_frost_textures
+    frost = load_frost_textures(frost_dir)
+    log(f"frost textures: {frost.source}")
+    if str(frost.source).startswith("procedural"):
+        _log("warning: no frost textures found (give --frost-dir or install imagecorruptions); frost uses "
+             "a procedural substitute and is not the reference frost")
+    return frost
 
 
 # ---------------------------------------------------------------------------------------------- text

@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover
 BOUNDARY_EXCEPTIONS = (ClickException, NoArgsIsHelpError)
 
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.lists import split_list  # the commands use it as opt.split_list
 
 # One meaning per short flag, in every command that has the long option (and nowhere else).
 SHORT_FLAGS = {"-c": "--checkpoint", "-d": "--dataset", "-i": "--input", "-j": "--workers", "-m": "--model",
@@ -65,21 +66,6 @@ _DEVICE_RE = re.compile(r"(auto|cpu|cuda(:\d+)?)")
 
 
 # ------------------------------------------------------------------------------------------------ parsers
-
-
-def split_list(values: str | Iterable[str] | None) -> list[str]:
-    """Comma lists and repeated options, flattened: ``["a,b", "c"]`` -> ``["a", "b", "c"]`` (order kept,
-    duplicates dropped)."""
-    if values is None:
-        return []
-    items = [values] if isinstance(values, str) else list(values)
-    out: list[str] = []
-    for item in items:
-        for part in str(item).split(","):
-            part = part.strip()
-            if part and part not in out:
-                out.append(part)
-    return out
 
 
 def _flagged(option: str, e: Exception) -> Exception:
@@ -408,3 +394,46 @@ class VocabularyCommand(TyperCommand):
             raise Interrupted(" ".join(ctx.command_path.split()[1:])) from None
         except EOFError as e:
             raise Truncated(str(e) or "unexpected end of file") from e
+
+
+# --- outside models (evaluate, rollout) -------------------------------------------------------------------------
+
+def timm(help: str | None = None) -> Any:
+    return typer.Option(None, "--timm", help=help or "Instead of --checkpoint: a timm model by name (timm "
+                        "installed), with --weights or --random-init.")
+
+
+def weights(help: str | None = None) -> Any:
+    return typer.Option(None, "--weights", help=help or "safetensors state dict for --timm / --module.")
+
+
+def random_init(help: str | None = None) -> Any:
+    return typer.Option(False, "--random-init", help=help or "Allow --timm without --weights (untrained; "
+                        "recorded as random_init and put into the model's name).")
+
+
+def model_args(help: str | None = None) -> Any:
+    return typer.Option(None, "--model-args", help=help or "Keyword arguments for the timm model or the factory, "
+                        "e.g. img_size=32,patch_size=4,depth=6.")
+
+
+def parse_model_args(text: str | None, option: str = "--model-args") -> dict[str, Any]:
+    """``a=1,b=0.5,c=true,d=name`` -> {"a": 1, "b": 0.5, "c": True, "d": "name"}."""
+    out: dict[str, Any] = {}
+    for part in split_list(text):
+        key, sep, value = part.partition("=")
+        key, v = key.strip(), value.strip()
+        if not sep or not key.isidentifier():
+            raise UserError(f"{option} takes key=value pairs separated by commas, got {part!r}")
+        if v.lower() in ("true", "false"):
+            out[key] = v.lower() == "true"
+            continue
+        for cast in (int, float):
+            try:
+                out[key] = cast(v)
+                break
+            except ValueError:
+                continue
+        else:
+            out[key] = v
+    return out

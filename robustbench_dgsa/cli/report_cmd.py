@@ -46,12 +46,14 @@ def _print_summary(store: Path, folder: Path, as_json: bool) -> None:
     from rich.table import Table
 
     from robustbench_dgsa.jobs.reproduce import summary_table
+    from robustbench_dgsa.util.jsonio import to_jsonable
 
     summ = summary_table(store)
     index = folder / "index.html"
     if as_json:
-        typer.echo(json.dumps({"report": str(index.resolve()), "index_md": str((folder / "index.md").resolve()),
-                               "summary": summ.to_dict(orient="records")}, indent=2, default=str))
+        doc = {"report": str(index.resolve()), "index_md": str((folder / "index.md").resolve()),
+               "summary": summ.to_dict(orient="records")}
+        typer.echo(json.dumps(to_jsonable(doc, fallback=str), indent=2))
         return
     probe = Console()
     con = Console(width=probe.width if probe.is_terminal else 100_000)   # piped: never cut the table

@@ -71,6 +71,20 @@ def _untrained(name: str, text: Optional[str]) -> tuple[Any, dict[str, Any], dic
     return model, meta, preprocess
 
 
+def _timm_source(name: str, weights: Optional[Path], random_init: bool, model_args: dict[str, Any]) -> dict[str, Any]:
+    """A timm ViT (weights from safetensors, or --random-init) behind the suite's rollout interface."""
+    from robustbench_dgsa.models.external import load_timm_model
+    from robustbench_dgsa.rollout.capture import as_rollout_model, default_preprocess
+
+    ext = load_timm_model(name, weights=weights, random_init=random_init, **model_args)
+    model = as_rollout_model(ext.model.eval(), ext.name)
+    n = model.config.num_classes
+    meta = {"model": ext.name, "classes": [f"class {i}" for i in range(n)], "source": ext.source,
+            "untrained": ext.random_init}
+    return {"model": model, "meta": meta, "preprocess": default_preprocess(model), "source": ext.source,
+            "name": ext.name}
+
+
 def _load_sources(checkpoints: list[Path], models: list[str], text: Optional[str]) -> list[dict[str, Any]]:
     from robustbench_dgsa.models.checkpoint import load_checkpoint
     from robustbench_dgsa.engine.predict import preprocess_from_meta
@@ -228,9 +242,28 @@ def _metrics_mode(sources: list[dict[str, Any]], store: Path, dataset: Optional[
                 typer.echo(f"{summ['model']} [{tag}]: salient mass {info['mass']:.3f} "
                            f"(chance {info['chance']:.3f}){d}")
     if as_json:
-        typer.echo(json.dumps(results, indent=2, default=str))
+        from robustbench_dgsa.util.jsonio import to_jsonable
+        typer.echo(json.dumps(to_jsonable(results, fallback=str), indent=2))
     else:
         typer.echo(f"rows written to {store} (run {', '.join(r['run_id'] for r in results)})")
+
+
+def _image_and_checkpoints(inputs: Optional[list[str]], checkpoint: Optional[Path], compare: Optional[list[Path]],
+                           wants_image: bool) -> tuple[Optional[Path], list[Path]]:
+    """The positional IMAGE (when the mode takes one) and every checkpoint given (--checkpoint, --compare, extras)."""
+    args = list(inputs or [])
+    image: Optional[Path] = None
+    if wants_image:
+        if not args:
+            raise UserError("give an IMAGE file, --text \"...\" or --metrics (see dgsa-bench rollout --help)")
+        image = Path(args.pop(0))
+    ckpts: list[Path] = [checkpoint] if checkpoint is not None else []
+    ckpts += list(compare or [])
+    if args:
+        if not compare:
+            raise UserError(f"unexpected argument(s): {' '.join(args)} (several checkpoints go after --compare)")
+        ckpts += [Path(a) for a in args]
+    return image, ckpts
 
 
 @app.command("rollout", help=_HELP)
@@ -245,6 +278,12 @@ def rollout_command(
     model: Optional[list[str]] = opt.models(
         None, help="An UNTRAINED registry model (vit, dvit, dgvit, transformer, dt, dgt), with a warning; "
                    "comma-separated or repeated."),
+    timm_name: Optional[str] = opt.timm(help="Also (or instead): a timm VisionTransformer by name, with --weights "
+                                             "or --random-init; its maps are captured from its attention modules."),
+    weights: Optional[Path] = opt.weights(help="safetensors state dict for --timm."),
+    random_init: bool = opt.random_init(),
+    model_args: Optional[str] = opt.model_args(help="Keyword arguments for the timm model, e.g. "
+                                                    "img_size=32,patch_size=4."),
     text: Optional[str] = typer.Option(None, "--text", "-t", help="Roll out a text instead of an image."),
     out: Optional[Path] = opt.out(None, help="Output PNG (default <image stem>_rollout.png / text_rollout.png)."),
     mode: Optional[str] = typer.Option(None, "--mode",
@@ -283,25 +322,17 @@ def rollout_command(
     no_drift = corruption is not None and corruption.strip().lower() == "none"
     corr = [] if no_drift else opt.parse_corruptions(corruption)
     model = opt.split_list(model) or None
-    args = list(inputs or [])
-    image: Optional[Path] = None
-    if text is None and not metrics:
-        if not args:
-            raise UserError("give an IMAGE file, --text \"...\" or --metrics (see dgsa-bench rollout --help)")
-        image = Path(args.pop(0))
-    ckpts: list[Path] = [checkpoint] if checkpoint is not None else []
-    ckpts += list(compare or [])
-    if args:
-        if not compare:
-            raise UserError(f"unexpected argument(s): {' '.join(args)} (several checkpoints go after --compare)")
-        ckpts += [Path(a) for a in args]
-        args = []
-    if not ckpts and not model:
-        raise UserError("give --checkpoint CKPT (or --model NAME for an untrained model)")
+    image, ckpts = _image_and_checkpoints(inputs, checkpoint, compare, text is None and not metrics)
+    if not ckpts and not model and timm_name is None:
+        raise UserError("give --checkpoint CKPT (or --timm NAME, or --model NAME for an untrained model)")
+    if timm_name is None and (weights is not None or random_init or model_args):
+        raise UserError("--weights, --random-init and --model-args go with --timm")
     if image is not None:
         from robustbench_dgsa.data.readers import check_image_file
         check_image_file(image)  # fail on a bad image (header only) before loading any model
     sources = _load_sources(ckpts, list(model or []), text)
+    if timm_name is not None:
+        sources.append(_timm_source(timm_name, weights, random_init, opt.parse_model_args(model_args)))
     if metrics:
         if text is not None or image is not None:
             raise UserError("--metrics uses the synthetic test set; do not give an image or --text with it")

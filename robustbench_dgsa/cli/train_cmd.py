@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Optional
 
@@ -43,19 +42,8 @@ def _check_data_root(data_root: Path | None) -> None:
 
 
 def _dump(obj: Any) -> None:
-    def clean(o: Any) -> Any:
-        if isinstance(o, float) and not math.isfinite(o):
-            return None
-        if isinstance(o, dict):
-            return {str(k): clean(v) for k, v in o.items()}
-        if isinstance(o, (list, tuple)):
-            return [clean(v) for v in o]
-        if isinstance(o, Path):
-            return str(o)
-        if hasattr(o, "item"):
-            return clean(o.item())
-        return o
-    typer.echo(json.dumps(clean(obj), indent=2, sort_keys=True))
+    from robustbench_dgsa.util.jsonio import to_jsonable
+    typer.echo(json.dumps(to_jsonable(obj, nonfinite="null"), indent=2, sort_keys=True))
 
 
 # --- train -------------------------------------------------------------------------------------------------
@@ -136,16 +124,13 @@ def evaluate_command(
     device: str = opt.device(),
     json_: bool = opt.json_(),
     quiet: bool = opt.quiet(),
-    timm_name: Optional[str] = typer.Option(None, "--timm", help="Instead of --checkpoint: a timm model by name "
-                                            "(timm installed), with --weights or --random-init."),
+    timm_name: Optional[str] = opt.timm(),
     module: Optional[str] = typer.Option(None, "--module", help="Instead of --checkpoint: pkg.mod:factory, a "
                                          "function returning an nn.Module (its input: images in [0, 1])."),
-    weights: Optional[Path] = typer.Option(None, "--weights", help="safetensors state dict for --timm/--module."),
-    random_init: bool = typer.Option(False, "--random-init", help="Allow --timm without --weights (untrained, "
-                                     "recorded as random_init)."),
+    weights: Optional[Path] = opt.weights(),
+    random_init: bool = opt.random_init(),
     name: Optional[str] = typer.Option(None, "--name", help="Model name in the store for --timm/--module."),
-    model_args: Optional[str] = typer.Option(None, "--model-args", help="Keyword arguments for the timm model or "
-                                             "the factory, e.g. img_size=32,patch_size=4,depth=6."),
+    model_args: Optional[str] = opt.model_args(),
 ) -> None:
     """Accuracy of a checkpoint (or of a timm / any importable model): clean, per corruption and severity, and
     under text noise (into the store)."""
@@ -169,7 +154,7 @@ def evaluate_command(
                        text_noise=noise, corruption_seed=corruption_seed, store_dir=store, batch_size=batch_size,
                        device=device, progress=not quiet, frost_dir=frost_dir)
     else:
-        res = _evaluate_external(timm_name, module, weights, random_init, name, _parse_model_args(model_args),
+        res = _evaluate_external(timm_name, module, weights, random_init, name, opt.parse_model_args(model_args),
                                  dataset=dataset, data_root=data_root, split=split, max_examples=max_examples,
                                  corruption=corruptions, severity=severities, corruption_dir=corruption_dir,
                                  text_noise=noise, seed=corruption_seed, store=store, batch_size=batch_size,
@@ -187,31 +172,6 @@ def evaluate_command(
             src = r.source if len(r.source) <= 32 else r.source[:31] + "…"
             t.add_row(r.condition, str(r.severity), f"{r.accuracy:.4f}", str(r.n), fmt(r.cer), fmt(r.wer), src)
         Console().print(t)  # a result table: stdout
-
-
-def _parse_model_args(text: str | None) -> dict[str, Any]:
-    """``a=1,b=0.5,c=true,d=name`` -> {"a": 1, "b": 0.5, "c": True, "d": "name"}."""
-    out: dict[str, Any] = {}
-    for part in (text or "").split(","):
-        if not part.strip():
-            continue
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise UserError(f"--model-args takes key=value pairs separated by commas, got {part.strip()!r}")
-        v = value.strip()
-        low = v.lower()
-        if low in ("true", "false"):
-            out[key.strip()] = low == "true"
-            continue
-        for cast in (int, float):
-            try:
-                out[key.strip()] = cast(v)
-                break
-            except ValueError:
-                continue
-        else:
-            out[key.strip()] = v
-    return out
 
 
 def _evaluate_external(timm_name: str | None, module: str | None, weights: Path | None, random_init: bool,

@@ -123,10 +123,6 @@ def load_json(folder: Path, name: str) -> Any:
 ARCHIVE_SUFFIXES = (".tar.xz", ".tar.gz", ".tgz", ".tar.bz2", ".tar", ".zip")
 
 
-def is_archive(path: Path) -> bool:
-    return path.is_file() and path.name.lower().endswith(ARCHIVE_SUFFIXES)
-
-
 # What a damaged archive raises while it is read (a truncated .tar.xz ends in EOFError, which click would
 # otherwise turn into a bare "Aborted.").
 _ARCHIVE_ERRORS = (tarfile.TarError, zipfile.BadZipFile, EOFError, OSError, lzma.LZMAError, zlib.error)

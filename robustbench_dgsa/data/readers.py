@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
 from robustbench_dgsa.util.errors import DataError, UserError
 
@@ -63,7 +64,6 @@ _NUM_RE = re.compile(r"(\d+)")
 
 def max_pixels() -> int:
     """Pillow's refusal point for decompression bombs (read at call time, so Pillow's setting is honoured)."""
-    from PIL import Image
     limit = Image.MAX_IMAGE_PIXELS
     return 2 * int(limit) if limit else 0
 
@@ -118,7 +118,6 @@ def pil_to_array(im) -> np.ndarray:
 
 
 def _bilinear(im, size: tuple[int, int]):
-    from PIL import Image
     return im.resize(size, Image.Resampling.BILINEAR, reducing_gap=3.0 if min(im.size) > 4 * min(size) else None)
 
 
@@ -129,7 +128,6 @@ def _fit(w: int, h: int, max_side: int) -> tuple[int, int]:
 
 def resize_array(a: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     """uint8 (H, W) or (H, W, 3) -> the same resized to ``size`` = (width, height) (antialiased bilinear)."""
-    from PIL import Image
     if a.shape[1] == size[0] and a.shape[0] == size[1]:
         return a
     return np.asarray(_bilinear(Image.fromarray(np.ascontiguousarray(a)), size), dtype=np.uint8)
@@ -161,7 +159,6 @@ class DecodedImage:
 
 def _open(path: Path):
     """Open (header only) with one-line errors for missing files, non-images and decompression bombs."""
-    from PIL import Image, UnidentifiedImageError
     if not path.exists():
         raise DataError(f"image not found: {path}")
     if not path.is_file():
@@ -193,7 +190,6 @@ def decode_image_file(path: str | Path, *, max_side: int | None = None,
                       size: tuple[int, int] | None = None) -> DecodedImage:
     """Read an image file by the module's policy. ``max_side``: downscale so the longer side is at most this;
     ``size`` = (width, height): resize to exactly this (after the policy, so pixels agree with other readers)."""
-    from PIL import Image
     p = Path(path)
     with _open(p) as im:
         mode, orig, transparency = im.mode, im.size, "transparency" in im.info
@@ -224,7 +220,6 @@ def read_image(path: str | Path, *, max_side: int | None = None) -> np.ndarray:
 
 def decode_image_bytes(data: bytes, where: str) -> np.ndarray:
     """An image held in memory (an archive member) by the same policy."""
-    from PIL import Image, UnidentifiedImageError
     try:
         with Image.open(io.BytesIO(data)) as im:
             im.load()

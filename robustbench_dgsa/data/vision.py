@@ -35,10 +35,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+import scipy.io
+import torch
+import torch.nn.functional as F
 
 from robustbench_dgsa.util.errors import DataError, UserError
 from . import cache, readers
 from .locate import bases, find_first, missing_error
+from .splits import stratified_split
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 CIFAR100_FINE = (
@@ -138,9 +142,6 @@ def to_model_input(x_uint8, mean: Sequence[float], std: Sequence[float], *, imag
     differs; then ``(x - mean) / std`` per channel. Three-channel data cannot feed a one-channel model
     (UserError). Memory: the result is float32, 12 bytes per RGB pixel; convert large arrays in chunks.
     """
-    import torch
-    import torch.nn.functional as F
-
     x = x_uint8 if isinstance(x_uint8, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x_uint8))
     if x.dtype != torch.uint8:
         raise UserError(f"images must be uint8 (0..255), got {x.dtype}")
@@ -198,7 +199,7 @@ def channel_stats(x: np.ndarray, chunk: int = 4096) -> tuple[tuple[float, ...], 
 def _download(name: str, root: Path, split: str) -> None:
     """Fetch with torchvision into ``root`` (only called when the local files are absent)."""
     try:
-        import torchvision.datasets as tvd
+        import torchvision.datasets as tvd  # only for downloads: a heavy import every data load would pay
         root.mkdir(parents=True, exist_ok=True)
         if name == "cifar10":
             tvd.CIFAR10(str(root), train=True, download=True)
@@ -520,7 +521,6 @@ def load_svhn(split: str, root: Path, download: bool = False) -> ImageData:
     if path is None:
         raise missing_error("svhn", root, HINTS["svhn"].replace("{train,test}", split), downloadable=True,
                             looked=places, markers=[fname])
-    import scipy.io
     try:
         mat = scipy.io.loadmat(str(path))
     except (ValueError, NotImplementedError, OSError, TypeError) as e:
@@ -696,7 +696,6 @@ def load_image_arrays(spec: str, split: str, *, seed: int = 0, classes: Sequence
             raise DataError(f"{path}: labels go up to {k - 1} but {len(names)} class names were given")
     source = f"{path} (arrays, {len(x)} images{'' if names else ', no labels'})"
     if test_fraction is not None and "{split}" not in spec and not Path(spec).expanduser().is_dir():
-        from .splits import stratified_split
         train_idx, test_idx = stratified_split(y, float(test_fraction), seed)
         idx = train_idx if split == "train" else test_idx
         source += f" ({split}: seeded stratified split, test_fraction {test_fraction}, seed {seed})"

@@ -25,6 +25,8 @@ import re
 from collections import Counter
 from typing import Iterable, Sequence
 
+import torch
+
 from robustbench_dgsa.util.errors import UserError
 
 PAD, UNK, SEP = "<pad>", "<unk>", "<sep>"
@@ -125,7 +127,6 @@ class Vocab:
         ``<pad>``. ``L = min(max_len, longest encoded text)``, at least 1 (an empty text is all padding; the
         model's CLS token is always there to attend to). Pass token lists with ``tokenized=True``.
         """
-        import torch
 
         if isinstance(texts, str):
             texts = [texts]

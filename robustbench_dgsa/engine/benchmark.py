@@ -28,11 +28,14 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 import torch
 from torch import nn
+from corruptions.registry import parse_severities, resolve_corruptions
+from corruptions.text import resolve_text_noise
 
 from robustbench_dgsa import store as results_store
 from robustbench_dgsa.engine.evaluate import EvalPlan, EvalSubject, evaluate_subject
 from robustbench_dgsa.engine.predict import dataset_info, resolve_device
 from robustbench_dgsa.models.external import ExternalModel, Preprocess, count_parameters, weights_sha256
+from robustbench_dgsa.models.registry import MODEL_NAMES
 from robustbench_dgsa.util.errors import UserError
 
 DEFAULT_SEVERITIES = (1, 2, 3, 4, 5)
@@ -68,7 +71,6 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
     record = _preprocess_record(info.modality, preprocess if preprocess is not None else
                                 (ext.preprocess if ext is not None else None), tokenizer)
     corruptions, text_types = _conditions(info.modality, corruption, text_noise)
-    from corruptions.registry import parse_severities
     severities = parse_severities(list(severity) if isinstance(severity, tuple) else severity)
     dev = resolve_device(device)
     sha = weights_sha256(module)
@@ -95,7 +97,6 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
 
 
 def _check_name(name: str) -> str:
-    from robustbench_dgsa.models.registry import MODEL_NAMES
     name = str(name).strip()
     if not name or any(c in name for c in "/\\\n"):
         raise UserError(f"model name must be a non-empty name without slashes, got {name!r}")
@@ -119,8 +120,6 @@ def _preprocess_record(modality: str, preprocess: Preprocess | dict | None, toke
 
 
 def _conditions(modality: str, corruption, text_noise) -> tuple[list[str] | None, list[str] | None]:
-    from corruptions.registry import resolve_corruptions
-    from corruptions.text import resolve_text_noise
     if modality == "text":
         if corruption not in (None, "benchmark"):
             raise UserError("image corruptions apply to image models; use text_noise for text models")

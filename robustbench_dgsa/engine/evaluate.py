@@ -26,11 +26,20 @@ from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
+import torch
+from corruptions.api import corrupt
+from corruptions.frost import load_frost_textures
+from corruptions.layout import load_corrupted
+from corruptions.text import TEXT_NOISE_TYPES, add_text_noise, realised_error_rates
 
 from robustbench_dgsa import store
 from robustbench_dgsa.util.errors import CheckpointError, DataError, UserError
-from robustbench_dgsa.engine.predict import predict_raw, preprocess_from_meta, resolve_device, select_test
+from robustbench_dgsa.data import load_dataset
+from robustbench_dgsa.engine.predict import (dataset_info, predict_raw, prepare, preprocess_from_meta, resolve_device,
+                                             select_test)
+from robustbench_dgsa.models.checkpoint import load_checkpoint
 from robustbench_dgsa.util.progress import log, track
+from robustbench_dgsa.util.provenance import sha256_file
 
 TABLE_COLUMNS = ["condition", "severity", "accuracy", "n", "cer", "wer", "source"]
 
@@ -116,7 +125,6 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
     (:func:`evaluate_subject`).
     """
     checkpoint = Path(checkpoint)
-    from robustbench_dgsa.models.checkpoint import load_checkpoint
     if not checkpoint.exists():
         raise CheckpointError(f"checkpoint not found: {checkpoint}")
     dev = resolve_device(device)
@@ -131,7 +139,6 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
         max_test = (run_cfg.get("data") or {}).get("max_test")
     if data_root is None and dataset == trained_on:
         data_root = (run_cfg.get("data") or {}).get("data_root")
-    from robustbench_dgsa.util.provenance import sha256_file
     cfg = model.config
     subject = EvalSubject(
         model=model, preprocess=preprocess_from_meta(meta), name=str(meta.get("model") or cfg.name),
@@ -160,8 +167,6 @@ class _EvalData:
 
 def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
     """Load and check the split: modality, number of classes, conditions that fit the modality."""
-    from robustbench_dgsa.data import load_dataset
-    from robustbench_dgsa.engine.predict import dataset_info
     info = dataset_info(plan.dataset)
     if info.modality != subject.modality:
         raise UserError(f"{subject.name} is a {subject.modality} model but dataset {plan.dataset!r} is "
@@ -192,8 +197,6 @@ def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
 
 def _check_output_classes(subject: EvalSubject, data: _EvalData, dev) -> None:
     """A model of unknown class count (outside models): one example through it, its logits must be (1, C)."""
-    import torch
-    from robustbench_dgsa.engine.predict import prepare
     x, mask = prepare(data.raw[:1], subject.preprocess)
     was_training = subject.model.training
     subject.model.eval()
@@ -318,7 +321,6 @@ def _run_corruptions(record: _Recorder, subject: EvalSubject, plan: EvalPlan, da
 
 def _run_text_noise(record: _Recorder, subject: EvalSubject, plan: EvalPlan, data: _EvalData,
                     severities: list[int], kw: dict[str, Any]) -> None:
-    from corruptions.text import TEXT_NOISE_TYPES
     unknown = [t for t in plan.text_noise or [] if t not in TEXT_NOISE_TYPES]
     if unknown:
         raise UserError(f"unknown text noise type(s) {', '.join(unknown)} "
@@ -351,7 +353,6 @@ def _texts_key(texts: list[str], idx: np.ndarray) -> str | None:
 def _noisy_texts(raw: list[str], raw_key: str | None, noise: str, severity: int, seed: int, idx: np.ndarray,
                  sample: int) -> tuple[list[str], dict[str, float]]:
     """Noisy texts and their realised CER/WER (Levenshtein, on at most ``sample`` evenly spread examples)."""
-    from corruptions.text import add_text_noise, realised_error_rates
     key = (raw_key, noise, int(severity), int(seed), int(sample))
     if raw_key is not None and key in _NOISE_CACHE:
         return _NOISE_CACHE[key]
@@ -386,7 +387,6 @@ def _corruption_source(corruption_dir: str | Path) -> str:
 
 def _predict_from_dir(model, pre, corruption_dir: Path, corruption: str, severity: int, idx: np.ndarray,
                       y: np.ndarray, *, chunk: int, **kw) -> np.ndarray:
-    from corruptions.layout import load_corrupted
     # regenerated sets: file and labels checked against manifest.json (SHA-256, cached); a mismatch is one line
     x_c, y_c = load_corrupted(corruption_dir, corruption, severity, verify=True)
     y_c = np.asarray(y_c, dtype=np.int64)
@@ -401,7 +401,6 @@ def _predict_from_dir(model, pre, corruption_dir: Path, corruption: str, severit
 
 
 def _frost_textures(frost_dir: str | Path | None, data_root: str | Path | None):
-    from corruptions.frost import load_frost_textures
     if frost_dir is None and data_root is not None:
         guess = Path(data_root) / "corruptions" / "frost"
         if guess.is_dir():
@@ -413,7 +412,6 @@ def _frost_textures(frost_dir: str | Path | None, data_root: str | Path | None):
 
 def _predict_on_the_fly(model, pre, x_all: np.ndarray, idx: np.ndarray, corruption: str, severity: int,
                         seed: int, dev, *, chunk: int, frost=None, **kw) -> np.ndarray:
-    from corruptions.api import corrupt
     preds = []
     cdev = str(dev) if dev.type == "cuda" else None
     for s in range(0, len(idx), chunk):

@@ -17,7 +17,9 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.data import Vocab, stratified_subsample, to_model_input
+from robustbench_dgsa.data.registry import get_info
+from robustbench_dgsa.util.errors import CheckpointError, UserError
 
 
 # --- devices and precision ---------------------------------------------------------------------------
@@ -59,7 +61,6 @@ def autocast(device: torch.device, amp: str = "auto"):
 def dataset_info(name: str):
     """DatasetInfo of a registered name or a generic source (``folder:PATH``, ``csv:PATH``, ...); UserError if
     unknown. ``num_classes`` is 0 for generic sources until they are loaded."""
-    from robustbench_dgsa.data.registry import get_info
     return get_info(name)
 
 
@@ -77,7 +78,6 @@ def preprocess_record(data: Any, model_config: Any, vocab: Any = None) -> dict[s
 def preprocess_from_meta(meta: dict[str, Any]) -> dict[str, Any]:
     pre = meta.get("preprocess")
     if not isinstance(pre, dict) or pre.get("modality") not in ("image", "text"):
-        from robustbench_dgsa.util.errors import CheckpointError
         raise CheckpointError("checkpoint has no usable 'preprocess' record in its meta "
                               "(not written by `dgsa-bench train`?)")
     return pre
@@ -85,7 +85,6 @@ def preprocess_from_meta(meta: dict[str, Any]) -> dict[str, Any]:
 
 def prepare_images(x_uint8: np.ndarray, preprocess: dict[str, Any]) -> torch.Tensor:
     """uint8 (N,H,W[,C]) -> normalised float (N,C,H,W), resized / channel-replicated as the model expects."""
-    from robustbench_dgsa.data import to_model_input
     return to_model_input(np.asarray(x_uint8), preprocess["mean"], preprocess["std"],
                           image_size=preprocess.get("image_size"), in_chans=int(preprocess.get("in_chans", 3)))
 
@@ -94,7 +93,6 @@ _VOCAB_CACHE: dict[int, Any] = {}
 
 
 def vocab_from_preprocess(preprocess: dict[str, Any]):
-    from robustbench_dgsa.data import Vocab
     key = id(preprocess["vocab"])
     cached = _VOCAB_CACHE.get(key)
     if cached is None or cached[0] is not preprocess["vocab"]:
@@ -138,7 +136,6 @@ def select_test(y: np.ndarray, max_test: int | None) -> np.ndarray:
     first = np.arange(max_test)
     if len(np.unique(y[first])) == len(np.unique(y)):
         return first
-    from robustbench_dgsa.data import stratified_subsample
     return np.sort(np.asarray(stratified_subsample(y, max_test, 0), dtype=np.int64))
 
 
@@ -157,27 +154,42 @@ def trim_padding(ids: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Te
 # --- prediction --------------------------------------------------------------------------------------
 
 @torch.no_grad()
-def predict(model: torch.nn.Module, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None, *,
-            batch_size: int = 256, device: str | torch.device = "auto", amp: str = "auto",
-            return_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """Predicted classes (np.int64) and optionally softmax probabilities (float32) for prepared inputs."""
+def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None, *,
+                    batch_size: int = 256, device: str | torch.device = "auto", amp: str = "auto",
+                    trim: bool = True, **forward_kw: Any):
+    """The one batched inference loop: yield the model's output for each batch of prepared inputs.
+
+    Eval mode (the model's mode is restored afterwards), no grad, bf16 autocast as ``amp`` says; ``trim`` cuts
+    the right padding a text batch shares (:func:`trim_padding`). ``forward_kw`` go to the model's forward
+    (e.g. ``return_attention=True``); the model is not moved (callers put it on ``device``).
+    """
     dev = resolve_device(device)
     was_training = model.training
     model.eval()
-    preds, probs = [], []
     try:
         for start in range(0, len(inputs), batch_size):
             xb = inputs[start:start + batch_size].to(dev, non_blocking=True)
             mb = None if key_padding_mask is None else key_padding_mask[start:start + batch_size].to(dev)
-            xb, mb = trim_padding(xb, mb)
+            if trim:
+                xb, mb = trim_padding(xb, mb)
             with autocast(dev, amp):
-                logits = model(xb, key_padding_mask=mb) if mb is not None else model(xb)
-            logits = logits.float()
-            preds.append(logits.argmax(dim=1).cpu())
-            if return_probs:
-                probs.append(torch.softmax(logits, dim=1).cpu())
+                out = model(xb, key_padding_mask=mb, **forward_kw) if mb is not None or forward_kw else model(xb)
+            yield out
     finally:
         model.train(was_training)
+
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None, *,
+            batch_size: int = 256, device: str | torch.device = "auto", amp: str = "auto",
+            return_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """Predicted classes (np.int64) and optionally softmax probabilities (float32) for prepared inputs."""
+    preds, probs = [], []
+    for logits in forward_batches(model, inputs, key_padding_mask, batch_size=batch_size, device=device, amp=amp):
+        logits = logits.float()
+        preds.append(logits.argmax(dim=1).cpu())
+        if return_probs:
+            probs.append(torch.softmax(logits, dim=1).cpu())
     p = torch.cat(preds).numpy().astype(np.int64) if preds else np.zeros(0, dtype=np.int64)
     if not return_probs:
         return p, None

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from robustbench_dgsa.util.errors import UserError
+
 SCHEDULES = ("cosine", "linear", "constant")
 
 
@@ -56,11 +58,7 @@ def constant(total_steps: int = 0, warmup_steps: int = 0) -> _Schedule:
 
 
 def make_schedule(kind: str, total_steps: int, warmup_steps: int = 0) -> _Schedule:
-    from robustbench_dgsa.util.errors import UserError
     if kind not in SCHEDULES:
         raise UserError(f"unknown schedule {kind!r} (valid: {', '.join(SCHEDULES)})")
     return _Schedule(kind, total_steps, warmup_steps)
 
-
-def lr_at(base_lr: float, schedule: _Schedule, step: int) -> float:
-    return base_lr * schedule(step)

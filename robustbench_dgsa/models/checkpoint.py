@@ -19,35 +19,21 @@ from typing import Any
 
 import torch
 from torch import nn
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.config import ModelConfig
+from robustbench_dgsa.models.registry import create_model
 from robustbench_dgsa.util.errors import CheckpointError, UserError
+from robustbench_dgsa.util.jsonio import to_jsonable
 
 FORMAT_VERSION = "1"
 _KEYS = ("format_version", "model_config", "meta")
 
 
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, (Path, os.PathLike)):
-        return os.fspath(obj)
-    if isinstance(obj, (set, frozenset, tuple)):
-        return list(obj)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.asdict(obj)
-    if hasattr(obj, "item") and callable(obj.item):      # numpy / torch scalars
-        try:
-            return obj.item()
-        except (TypeError, ValueError, RuntimeError):
-            pass
-    if hasattr(obj, "tolist"):
-        return obj.tolist()
-    raise TypeError(f"checkpoint meta: {type(obj).__name__} is not JSON serialisable")
-
-
 def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict[str, Any] | None = None) -> Path:
     """Write ``model``'s weights, its ModelConfig and ``meta`` to one safetensors file at ``path``."""
-    from safetensors.torch import save_file
 
     model = getattr(model, "_orig_mod", model)          # a torch.compile'd model: save the original's weights
     cfg = getattr(model, "config", None)
@@ -58,7 +44,7 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict[str, A
     metadata = {
         "format_version": FORMAT_VERSION,
         "model_config": json.dumps(dataclasses.asdict(cfg), sort_keys=True),
-        "meta": json.dumps(meta or {}, default=_json_default),
+        "meta": json.dumps(to_jsonable(meta or {})),
     }
     with atomic.atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata=metadata)
@@ -67,7 +53,6 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict[str, A
 
 def _open_header(path: Path) -> dict[str, str]:
     """The safetensors header metadata of ``path`` (CheckpointError if unreadable)."""
-    from safetensors import safe_open
 
     if not path.exists():
         raise CheckpointError(f"checkpoint not found: {path}")
@@ -120,9 +105,7 @@ def load_checkpoint(path: str | os.PathLike, *, expect_model: str | None = None,
 
     ``expect_model``: the registry name the caller wants (e.g. "dgvit"); a checkpoint of another model is refused.
     """
-    from safetensors.torch import load_file
 
-    from robustbench_dgsa.models import create_model
 
     path = Path(path)
     cfg, meta = read_checkpoint_meta(path)

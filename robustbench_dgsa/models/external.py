@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.jsonio import to_jsonable
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def load_timm_model(name: str, *, weights: str | Path | None = None, num_classes
     model.eval()
     label = name if weights is not None else f"{name}-random-init"  # an untrained model says so in its name
     return ExternalModel(model, label, f"timm:{name}", str(weights or ""), weights is None,
-                         Preprocess.from_timm(model), {"timm_kwargs": _jsonable(kwargs)})
+                         Preprocess.from_timm(model), {"timm_kwargs": to_jsonable(kwargs, fallback=repr)})
 
 
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -178,8 +179,4 @@ def load_module_model(spec: str, *, weights: str | Path | None = None, args: Seq
         load_safetensors_weights(model, weights)
     model.eval()
     return ExternalModel(model, fn_name, f"module:{spec}", str(weights or ""), False, None,
-                         {"factory_kwargs": _jsonable(kwargs)})
-
-
-def _jsonable(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)) for k, v in d.items()}
+                         {"factory_kwargs": to_jsonable(kwargs, fallback=repr)})

@@ -39,10 +39,17 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
+from corruptions.text import TEXT_NOISE_TYPES
+from PIL import Image
 
 from robustbench_dgsa import store
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.analysis import metrics
+from robustbench_dgsa.analysis.compare import run_compare
+from robustbench_dgsa.config import RunConfig
+from robustbench_dgsa.rollout.plots import render_figure2, render_figure3
+from robustbench_dgsa.rollout.runs import load_rollout_sets
+from robustbench_dgsa.util.provenance import sha256_file
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.models.registry import MODEL_FACTS, display_name, model_order, reference_model
 from robustbench_dgsa.report.figures import cd_diagram, curves_figure, save_figure, severity_figure
@@ -151,7 +158,6 @@ def _configs(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if isinstance(cfg, dict) and "model" in cfg:
             h = rec.get("config_hash")
             if not h:
-                from robustbench_dgsa.config import RunConfig
                 h = RunConfig.from_dict(cfg).hash()
             out.setdefault(str(h), cfg)
     return out
@@ -159,7 +165,6 @@ def _configs(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def _condition_order(conditions, modality: str) -> list[str]:
     if modality == "text":
-        from corruptions.text import TEXT_NOISE_TYPES
         order: Sequence[str] = TEXT_NOISE_TYPES
     else:
         order = metrics.IMAGE_CORRUPTIONS
@@ -618,7 +623,6 @@ def _published_tables(rep: _Report, pub: pd.DataFrame, pub_sha: str) -> None:
 def _significance(rep: _Report, datasets: dict[str, str], reference: str | None) -> None:
     """The comparisons of ``dgsa-bench compare`` (:func:`analysis.compare.run_compare`), formatted for the report:
     first the seed-level tests (the claim), then the cell-level tests as consistency across conditions."""
-    from robustbench_dgsa.analysis.compare import run_compare
 
     for ds, modality in datasets.items():
         label = dataset_label(ds)
@@ -720,9 +724,6 @@ def _p_eq(p: float) -> str:
 
 def _rollout_figures(rep: _Report) -> None:
     """Figures 2 and 3 from the rollout sets stored under ``<store>/rollouts`` (never re-running a model)."""
-    from robustbench_dgsa.util.provenance import sha256_file
-    from robustbench_dgsa.rollout.plots import render_figure2, render_figure3
-    from robustbench_dgsa.rollout.runs import load_rollout_sets
 
     allowed = set(rep.df["dataset"])
     sets = [s for s in load_rollout_sets(rep.store_dir) if s.dataset in allowed]
@@ -1021,7 +1022,6 @@ def _index_html(rep, title, header, caveats, warnings, sections, by_section, ski
 def _display_width(png: Path) -> str:
     """``width`` attribute showing a PNG at its physical size (its pixels at its dpi, 96 CSS px per inch)."""
     try:
-        from PIL import Image
         with Image.open(png) as im:
             dpi = float((im.info.get("dpi") or (96.0,))[0]) or 96.0
             return f' width="{round(im.width * 96.0 / dpi)}"'

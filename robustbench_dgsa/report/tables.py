@@ -12,10 +12,6 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Sequence
-
-import numpy as np
-import pandas as pd
 
 #: what every ``.tex`` the suite writes needs (the report states it)
 LATEX_PREAMBLE = ("\\usepackage[T1]{fontenc}\n\\usepackage{booktabs}\n\\usepackage{amsmath}\n\\usepackage{graphicx}")
@@ -29,12 +25,6 @@ class Table:
     caption: str = ""
     notes: list[str] = field(default_factory=list)
     align: str | None = None          # one letter per column: l / r / c; default: first l, rest r
-
-    @classmethod
-    def from_frame(cls, df: pd.DataFrame, caption: str = "", notes: Sequence[str] = (),
-                   align: str | None = None) -> "Table":
-        rows = [[_cell(v) for v in r] for r in df.itertuples(index=False, name=None)]
-        return cls([str(c) for c in df.columns], rows, caption, list(notes), align)
 
     def _align(self) -> str:
         if self.align and len(self.align) == len(self.columns):
@@ -141,16 +131,6 @@ def latex_escape(s: object) -> str:
             out.append(unicodedata.normalize("NFKD", ch).encode("ascii", "ignore").decode() or "?")
     flush()
     return "".join(out)
-
-
-def _cell(v: object) -> str:
-    if v is None:
-        return "—"
-    if isinstance(v, (float, np.floating)):
-        if math.isnan(v):
-            return "—"
-        return f"{v:.4g}"
-    return str(v)
 
 
 def fmt_mean_sd(mean: float, sd: float | None, digits: int = 2) -> str:

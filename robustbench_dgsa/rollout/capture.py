@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
+from robustbench_dgsa.models.external import Preprocess
 from robustbench_dgsa.util.errors import UserError
 
 
@@ -127,6 +128,5 @@ def as_rollout_model(model: nn.Module, name: str | None = None) -> nn.Module:
 def default_preprocess(model: nn.Module) -> dict[str, Any] | None:
     """timm's normalisation and the input size for an adapted timm ViT (None for the suite's own models)."""
     if isinstance(model, TimmViTAdapter):
-        from robustbench_dgsa.models.external import Preprocess
         return Preprocess.from_timm(model.vit).to_record()
     return None

@@ -32,6 +32,7 @@ from matplotlib import colormaps  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from robustbench_dgsa.models.registry import display_name, model_order  # noqa: E402
 from robustbench_dgsa.util import atomic  # noqa: E402
@@ -42,14 +43,6 @@ POSITIVE_CMAP = "viridis"
 TEXT_POSITIVE_CMAP = "Reds"      # token backgrounds need a light low end for the text on them
 OVERLAY_ALPHA = 0.6
 SALIENT_STYLE = dict(colors="black", linewidths=0.9, linestyles="--")
-
-
-def _savefig(fig, out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None) -> Path:
-    """The first file (PNG, or the suffix's format) and the optional PDF, through the one saver."""
-    out = save_as(fig, out_png)
-    if out_pdf is not None:
-        save_as(fig, out_pdf)
-    return out
 
 
 def scale_label(signed: bool) -> str:
@@ -124,7 +117,7 @@ def plot_image_rollout(image_uint8: np.ndarray, heatmap: np.ndarray, out_png: st
             _blank(ax)
         if title:
             fig.suptitle(title, fontsize=10)
-        return _savefig(fig, out_png, out_pdf)
+        return save_as(fig, out_png, out_pdf)
 
 
 def _column_norm(maps: Sequence[np.ndarray], signed: bool) -> tuple[str, Normalize]:
@@ -136,7 +129,7 @@ def _column_norm(maps: Sequence[np.ndarray], signed: bool) -> tuple[str, Normali
 def plot_rollout_grid(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_model: Mapping[str, np.ndarray],
                       out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None, **kw) -> Path:
     """:func:`rollout_grid_figure` saved as PNG (+ PDF when ``out_pdf`` is given); returns the PNG path."""
-    return _savefig(rollout_grid_figure(images, heatmaps_by_model, **kw), out_png, out_pdf)
+    return save_as(rollout_grid_figure(images, heatmaps_by_model, **kw), out_png, out_pdf)
 
 
 def rollout_grid_figure(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_model: Mapping[str, np.ndarray], *,
@@ -184,6 +177,7 @@ def rollout_grid_figure(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_m
                 if r == K - 1:
                     cb = fig.colorbar(im, ax=axes[:, c], location="bottom", shrink=0.9, aspect=12, pad=0.02)
                     cb.set_label(scale_label(signed[n]), fontsize=6.5)
+                    cb.ax.xaxis.set_major_locator(MaxNLocator(nbins=3))  # narrow bars: few ticks, no overlap
                     cb.ax.tick_params(labelsize=6.5)
                     cb.solids.set_alpha(1.0)
             if mask is not None and mask.any() and mask.shape[:2] == (H, W):
@@ -351,7 +345,7 @@ def plot_text_rollout(tokens_by_model: Mapping[str, Sequence[str]], scores_by_mo
                             va="center", ha="left")
                 y += line_h
             y = y + 0.2 * line_h
-        return _savefig(fig, out_png, out_pdf)
+        return save_as(fig, out_png, out_pdf)
 
 
 # --- figures from stored rollout sets (the report's entry points) ------------------------------------

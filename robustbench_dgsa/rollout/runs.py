@@ -45,10 +45,19 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
+from corruptions.api import corrupt
+from corruptions.errors import CorruptionError
+from corruptions.registry import ALL as ALL_CORRUPTIONS, BENCHMARK
 
-from robustbench_dgsa.data import readers
+from robustbench_dgsa.data import load_dataset, readers
+from robustbench_dgsa.data.vocab import UNK_ID, tokenize
+from robustbench_dgsa.engine.predict import (forward_batches, prepare_images, prepare_texts, preprocess_from_meta,
+                                             resolve_device, vocab_from_preprocess)
+from robustbench_dgsa.models.checkpoint import load_checkpoint
+from robustbench_dgsa.store import RunWriter, new_run_id
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.jsonio import to_jsonable
 from robustbench_dgsa.rollout.capture import as_rollout_model, default_preprocess
 from robustbench_dgsa.rollout.core import RolloutSpec, cls_relevance, relevance_grid, rollout, token_relevance, upsample
 
@@ -79,7 +88,6 @@ def _device(model: torch.nn.Module, device: Any) -> torch.device:
             return next(model.parameters()).device
         except StopIteration:
             return torch.device("cpu")
-    from robustbench_dgsa.engine.predict import resolve_device
     return resolve_device(device)
 
 
@@ -92,26 +100,20 @@ def _batch_size(model: torch.nn.Module, n_tokens: int) -> int:
 @torch.no_grad()
 def _rollout_batches(model, x: torch.Tensor, mask: torch.Tensor | None, spec: RolloutSpec, device: torch.device,
                      batch_size: int | None):
-    """Yield (joint (b,N,N) float32 cpu, logits (b,C) float32 cpu) over batches, model in eval mode."""
-    was_training = model.training
-    model.eval()
+    """Yield (joint (b,N,N) float32 cpu, logits (b,C) float32 cpu) over batches, model in eval mode (fp32, the
+    padding kept: token positions are the map's rows)."""
     model.to(device)
     n_tokens = (x.shape[1] + 1) if x.dim() == 2 else None
     if n_tokens is None:
         cfg = model.config
         n_tokens = (cfg.image_size // cfg.patch_size) ** 2 + 1
     bs = batch_size or _batch_size(model, n_tokens)
-    try:
-        for s in range(0, len(x), bs):
-            xb = x[s:s + bs].to(device)
-            mb = None if mask is None else mask[s:s + bs].to(device)
-            logits, maps = model(xb, key_padding_mask=mb, return_attention=True)
-            maps = [{k: (v.float() if isinstance(v, torch.Tensor) else v) for k, v in layer.items()}
-                    for layer in maps]
-            joint = rollout(maps, spec=spec)
-            yield joint.float().cpu(), logits.float().cpu()
-    finally:
-        model.train(was_training)
+    for logits, maps in forward_batches(model, x, mask, batch_size=bs, device=device, amp="off", trim=False,
+                                        return_attention=True):
+        maps = [{k: (v.float() if isinstance(v, torch.Tensor) else v) for k, v in layer.items()}
+                for layer in maps]
+        joint = rollout(maps, spec=spec)
+        yield joint.float().cpu(), logits.float().cpu()
 
 
 # --- images ------------------------------------------------------------------------------------------
@@ -130,7 +132,6 @@ def _prepare_images(images: np.ndarray, preprocess: dict[str, Any], model) -> to
     """Channels fixed by :mod:`robustbench_dgsa.data.readers`' policy (alpha composited over white; RGB ->
     luma for one-channel models); resizing and grayscale replication are left to
     :func:`robustbench_dgsa.engine.predict.prepare_images`, the same path as training."""
-    from robustbench_dgsa.engine.predict import prepare_images
     chans = int(preprocess.get("in_chans") or model.config.in_chans)
     pre = {**preprocess, "image_size": int(preprocess.get("image_size") or model.config.image_size),
            "in_chans": chans}
@@ -218,9 +219,6 @@ def text_rollout_full(model, texts: Sequence[str], preprocess: dict[str, Any], *
                       batch_size: int | None = None, spec: RolloutSpec | None = None) -> TextRollout:
     """Rollout of a text model: per text the tokens (``data.vocab.tokenize``, truncated to max_len, so the
     i-th token is the i-th id the model saw) and the CLS relevance of each."""
-    from robustbench_dgsa.data.vocab import UNK_ID, tokenize
-    from robustbench_dgsa.engine.predict import prepare_texts, vocab_from_preprocess
-
     if getattr(model.config, "modality", "text") != "text":
         raise UserError(f"{model.config.name} is a vision model; text rollout needs a text model")
     if isinstance(texts, str):
@@ -311,8 +309,6 @@ def _corrupt_fn(corruption: str | Callable[[np.ndarray], np.ndarray], severity: 
                 indices: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
     if callable(corruption):
         return corruption
-    from corruptions.api import corrupt
-
     def fn(x: np.ndarray) -> np.ndarray:
         return corrupt(x, corruption, severity, seed=seed, indices=indices)
     return fn
@@ -459,22 +455,12 @@ def save_rollout_set(store_dir: str | Path, run_id: str, *, kind: str, model: st
         raise ValueError(f"kind must be 'image' or 'text', got {kind!r}")
     info.update({"format_version": FORMAT_VERSION, "kind": kind, "run_id": run_id, "model": model,
                  "dataset": dataset, "seed": int(seed), "spec": spec.to_dict()})
-    arrays["meta_json"] = np.asarray(json.dumps(info, sort_keys=True, default=_json_default))
+    arrays["meta_json"] = np.asarray(json.dumps(to_jsonable(info, fallback=str), sort_keys=True))
     path = Path(store_dir) / "rollouts" / f"{_safe_name(run_id)}__{_safe_name(model)}.npz"
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     atomic.write_bytes(path, buf.getvalue())
     return path
-
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, Path):
-        return str(o)
-    return str(o)
 
 
 def read_rollout_set(path: str | Path) -> RolloutSet:
@@ -547,8 +533,6 @@ def _load(checkpoint_or_model: Any, preprocess: dict[str, Any] | None, meta: dic
         if preprocess is None:
             raise UserError("rollout of a bare model needs its preprocess record (mean/std or vocab)")
         return model, meta, preprocess
-    from robustbench_dgsa.models.checkpoint import load_checkpoint
-    from robustbench_dgsa.engine.predict import preprocess_from_meta
     p = Path(checkpoint_or_model)
     if not p.exists():
         raise UserError(f"checkpoint not found: {p}")
@@ -574,30 +558,14 @@ def rollout_metrics_run(checkpoint_or_model: Any, store_dir: str | Path, dataset
     mode as a rollout set. ``modes=None`` = the model's default mode plus ``positive`` (comparable across
     models). ``corruptions=None`` = the 15 benchmark corruptions; ``[]`` = none. Returns a summary dict.
     """
-    from robustbench_dgsa.data import load_dataset
-    from robustbench_dgsa.store import RunWriter, new_run_id
-
     model, meta, preprocess = _load(checkpoint_or_model, preprocess, meta)
     cfg = model.config
-    dataset = dataset or ("synthetic-vision" if cfg.modality == "image" else "synthetic-text")
-    if mass not in MASS_DEFINITIONS:
-        raise UserError(f"unknown mass definition {mass!r} (valid: {', '.join(MASS_DEFINITIONS)})")
-    if not dataset.startswith("synthetic"):
-        raise UserError(f"rollout metrics need a dataset with known salient regions (synthetic-vision, "
-                        f"synthetic-text); got {dataset!r}")
-    want_modality = "image" if dataset == "synthetic-vision" else "text"
-    if cfg.modality != want_modality:
-        raise UserError(f"{cfg.name} is a{'n image' if cfg.modality == 'image' else ' text'} model; "
-                        f"dataset {dataset!r} needs a{'n image' if want_modality == 'image' else ' text'} model")
+    dataset = _metrics_dataset(cfg, dataset, mass)
     data = load_dataset(dataset, "test", seed=data_seed)
     n = min(int(max_examples), len(data.y))
-    idx = np.arange(n)
-    y = np.asarray(data.y)[:n]
     default = resolve_spec(model).mode
     mode_list = list(dict.fromkeys(modes or [default, "positive"]))
     specs = [resolve_spec(model, m, head_fusion, discard_ratio) for m in mode_list]
-    from corruptions.errors import CorruptionError
-    from corruptions.registry import ALL as ALL_CORRUPTIONS, BENCHMARK
     if corruptions is None:
         corruptions = list(BENCHMARK)
     unknown = [c for c in corruptions if c not in ALL_CORRUPTIONS]
@@ -609,71 +577,22 @@ def rollout_metrics_run(checkpoint_or_model: Any, store_dir: str | Path, dataset
         "dataset": dataset, "split": "test", "seed": int(meta.get("seed", -1)), "epoch": -1})
     summary: dict[str, Any] = {"run_id": run_id, "model": meta.get("model", cfg.name), "dataset": dataset,
                                "n": n, "modes": {}}
-    classes = getattr(data, "classes", None) or meta.get("classes")  # labels are the data's
     for si, spec in enumerate(specs):
-        rows = []
+        clean = _clean_pass(model, data, n, preprocess, spec, mass, device)
+        rows = [dict(metric="rollout_mass", value=clean.mass, n=clean.n_mass, condition="clean", severity=0,
+                     source=f"{spec.tag}|mass={mass}"),
+                dict(metric="rollout_mass_chance", value=clean.chance, n=n, condition="clean", severity=0,
+                     source=f"{spec.tag}|mass={mass}")]
+        info: dict[str, Any] = {"mass": clean.mass, "chance": clean.chance, "drift": {}, "skipped": {}}
         if cfg.modality == "image":
-            images = np.asarray(data.x)[:n]
-            masks = np.asarray(data.salient)[:n]
-            clean = image_rollout_full(model, images, preprocess, spec=spec, device=device)
-            values = salient_mass(clean.heatmaps, masks, how=mass)
-            chance = masks.reshape(n, -1).mean(1)
-        else:
-            texts = list(data.texts)[:n]
-            tr = text_rollout_full(model, texts, preprocess, spec=spec, device=device)
-            tok_masks = []
-            for i in range(n):
-                m = np.zeros(len(tr.tokens[i]), dtype=bool)
-                pos = [p for p in data.salient[i] if p < len(m)]
-                m[pos] = True
-                tok_masks.append(m)
-            values = salient_mass(tr.scores, tok_masks, how=mass)
-            chance = np.asarray([m.mean() if len(m) else np.nan for m in tok_masks])
-        ok = np.isfinite(values)
-        mass_mean = float(values[ok].mean()) if ok.any() else float("nan")
-        rows.append(dict(metric="rollout_mass", value=mass_mean, n=int(ok.sum()), condition="clean", severity=0,
-                         source=f"{spec.tag}|mass={mass}"))
-        rows.append(dict(metric="rollout_mass_chance", value=float(np.nanmean(chance)), n=n, condition="clean",
-                         severity=0, source=f"{spec.tag}|mass={mass}"))
-        info: dict[str, Any] = {"mass": mass_mean, "chance": float(np.nanmean(chance)), "drift": {}, "skipped": {}}
-        if cfg.modality == "image":
-            for c in corruptions:
-                if c in info["skipped"]:
-                    continue
-                for s in severities:
-                    try:
-                        r = rollout_drift(model, images, c, int(s), preprocess, clean=clean, seed=corruption_seed,
-                                          indices=idx, device=device)
-                    except CorruptionError as e:  # e.g. frost without its texture files: skip this corruption
-                        if c not in ALL_CORRUPTIONS:
-                            raise UserError(str(e)) from None
-                        warnings.warn(f"rollout drift: skipping {c}: {e}")
-                        info["skipped"][c] = str(e)
-                        break
-                    okr = np.isfinite(r)
-                    v = float(r[okr].mean()) if okr.any() else float("nan")
-                    rows.append(dict(metric="rollout_drift", value=v, n=int(okr.sum()), condition=c,
-                                     severity=int(s), source=spec.tag))
-                    info["drift"][f"{c}/{s}"] = v
-                    if progress:
-                        print(f"  {spec.tag} drift {c} s{s}: {v:.3f}")
+            rows += _drift_rows(model, clean, corruptions, severities, preprocess, spec, info,
+                                seed=corruption_seed, device=device, progress=progress)
         writer.add_rows(rows)
         summary["modes"][spec.tag] = info
         if si == 0 and n_figure > 0:
-            k = min(n_figure, n)
-            common = dict(kind=cfg.modality, model=str(meta.get("model", cfg.name)), dataset=dataset,
-                          seed=int(meta.get("seed", -1)), mode=spec, labels=y[:k],
-                          meta={"classes": classes, "config_hash": meta.get("config_hash", ""),
-                                "checkpoint": meta.get("checkpoint", ""), "indices": idx[:k].tolist(),
-                                "split": "test", "mass_definition": mass})
-            if cfg.modality == "image":
-                summary["rollout_set"] = str(save_rollout_set(
-                    store_dir, run_id, images=images[:k], heatmaps=clean.heatmaps[:k], preds=clean.preds[:k],
-                    probs=clean.probs[:k], salient=masks[:k], **common))
-            else:
-                summary["rollout_set"] = str(save_rollout_set(
-                    store_dir, run_id, tokens=tr.tokens[:k], scores=tr.scores[:k], preds=tr.preds[:k],
-                    probs=tr.probs[:k], salient=tok_masks[:k], **common))
+            summary["rollout_set"] = str(_save_figure_set(store_dir, run_id, model, meta, dataset, spec, clean,
+                                                          np.asarray(data.y)[:n], getattr(data, "classes", None),
+                                                          min(n_figure, n), mass))
     writer.write_provenance({"kind": "rollout", "model": summary["model"], "dataset": dataset,
                              "checkpoint": meta.get("checkpoint", ""), "specs": [s.to_dict() for s in specs],
                              "mass_definition": mass, "corruptions": list(corruptions),
@@ -681,3 +600,98 @@ def rollout_metrics_run(checkpoint_or_model: Any, store_dir: str | Path, dataset
                              "data_seed": data_seed, "corruption_seed": corruption_seed,
                              "device": str(device) if device is not None else None})
     return summary
+
+
+def _metrics_dataset(cfg: Any, dataset: str | None, mass: str) -> str:
+    """The synthetic set of the model's modality (or the one named, checked); the mass definition checked."""
+    dataset = dataset or ("synthetic-vision" if cfg.modality == "image" else "synthetic-text")
+    if mass not in MASS_DEFINITIONS:
+        raise UserError(f"unknown mass definition {mass!r} (valid: {', '.join(MASS_DEFINITIONS)})")
+    if not dataset.startswith("synthetic"):
+        raise UserError(f"rollout metrics need a dataset with known salient regions (synthetic-vision, "
+                        f"synthetic-text); got {dataset!r}")
+    want_modality = "image" if dataset == "synthetic-vision" else "text"
+    if cfg.modality != want_modality:
+        raise UserError(f"{cfg.name} is a{'n image' if cfg.modality == 'image' else ' text'} model; "
+                        f"dataset {dataset!r} needs a{'n image' if want_modality == 'image' else ' text'} model")
+    return dataset
+
+
+@dataclass
+class _CleanPass:
+    """One mode's rollout of the first ``n`` clean test examples and their salient mass."""
+    mass: float                        # mean salient mass over the examples where it is defined
+    n_mass: int                        # examples behind ``mass``
+    chance: float                      # mean salient fraction (the mass of a uniform map)
+    figure: dict[str, Any]             # per-example arrays for the stored rollout set (first k taken)
+    images: np.ndarray | None = None   # image models: the clean images and their rollout (for drift)
+    rollout: ImageRollout | None = None
+
+
+def _clean_pass(model, data: Any, n: int, preprocess: dict[str, Any], spec: RolloutSpec, mass: str,
+                device: Any) -> _CleanPass:
+    if model.config.modality == "image":
+        images = np.asarray(data.x)[:n]
+        masks = np.asarray(data.salient)[:n]
+        clean = image_rollout_full(model, images, preprocess, spec=spec, device=device)
+        values = salient_mass(clean.heatmaps, masks, how=mass)
+        chance = masks.reshape(n, -1).mean(1)
+        figure = dict(images=images, heatmaps=clean.heatmaps, preds=clean.preds, probs=clean.probs, salient=masks)
+    else:
+        images, clean = None, None
+        texts = list(data.texts)[:n]
+        tr = text_rollout_full(model, texts, preprocess, spec=spec, device=device)
+        tok_masks = []
+        for i in range(n):
+            m = np.zeros(len(tr.tokens[i]), dtype=bool)
+            pos = [p for p in data.salient[i] if p < len(m)]
+            m[pos] = True
+            tok_masks.append(m)
+        values = salient_mass(tr.scores, tok_masks, how=mass)
+        chance = np.asarray([m.mean() if len(m) else np.nan for m in tok_masks])
+        figure = dict(tokens=tr.tokens, scores=tr.scores, preds=tr.preds, probs=tr.probs, salient=tok_masks)
+    ok = np.isfinite(values)
+    return _CleanPass(mass=float(values[ok].mean()) if ok.any() else float("nan"), n_mass=int(ok.sum()),
+                      chance=float(np.nanmean(chance)), figure=figure, images=images, rollout=clean)
+
+
+def _drift_rows(model, clean: _CleanPass, corruptions: Sequence[str], severities: Sequence[int],
+                preprocess: dict[str, Any], spec: RolloutSpec, info: dict[str, Any], *, seed: int, device: Any,
+                progress: bool) -> list[dict[str, Any]]:
+    """``rollout_drift`` rows per (corruption, severity); fills ``info["drift"]`` / ``info["skipped"]``."""
+    rows = []
+    idx = np.arange(len(clean.images))
+    for c in corruptions:
+        if c in info["skipped"]:
+            continue
+        for s in severities:
+            try:
+                r = rollout_drift(model, clean.images, c, int(s), preprocess, clean=clean.rollout, seed=seed,
+                                  indices=idx, device=device)
+            except CorruptionError as e:  # e.g. frost without its texture files: skip this corruption
+                if c not in ALL_CORRUPTIONS:
+                    raise UserError(str(e)) from None
+                warnings.warn(f"rollout drift: skipping {c}: {e}")
+                info["skipped"][c] = str(e)
+                break
+            okr = np.isfinite(r)
+            v = float(r[okr].mean()) if okr.any() else float("nan")
+            rows.append(dict(metric="rollout_drift", value=v, n=int(okr.sum()), condition=c,
+                             severity=int(s), source=spec.tag))
+            info["drift"][f"{c}/{s}"] = v
+            if progress:
+                print(f"  {spec.tag} drift {c} s{s}: {v:.3f}")
+    return rows
+
+
+def _save_figure_set(store_dir: str | Path, run_id: str, model, meta: dict[str, Any], dataset: str,
+                     spec: RolloutSpec, clean: _CleanPass, y: np.ndarray, classes: Any, k: int, mass: str) -> Path:
+    """The first ``k`` examples of the first mode as a rollout set (the report's figures read it)."""
+    cfg = model.config
+    return save_rollout_set(
+        store_dir, run_id, kind=cfg.modality, model=str(meta.get("model", cfg.name)), dataset=dataset,
+        seed=int(meta.get("seed", -1)), mode=spec, labels=y[:k],
+        meta={"classes": classes or meta.get("classes"),  # labels are the data's
+              "config_hash": meta.get("config_hash", ""), "checkpoint": meta.get("checkpoint", ""),
+              "indices": np.arange(k).tolist(), "split": "test", "mass_definition": mass},
+        **{key: v[:k] for key, v in clean.figure.items()})

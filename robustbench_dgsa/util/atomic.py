@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from robustbench_dgsa.util.jsonio import to_jsonable
+
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
@@ -45,4 +47,4 @@ def write_text(path: str | os.PathLike, text: str) -> None:
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
-    write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    write_text(path, json.dumps(to_jsonable(obj, fallback=str), indent=2, sort_keys=True) + "\n")

@@ -20,6 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from robustbench_dgsa.util import atomic  # noqa: E402
+from robustbench_dgsa.util.errors import UserError  # noqa: E402
 
 #: resolution of every PNG the suite writes (the PDF is vector)
 DPI = 200
@@ -79,12 +80,19 @@ def save_figure(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[s
     return paths
 
 
-def save_as(fig: Figure, path: str | Path) -> Path:
-    """Save one file, the format from its suffix (png, pdf, svg); see :func:`save_figure`."""
+def save_as(fig: Figure, path: str | Path, *more: str | Path | None) -> Path:
+    """Save one file, the format from its suffix (png, pdf, svg), and the same figure to each of ``more`` (None
+    entries skipped, e.g. an optional PDF); see :func:`save_figure`. Returns the first path."""
+    first = _save_one(fig, path)
+    for target in (t for t in more if t is not None):
+        _save_one(fig, target)
+    return first
+
+
+def _save_one(fig: Figure, path: str | Path) -> Path:
     path = Path(path)
     fmt = path.suffix.lstrip(".").lower() or "png"
     if fmt not in ("png", "pdf", "svg"):
-        from robustbench_dgsa.util.errors import UserError
         raise UserError(f"figure format must be .png, .pdf or .svg, got {path.name!r}")
     return save_figure(fig, path.parent, path.name[: -len(path.suffix)] if path.suffix else path.name, (fmt,))[0]
 

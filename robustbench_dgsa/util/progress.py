@@ -5,6 +5,9 @@ import sys
 import time
 from typing import Iterable, Iterator, TypeVar
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
 T = TypeVar("T")
 
 
@@ -24,9 +27,6 @@ def track(iterable: Iterable[T], total: int | None = None, description: str = "w
         yield from iterable
         return
     if is_interactive():
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
-        from rich.console import Console
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
                       transient=True) as bar:

@@ -75,7 +75,7 @@ def package_versions() -> dict[str, str]:
 
 
 def device_description(device: str | None = None) -> str:
-    import torch
+    import torch  # here, not at the top: the results store imports this module and reading a store needs no torch
     if device and str(device).startswith("cuda") and torch.cuda.is_available():
         return f"cuda:{torch.cuda.get_device_name()}"
     return f"cpu:{platform.processor() or platform.machine()}x{torch.get_num_threads()}"

@@ -101,3 +101,32 @@ def test_unsupported_models_are_refused():
         TimmViTAdapter(_vit(reg_tokens=2))
     with pytest.raises(UserError, match="timm VisionTransformer"):
         as_rollout_model(torch.nn.Linear(3, 3))
+
+
+def test_cli_rollout_of_a_timm_vit_beside_dgvit(tmp_path):
+    """`dgsa-bench rollout IMG --timm NAME --weights W.safetensors --model ...`: one grid, one column per model,
+    the timm column in the positive mode and the DGViT column signed."""
+    import json
+
+    from PIL import Image
+    from safetensors.torch import save_file
+    from typer.testing import CliRunner
+
+    from robustbench_dgsa.cli import app
+    vit = _vit(num_classes=10, patch_size=4)
+    weights = tmp_path / "vit.safetensors"
+    save_file({k: v.contiguous() for k, v in vit.state_dict().items()}, weights)
+    img = tmp_path / "img.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (40, 36, 3), dtype=np.uint8)).save(img)
+    out = tmp_path / "grid.png"
+    args = ["rollout", str(img), "--model", "dgvit", "--timm", "vit_tiny_patch16_224", "--weights", str(weights),
+            "--model-args", "img_size=32,patch_size=4,depth=2,embed_dim=32,num_heads=2,num_classes=10",
+            "--out", str(out), "--json"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output[res.output.index("{"):])
+    modes = {m["model"]: m["mode"] for m in doc["models"]}
+    assert modes["dgvit"].startswith("signed") and modes["vit_tiny_patch16_224"].startswith("positive"), modes
+    assert out.is_file() and out.with_suffix(".npy").is_file()
+    bad = CliRunner().invoke(app, ["rollout", str(img), "--model", "dgvit", "--weights", str(weights)])
+    assert bad.exit_code != 0 and "--timm" in str(bad.exception or bad.output)
