@@ -83,6 +83,8 @@ def _load_sources(checkpoints: list[Path], models: list[str], text: Optional[str
         out.append({"model": model, "meta": meta, "preprocess": preprocess_from_meta(meta), "source": str(p),
                     "name": model.config.name})
     for name in models:
+        from ..models import get_model_config
+        get_model_config(name)  # an unknown name is one error line, without the warning first
         typer.secho(f"warning: --model {name}: using an UNTRAINED {name} (random weights, small config); "
                     "its rollout shows the pipeline, not learned attention", fg="yellow", err=True)
         model, meta, pre = _untrained(name, text)
@@ -291,6 +293,10 @@ def rollout_command(
         image = Path(args.pop(0))
     ckpts: list[Path] = [checkpoint] if checkpoint is not None else []
     ckpts += list(compare or [])
+    if args and not compare and metrics:  # an IMAGE given with --metrics / --text: say so, not "unexpected"
+        raise UserError("--metrics uses the synthetic test set; do not give an image or --text with it")
+    if args and not compare and text is not None:
+        raise UserError("give either an image or --text, not both")
     if args:
         if not compare:
             raise UserError(f"unexpected argument(s): {' '.join(args)} (several checkpoints go after --compare)")

@@ -44,6 +44,7 @@ from robustbench_dgsa import store
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.analysis import metrics
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.paths import safe_name
 from robustbench_dgsa.models.registry import MODEL_FACTS, display_name, model_order, reference_model
 from robustbench_dgsa.report.figures import cd_diagram, curves_figure, save_figure, severity_figure
 from robustbench_dgsa.report.tables import LATEX_PREAMBLE, Table, fmt_count, fmt_mean_sd, fmt_num, fmt_p
@@ -203,6 +204,7 @@ class _Report:
     # -- sources ---------------------------------------------------------------------------------------
     def _write_sources(self, stem: str, rows: pd.DataFrame, extra: dict[str, Any] | None = None
                        ) -> tuple[str, str]:
+        stem = safe_name(stem)
         rows = rows if rows is not None else self.df.iloc[0:0]
         run_ids = sorted(set(rows["run_id"])) if len(rows) else []
         commits = sorted(set(rows["git_commit"]) - {""}) if len(rows) else []
@@ -234,6 +236,7 @@ class _Report:
     # -- artefacts -------------------------------------------------------------------------------------
     def figure(self, section: str, stem: str, title: str, fig, rows: pd.DataFrame, caption: str = "",
                extra: dict[str, Any] | None = None) -> None:
+        stem = safe_name(stem)  # stems carry dataset names from the store
         png, pdf = save_figure(fig, self.out_dir, stem)
         src, prov = self._write_sources(stem, rows, extra)
         self.artefacts.append(Artefact(section, stem, title, {"PNG": png.name, "PDF": pdf.name}, caption,
@@ -241,12 +244,14 @@ class _Report:
 
     def files(self, section: str, stem: str, title: str, files: dict[str, str], rows: pd.DataFrame,
               caption: str = "", image: str | None = None, extra: dict[str, Any] | None = None) -> None:
+        stem = safe_name(stem)  # stems carry dataset names from the store
         src, prov = self._write_sources(stem, rows, extra)
         self.artefacts.append(Artefact(section, stem, title, files, caption, image=image, sources=src,
                                        provenance=prov))
 
     def table(self, section: str, stem: str, title: str, table: Table, rows: pd.DataFrame,
               extra: dict[str, Any] | None = None) -> None:
+        stem = safe_name(stem)  # stems carry dataset names from the store
         if not table.caption:
             table.caption = title
         atomic.write_text(self.out_dir / f"{stem}.md", table.to_markdown())
@@ -732,7 +737,7 @@ def _rollout_figures(rep: _Report) -> None:
             rep.skip("rollout", f"Figure {fig_no}", f"no stored {kind} rollout sets in {rep.store_dir / 'rollouts'}")
         for ds in dsets:
             label = dataset_label(ds)
-            stem = f"fig{fig_no}_rollout_{ds}"
+            stem = safe_name(f"fig{fig_no}_rollout_{ds}")
             png, pdf = rep.out_dir / f"{stem}.png", rep.out_dir / f"{stem}.pdf"
             files = {"PNG": png.name, "PDF": pdf.name}
             if kind == "image":
