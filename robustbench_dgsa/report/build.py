@@ -32,6 +32,8 @@ import html
 import json
 import os
 import re
+import shutil
+import tempfile
 from importlib import resources
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1068,7 +1070,22 @@ def build_report(store_dir: str | os.PathLike, out_dir: str | os.PathLike | None
     if out_dir is None:
         out_dir = Path("reports") / (name or store_dir.resolve().parent.name or "report")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"report folder {out} is a file")
+    # Built in a hidden sibling folder and moved in at the end: Ctrl-C or an error leaves no half report.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        rep = _write_report(store_dir, stage, df, reference, title)
+        _publish(stage, out, rep)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return out
+
+
+def _write_report(store_dir: Path, out: Path, df: pd.DataFrame, reference: str | None,
+                  title: str | None) -> _Report:
+    """Every artefact, the index and the manifest of one report, written into ``out``."""
     runs = store.load_runs(store_dir)
     cfgs = _configs(runs)
     rep = _Report(store_dir, out, df, runs)
@@ -1106,8 +1123,7 @@ def build_report(store_dir: str | os.PathLike, out_dir: str | os.PathLike | None
               "Figures: PNG (200 dpi) and vector PDF; tables: Markdown and LaTeX, which compile with pdflatex under "
               "the preamble `" + LATEX_PREAMBLE.replace("\n", " ") + "`."]
     _index(rep, title or "dgsa-bench report", header, _caveats(rep, cfgs, datasets_m))
-    _prune(out, rep)
-    return out
+    return rep
 
 
 def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
@@ -1125,6 +1141,17 @@ def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: di
                    f"{t['epochs']} epochs, batch {t['batch_size']}, lr {t['lr']:g}{n}"
                    + (f" ({len(hashes)} configs)" if len(hashes) > 1 else ""))
     return out
+
+
+def _publish(stage: Path, out: Path, rep: _Report) -> None:
+    """Move a finished report from ``stage`` into ``out`` (same file system: renames), the index last, then
+    remove what a previous build there wrote and this one did not."""
+    out.mkdir(parents=True, exist_ok=True)
+    last = ("index.md", "index.html")
+    for f in sorted(stage.iterdir(), key=lambda p: p.name in last):
+        if f.is_file():
+            os.replace(f, out / f.name)
+    _prune(out, rep)
 
 
 def _prune(out: Path, rep: _Report) -> None:
