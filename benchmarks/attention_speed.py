@@ -11,148 +11,57 @@ backward, AdamW step) on random data and prints samples/s, ms/step, peak memory 
     python benchmarks/attention_speed.py                    # full batches (CPU: several minutes)
     python benchmarks/attention_speed.py --devices cuda --compile --json bench.json
 
-Peak memory:
-* CUDA: ``torch.cuda.max_memory_allocated()`` after ``reset_peak_memory_stats()``, minus what was allocated
-  before the model was built: weights, gradients, AdamW state and activations of the step.
-* CPU: the process's peak resident set size (``VmHWM`` in /proc/self/status) during the steps minus the resident
-  size before the model was built (VmRSS, after ``gc.collect()`` and glibc ``malloc_trim``). The peak is reset
-  per configuration by writing "5" to /proc/self/clear_refs (Linux >= 4.0); where that is not possible, the
-  lifetime peak (``ru_maxrss``) is used and the figure is marked with "*" (an upper bound). RSS also counts
-  allocator caches, so CPU figures are coarser than CUDA ones.
+Throughput and peak memory come from the suite's one benchmark meter, :func:`robustbench_dgsa.jobs.bench.measure`
+(the same as ``reproduce``'s Table 9; its docstring has the definitions): CUDA peak = allocator peak of a
+training step (weights, gradients, AdamW state, activations); CPU peak = the same parts counted exactly
+(saved-tensor hooks), not the process RSS.
 
 Threads: on small VMs OpenMP's default passive wait can make each parallel region pay a slow thread wake-up
 (milliseconds on the 2-core development VM). ``OMP_WAIT_POLICY=ACTIVE python benchmarks/attention_speed.py``
 avoids that on an otherwise idle machine (spinning threads hurt when other processes compete for the cores);
 ``--threads 1`` is the other remedy. The header prints the policy and thread count. Timings on a shared machine
-are noisy: compare ratios measured in the same run.
+are noisy: compare ratios measured in the same run; on CPU the ratio of samples per CPU second of this process
+(``time.process_time``, printed as "per CPU s") does not count time spent waiting for a core.
 """
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import json
 import os
 import platform
-import resource
 import sys
-import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from robustbench_dgsa.models.flops import count_flops, count_params  # noqa: E402
+from robustbench_dgsa.jobs.bench import measure  # noqa: E402
 from robustbench_dgsa.models import create_model  # noqa: E402
 
 GEOMETRIES = {"32/4": (32, 4, 128), "224/16": (224, 16, 64)}    # image size, patch size, paper batch
 QUICK_BATCH = {"32/4": 32, "224/16": 8}
 
 
-# --- memory ------------------------------------------------------------------------------------------------
-def _status_kb(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _trim() -> None:
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
-def _reset_peak_rss() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-class PeakMemory:
-    """Peak memory of a block in MB: CUDA allocator peak, or CPU peak-RSS delta (see the module docstring)."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.exact = True
-        self.mb = float("nan")
-
-    def __enter__(self) -> "PeakMemory":
-        _trim()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(self.device)
-            self.base = torch.cuda.memory_allocated(self.device)
-        else:
-            self.base = (_status_kb("VmRSS") or 0) * 1024
-            self.exact = _reset_peak_rss() and _status_kb("VmHWM") is not None
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            peak = torch.cuda.max_memory_allocated(self.device)
-        elif self.exact:
-            peak = (_status_kb("VmHWM") or 0) * 1024
-        else:
-            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        self.mb = (peak - self.base) / 2**20
-
-
 # --- one configuration -------------------------------------------------------------------------------------
 def bench_one(name: str, geometry: str, batch: int, path: str, device: torch.device, *, steps: int,
-              warmup: int, amp: bool, compile_model: bool, value_split: str = "auto") -> dict:
+              warmup: int, amp: bool, compile_model: bool, kernel: str = "auto") -> dict:
     image_size, patch_size, _ = GEOMETRIES[geometry]
     torch.manual_seed(0)
-    with PeakMemory(device) as mem:
-        model = create_model(name, image_size=image_size, patch_size=patch_size, num_classes=10)
-        params, flops = count_params(model), count_flops(model.config)
-        model.set_attention_impl(path)
-        for module in model.modules():
-            if hasattr(module, "value_split"):
-                module.value_split = value_split
-        model.to(device).train()
-        opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
-        step_model = torch.compile(model) if compile_model else model
-        x = torch.randn(batch, 3, image_size, image_size, device=device)
-        y = torch.randint(0, 10, (batch,), device=device)
-        use_amp = amp and device.type == "cuda"
-
-        def step() -> None:
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
-                loss = F.cross_entropy(step_model(x), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-
-        for _ in range(warmup):
-            step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        elapsed = time.perf_counter() - t0
-    del model, opt, step_model, x, y
-    _trim()
+    model = create_model(name, image_size=image_size, patch_size=patch_size, num_classes=10)
+    model.set_attention_impl(path)
+    for module in model.modules():
+        if hasattr(module, "kernel"):
+            module.kernel = kernel
+    m = measure(model, batch_size=batch, steps=steps, warmup=warmup, device=device, amp=amp,
+                compile_model=compile_model, latency_runs=0, lr=3e-4)
+    del model
+    gc.collect()
     return {"model": name, "geometry": geometry, "batch": batch, "path": path, "device": device.type,
             "amp": "bf16" if (amp and device.type == "cuda") else "fp32", "compile": compile_model,
-            "value_split": value_split, "params": params, "flops_per_sample": flops, "steps": steps,
-            "samples_per_s": batch * steps / elapsed, "ms_per_step": 1e3 * elapsed / steps,
-            "peak_mem_mb": mem.mb, "peak_mem_exact": mem.exact}
+            "kernel": kernel, "params": int(m.params), "flops_per_sample": m.flops, "steps": steps,
+            "samples_per_s": m.train_throughput, "samples_per_cpu_s": m.train_throughput_cpu, "ms_per_step": m.ms_per_step,
+            "peak_mem_mb": m.peak_memory_mb, "peak_mem_method": m.method}
 
 
 def _device_name(device: torch.device) -> str:
@@ -178,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-amp", action="store_true", help="CUDA in fp32 instead of bf16 autocast")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (GPU stretch target)")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads on CPU")
-    p.add_argument("--value-split", default="auto", choices=["auto", "shared", "split"],
-                   help="fused DiffAttn/DGSA: one SDPA call per branch with the 2d'-wide V ('shared'), or V in d' "
-                        "halves for equal-head-dim kernels ('split'); auto = split on CPU, shared on CUDA")
+    p.add_argument("--kernel", default="auto", choices=["auto", "math", "sdpa", "sdpa-split"],
+                   help="fused path's kernel: explicit maths without maps ('math'), SDPA (DiffAttn/DGSA: one call "
+                        "per branch with the 2d'-wide V), SDPA with V in d' halves ('sdpa-split', DiffAttn/DGSA "
+                        "only); auto = chosen per device and sequence length (models/attention.py choose_kernel)")
     p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON to this file")
     args = p.parse_args(argv)
 
@@ -213,25 +123,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# device {dev_name}: {_device_name(device)}")
         # pay one-time costs (kernel libraries, thread pools, allocator pools) before anything is measured
         bench_one(names[0], geoms[0], 2, paths[0], device, steps=1, warmup=1, amp=not args.no_amp,
-                  compile_model=False, value_split=args.value_split)
+                  compile_model=False, kernel=args.kernel)
         for g in geoms:
             batch = args.batch_size or (QUICK_BATCH[g] if args.quick else GEOMETRIES[g][2])
             for path in paths:
                 group: dict[str, dict] = {}
                 for name in names:
                     r = bench_one(name, g, batch, path, device, steps=steps, warmup=warmup,
-                                  amp=not args.no_amp, compile_model=args.compile, value_split=args.value_split)
+                                  amp=not args.no_amp, compile_model=args.compile, kernel=args.kernel)
                     group[name] = r
                     base = group.get("vit")
                     r["throughput_vs_vit"] = r["samples_per_s"] / base["samples_per_s"] if base else None
+                    r["cpu_throughput_vs_vit"] = (r["samples_per_cpu_s"] / base["samples_per_cpu_s"]
+                                                  if base and dev_name == "cpu" else None)
                     r["memory_vs_vit"] = r["peak_mem_mb"] / base["peak_mem_mb"] if base else None
                     rows.append(r)
                     ratio = (f"{r['throughput_vs_vit']:.2f}x" if r["throughput_vs_vit"] else "  -  ")
+                    if r["cpu_throughput_vs_vit"]:   # CPU time: robust when other jobs share the cores
+                        ratio += f"; per CPU s {r['cpu_throughput_vs_vit']:.2f}x"
                     mratio = (f"{r['memory_vs_vit']:.2f}x" if r["memory_vs_vit"] else "  -  ")
-                    star = "" if r["peak_mem_exact"] else "*"
                     print(f"{dev_name:4s} {g:>6s} b={batch:<3d} {path:8s} {name:6s} "
                           f"{r['samples_per_s']:9.1f} samples/s ({ratio} ViT) {r['ms_per_step']:9.1f} ms/step  "
-                          f"peak {r['peak_mem_mb']:8.1f} MB{star} ({mratio} ViT)  "
+                          f"peak {r['peak_mem_mb']:8.1f} MB ({mratio} ViT)  "
                           f"{r['params']:,} params, {r['flops_per_sample'] / 1e9:.3f} GFLOPs/sample", flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

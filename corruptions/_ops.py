@@ -32,8 +32,20 @@ def take_pixels(flat: torch.Tensor, pix: torch.Tensor, c: int, hw: int) -> torch
     """Per-image pixel gather: flat is ``to_planes`` of N images, pix (N, P) pixel indices (y*W + x) ->
     (N, C, P). One ``take`` with a broadcast index (much faster than gather with an expanded index)."""
     n = pix.shape[0]
-    base = (torch.arange(n * c, device=pix.device) * hw).view(n, c, 1)
-    return flat.take(pix.unsqueeze(1) + base)
+    return flat.take(pix.unsqueeze(1) + _plane_base(n, c, hw, str(pix.device)))
+
+
+def take_pixels_hwc(img: torch.Tensor, pix: torch.Tensor) -> torch.Tensor:
+    """Per-image pixel gather in the (N, H, W, C) layout: pix (N, P) pixel indices (y*W + x) -> (N, P, C).
+    One index per pixel (the C channels are one contiguous row), no layout change."""
+    n, h, w, c = img.shape
+    idx = (pix + _plane_base(n, 1, h * w, str(pix.device)).view(n, 1)).view(-1)
+    return img.reshape(n * h * w, c).index_select(0, idx).view(n, pix.shape[1], c)
+
+
+@lru_cache(maxsize=64)
+def _plane_base(n: int, c: int, hw: int, device: str) -> torch.Tensor:
+    return (torch.arange(n * c, device=torch.device(device)) * hw).view(n, c, 1)
 
 
 _LUT: dict = {}
@@ -43,7 +55,10 @@ def _lut(kind: str, device) -> torch.Tensor:
     key = (kind, str(device))
     if key not in _LUT:
         v = torch.arange(256, dtype=torch.float64)
-        t = v / 255.0 if kind == "u64" else v.to(torch.float32) / 255.0
+        if kind == "u257":
+            t = v * 257.0
+        else:
+            t = v / 255.0 if kind == "u64" else v.to(torch.float32) / 255.0
         _LUT[key] = t.to(device)
     return _LUT[key]
 
@@ -121,10 +136,11 @@ def scipy_correlate1d_sym(x: torch.Tensor, weights: np.ndarray, dim: int, mode: 
     idx = torch.as_tensor(ext_index(n, r, r, mode), device=x.device)
     xp = x.index_select(dim, idx)
     out = x * float(weights[r])
+    tmp = torch.empty_like(out)
     for k in range(r, 0, -1):
         lo = xp.narrow(dim, r - k, n)
         hi = xp.narrow(dim, r + k, n)
-        out = out + (lo + hi) * float(weights[r + k])
+        out.add_(torch.add(lo, hi, out=tmp).mul_(float(weights[r + k])))
     return out
 
 
@@ -204,6 +220,23 @@ def is_identity_zoom(h: int, w: int, zoom: float) -> bool:
     return g[0] == g[1] == g[2] and g[3] == g[4] == g[5]
 
 
+@lru_cache(maxsize=None)
+def _zoom_tables(h: int, w: int, zoom: float, device: str):
+    """Row/column indices and weights of ``clipped_zoom`` stacked as (neighbour 0, neighbour 1)."""
+    ry0, ry1, wy0, wy1, vy = clipped_zoom_axis(h, zoom)
+    rx0, rx1, wx0, wx1, vx = clipped_zoom_axis(w, zoom)
+    dev = torch.device(device)
+    f64 = dict(dtype=torch.float64, device=dev)
+    rows = torch.as_tensor(np.concatenate([ry0, ry1]), dtype=torch.int64, device=dev)
+    wrows = torch.as_tensor(np.concatenate([wy0, wy1]), **f64).view(2 * h, 1, 1)
+    cols = torch.as_tensor(np.concatenate([rx0, rx1]), dtype=torch.int64, device=dev)
+    wcols = torch.as_tensor(np.concatenate([wx0, wx1]), **f64).view(1, 2 * w, 1)
+    mask = None
+    if not (vy.all() and vx.all()):
+        mask = torch.as_tensor(vy, **f64).view(h, 1, 1) * torch.as_tensor(vx, **f64).view(1, w, 1)
+    return rows, wrows, cols, wcols, mask
+
+
 def clipped_zoom_hwb(xt: torch.Tensor, zoom: float) -> torch.Tensor:
     """Reference ``clipped_zoom`` on a batch-innermost float64 tensor (H, W, B), B = images x channels.
 
@@ -211,26 +244,17 @@ def clipped_zoom_hwb(xt: torch.Tensor, zoom: float) -> torch.Tensor:
     images are cropped per axis). The interpolation reproduces SciPy's order-1 ``zoom``: in float64,
     t = sum over the 2x2 neighbours in C order of ((p * wy) * wx). The caller casts the result to the
     input dtype (SciPy writes float32 output for float32 input). Batch-innermost layout makes both
-    gathers contiguous block copies.
+    gathers contiguous block copies; both row neighbours (and both column neighbours) are gathered and
+    weighted in one call each.
     """
     h, w, _ = xt.shape
-    ry0, ry1, wy0, wy1, vy = clipped_zoom_axis(h, float(zoom))
-    rx0, rx1, wx0, wx1, vx = clipped_zoom_axis(w, float(zoom))
-    dev = xt.device
-
-    def t(a, dtype=torch.float64):
-        return torch.as_tensor(a, dtype=dtype, device=dev)
-
-    a0 = xt.index_select(0, t(ry0, torch.int64)).mul_(t(wy0).view(h, 1, 1))
-    a1 = xt.index_select(0, t(ry1, torch.int64)).mul_(t(wy1).view(h, 1, 1))
-    cx0, cx1 = t(rx0, torch.int64), t(rx1, torch.int64)
-    wx0_, wx1_ = t(wx0).view(1, w, 1), t(wx1).view(1, w, 1)
-    acc = a0.index_select(1, cx0).mul_(wx0_)
-    acc.add_(a0.index_select(1, cx1).mul_(wx1_))
-    acc.add_(a1.index_select(1, cx0).mul_(wx0_))
-    acc.add_(a1.index_select(1, cx1).mul_(wx1_))
-    if not (vy.all() and vx.all()):
-        acc.mul_(t(vy).view(h, 1, 1) * t(vx).view(1, w, 1))
+    rows, wrows, cols, wcols, mask = _zoom_tables(h, w, float(zoom), str(xt.device))
+    a = xt.index_select(0, rows).mul_(wrows)  # (2H, W, B): p * wy for neighbour rows 0 and 1
+    t = a.index_select(1, cols).mul_(wcols)  # (2H, 2W, B): (p * wy) * wx for the four neighbours
+    acc = torch.add(t[:h, :w], t[:h, w:])  # in C order: (0,0) + (0,1), then (1,0), then (1,1)
+    acc.add_(t[h:, :w]).add_(t[h:, w:])
+    if mask is not None:
+        acc.mul_(mask)
     return acc
 
 
@@ -286,6 +310,8 @@ def im_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.
     float64; Q16 ClampToQuantum q = floor(v + 0.5); 8-bit output floor(q * 255 / 65535) = q // 257.
     """
     n, h, w, c = x.shape
+    if x.device.type == "cpu":
+        return _im_motion_blur_runs(x, radius, sigma, angles_deg)
     step = max(1, _MOTION_SUBCHUNK_PX // (h * w * c))
     if n > step and x.device.type == "cpu":
         a = np.asarray(angles_deg)
@@ -310,6 +336,54 @@ def im_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.
     q = acc.clamp_(0.0, 65535.0).add_(0.5).floor_()
     out = torch.div(q, 257.0, rounding_mode="floor").to(torch.uint8)  # (N, C, H, W)
     return out.permute(0, 2, 3, 1).contiguous()
+
+
+def _im_motion_blur_runs(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.ndarray) -> torch.Tensor:
+    """:func:`im_motion_blur` on the CPU, same arithmetic (v = sum over taps in order of k_i * 257*p, then
+    the same quantisation), without a per-element gather.
+
+    Edge clamping is an edge-replicated padding; tap i of an image is then a plain shifted window. Images
+    are sorted by angle, so images whose tap i has the same offset form contiguous runs, and each run is
+    one strided multiply and one add per tap.
+    """
+    n, h, w, c = x.shape
+    k = im_motion_kernel(radius, sigma)
+    a = np.asarray(angles_deg, dtype=np.float64)
+    ox, oy = im_motion_offsets(len(k), a)
+    perm = np.argsort(a, kind="stable")
+    ox, oy = ox[perm], oy[perm]
+    pt, pb = max(0, -int(oy.min())), max(0, int(oy.max()))
+    pl, pr = max(0, -int(ox.min())), max(0, int(ox.max()))
+    xs = x.index_select(0, torch.as_tensor(perm)).permute(0, 3, 1, 2).contiguous()
+    xs = _lut("u257", x.device).take(xs.to(torch.int64))  # 257 * p as float64 (exact)
+    pad = torch.nn.functional.pad(xs, (pl, pr, pt, pb), mode="replicate")  # (N, C, H + pt + pb, W + pl + pr)
+    hp, wp = pad.shape[2], pad.shape[3]
+    acc = pad[:, :, pt : pt + h, pl : pl + w].mul(float(k[0]))  # tap 0 is the pixel itself
+    tmp = torch.empty_like(acc)
+    flat = pad.reshape(-1)
+    pattern = (torch.arange(h).view(h, 1) * wp + torch.arange(w).view(1, w)).view(1, 1, h * w)
+    base = torch.arange(n * c).view(n, c, 1) * (hp * wp) + pattern  # (N, C, H*W) window at offset (0, 0)
+    idx = torch.empty_like(base)
+    max_runs = n * c * h * w // 6000  # beyond this many runs one gather is cheaper than the run ops
+    for i in range(1, len(k)):
+        oxi, oyi = ox[:, i], oy[:, i]
+        cuts = np.flatnonzero((oxi[1:] != oxi[:-1]) | (oyi[1:] != oyi[:-1])) + 1
+        ki = float(k[i])
+        if len(cuts) >= max_runs:
+            off = torch.as_tensor((pt + oyi) * wp + (pl + oxi)).view(n, 1, 1)
+            torch.take(flat, torch.add(base, off, out=idx), out=tmp.view(n, c, h * w)).mul_(ki)
+            acc.add_(tmp)
+            continue
+        bounds = [0, *cuts.tolist(), n]
+        for s0, s1 in zip(bounds[:-1], bounds[1:]):
+            r0, c0 = pt + int(oyi[s0]), pl + int(oxi[s0])
+            t = torch.mul(pad[s0:s1, :, r0 : r0 + h, c0 : c0 + w], ki, out=tmp[s0:s1])
+            acc[s0:s1].add_(t)
+    q = acc.clamp_(0.0, 65535.0).add_(0.5).floor_()
+    out = torch.div(q, 257.0, rounding_mode="floor").to(torch.uint8)  # (N, C, H, W), sorted order
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(n)
+    return out.index_select(0, torch.as_tensor(inv)).permute(0, 2, 3, 1).contiguous()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -11,13 +11,11 @@ from ._ops import (
     ext_index,
     floor_u8,
     from_hwb,
-    from_planes,
     im_motion_blur,
     is_identity_zoom,
     scipy_gaussian,
-    take_pixels,
+    take_pixels_hwc,
     to_hwb,
-    to_planes,
     u8_to_unit64,
     zoom_geometry,
 )
@@ -53,13 +51,13 @@ def glass_shuffle(x: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
     dev = x.device
     hh = torch.arange(2, h, device=dev).view(1, h - 2, 1)
     ww = torch.arange(2, w, device=dev).view(1, 1, w - 2)
-    flat = to_planes(x)
+    img = x.contiguous()
     for it in range(choices.shape[1]):
         ch = choices[:, it].to(torch.int64)
         src = torch.arange(h * w, device=dev).repeat(n, 1).view(n, h, w)
         src[:, 2:, 2:] = (hh - (ch >> 1)) * w + (ww - (ch & 1))  # dy = -(c >> 1), dx = -(c & 1)
-        flat = take_pixels(flat, src.view(n, h * w), c, h * w).reshape(-1)
-    return from_planes(flat.view(n, c, h * w), n, c, h, w)
+        img = take_pixels_hwc(img, src.view(n, h * w)).view(n, h, w, c)
+    return img
 
 
 def glass_choices(rng: KeyedRandom, iterations: int, h: int, w: int) -> torch.Tensor:
@@ -122,10 +120,14 @@ def defocus_blur(x: torch.Tensor, params, rng=None) -> torch.Tensor:
     iy = torch.as_tensor(ext_index(h, pad, pad, "mirror"), device=x.device)
     ix = torch.as_tensor(ext_index(w, pad, pad, "mirror"), device=x.device)
     xp = xt.index_select(0, iy).index_select(1, ix)
-    acc = None
+    acc, tmp = None, None
     for dy, dx, v in taps:
-        term = xp[pad + dy : pad + dy + h, pad + dx : pad + dx + w] * v
-        acc = term if acc is None else acc.add_(term)
+        win = xp[pad + dy : pad + dy + h, pad + dx : pad + dx + w]
+        if acc is None:
+            acc = win * v
+            tmp = torch.empty_like(acc)
+        else:
+            acc.add_(torch.mul(win, v, out=tmp))
     return floor_u8(from_hwb(acc, n, c))
 
 
@@ -152,7 +154,7 @@ def motion_blur(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
 # zoom_blur (deterministic)
 
 
-_ZOOM_SUBCHUNK = 128  # images per step in the batch-innermost layout (cache-sized blocks)
+_ZOOM_SUBCHUNK = 8  # images per step in the batch-innermost layout (the five float64 buffers stay in L2)
 
 
 def zoom_blur(x: torch.Tensor, factors, rng=None) -> torch.Tensor:

@@ -11,13 +11,11 @@ import torch
 from ._ops import (
     floor_u8,
     from_hwb,
-    from_planes,
     hsv2rgb,
     rgb2hsv,
     scipy_gaussian,
-    take_pixels,
+    take_pixels_hwc,
     to_hwb,
-    to_planes,
     u8_to_unit32,
     u8_to_unit64,
 )
@@ -68,6 +66,30 @@ def saturate(x: torch.Tensor, params, rng=None) -> torch.Tensor:
 
 
 _CV2_DECODE_OK = None
+_CV2_ENCODE_OK = None
+_PROBE_QUALITIES = (80, 65, 58, 50, 40)
+
+
+def _jpeg_probes() -> list:
+    g = np.random.default_rng(0)
+    return [g.integers(0, 256, (32, 32, 3)).astype(np.uint8),
+            np.kron(g.integers(0, 256, (4, 4, 3)), np.ones((8, 8, 1))).astype(np.uint8),
+            np.clip(np.arange(32)[:, None, None] * 8 + g.integers(-20, 20, (32, 32, 3)), 0, 255).astype(np.uint8)]
+
+
+def _pil_jpeg_bytes(im: np.ndarray, quality: int) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(im, "RGB").save(buf, format="JPEG", quality=int(quality))
+    return buf.getvalue()
+
+
+def _cv2_jpeg_bytes(im: np.ndarray, quality: int):
+    import cv2
+
+    ok, enc = cv2.imencode(".jpg", np.ascontiguousarray(im[..., ::-1]), [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    return enc if ok else None
 
 
 def _cv2_decodes_like_pil() -> bool:
@@ -79,15 +101,10 @@ def _cv2_decodes_like_pil() -> bool:
             import cv2
             from PIL import Image
 
-            g = np.random.default_rng(0)
-            probes = [g.integers(0, 256, (32, 32, 3)).astype(np.uint8),
-                      np.kron(g.integers(0, 256, (4, 4, 3)), np.ones((8, 8, 1))).astype(np.uint8)]
             ok = True
-            for im in probes:
+            for im in _jpeg_probes()[:2]:
                 for q in (80, 40):
-                    buf = io.BytesIO()
-                    Image.fromarray(im).save(buf, format="JPEG", quality=q)
-                    data = buf.getvalue()
+                    data = _pil_jpeg_bytes(im, q)
                     ref = np.asarray(Image.open(io.BytesIO(data)))
                     got = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
                     ok = ok and got is not None and np.array_equal(got[..., ::-1], ref)
@@ -97,23 +114,46 @@ def _cv2_decodes_like_pil() -> bool:
     return _CV2_DECODE_OK
 
 
+def _cv2_encodes_like_pil() -> bool:
+    """Whether OpenCV's JPEG encoder writes PIL's bytes here, byte for byte, at every CIFAR quality on
+    probe images (same libjpeg-turbo tables, 4:2:0, islow DCT, no optimisation); checked once. OpenCV
+    encodes ~4x faster; when the streams are identical, so are the decoded pixels. Any difference: PIL."""
+    global _CV2_ENCODE_OK
+    if _CV2_ENCODE_OK is None:
+        try:
+            ok = True
+            for im in _jpeg_probes():
+                for q in _PROBE_QUALITIES:
+                    enc = _cv2_jpeg_bytes(im, q)
+                    ok = ok and enc is not None and enc.tobytes() == _pil_jpeg_bytes(im, q)
+            _CV2_ENCODE_OK = ok
+        except Exception:  # pragma: no cover - any doubt: encode with PIL
+            _CV2_ENCODE_OK = False
+    return _CV2_ENCODE_OK
+
+
 def jpeg_compression(x: torch.Tensor, quality: int, rng=None) -> torch.Tensor:
     """PIL ``save(format='JPEG', quality=q)`` (4:2:0, baseline, IJG tables) and decode, per image.
 
-    Encoding is always PIL's. Decoding uses OpenCV when it gives PIL's pixels on this installation
-    (checked once), else PIL.
+    The JPEG stream is PIL's: written by PIL, or by OpenCV where OpenCV writes byte-identical streams on
+    this installation (checked once). Decoding uses OpenCV when it gives PIL's pixels (checked once), else
+    PIL.
     """
     from PIL import Image
 
     arr = x.cpu().numpy()
     out = np.empty_like(arr)
-    fast = _cv2_decodes_like_pil()
-    if fast:
+    fast_dec = _cv2_decodes_like_pil()
+    fast_enc = fast_dec and _cv2_encodes_like_pil()
+    if fast_dec:
         import cv2
     for i in range(arr.shape[0]):
+        if fast_enc:
+            out[i] = cv2.imdecode(_cv2_jpeg_bytes(arr[i], quality), cv2.IMREAD_COLOR)[..., ::-1]
+            continue
         buf = io.BytesIO()
         Image.fromarray(arr[i], "RGB").save(buf, format="JPEG", quality=int(quality))
-        if fast:
+        if fast_dec:
             out[i] = cv2.imdecode(np.frombuffer(buf.getbuffer(), np.uint8), cv2.IMREAD_COLOR)[..., ::-1]
         else:
             buf.seek(0)
@@ -257,16 +297,17 @@ def cv2_warp_affine_linear(x32: torch.Tensor, mats: np.ndarray) -> torch.Tensor:
     ty = fy.to(torch.float32) * 0.03125
     wx = (1.0 - tx, tx)
     wy = (1.0 - ty, ty)
-    flat = to_planes(x32)
+    img = x32.contiguous()
     acc = None
+    cols = [_mirror_idx(ix + b, w) for b in range(2)]
     for a in range(2):
         rows = _mirror_idx(iy + a, h) * w
         for b in range(2):
-            pix = (rows + _mirror_idx(ix + b, w)).view(n, h * w)
-            wgt = (wy[a] * wx[b]).view(n, 1, h * w)
-            term = take_pixels(flat, pix, c, h * w) * wgt
-            acc = term if acc is None else acc + term
-    return from_planes(acc, n, c, h, w)
+            pix = (rows + cols[b]).view(n, h * w)
+            wgt = (wy[a] * wx[b]).view(n, h * w, 1)
+            term = take_pixels_hwc(img, pix).mul_(wgt)
+            acc = term if acc is None else acc.add_(term)
+    return acc.view(n, h, w, c)
 
 
 def _scipy_reflect_coordinate(cc: torch.Tensor, n: int) -> torch.Tensor:
@@ -306,16 +347,17 @@ def scipy_map_coordinates_reflect(img: torch.Tensor, cy: torch.Tensor, cx: torch
     wx0 = 1.0 - (rx - sx)
     wys, wxs = (wy0, 1.0 - wy0), (wx0, 1.0 - wx0)
     sy, sx = sy.to(torch.int64), sx.to(torch.int64)
-    flat = to_planes(img.to(torch.float64))
+    img64 = img.to(torch.float64).contiguous()
     acc = None
+    cols = [(sx + b).clamp_(0, w - 1) for b in range(2)]
     for a in range(2):
-        rows = (sy + a).clamp(0, h - 1) * w  # taps of a folded coordinate lie in [-1, n]: reflect = clamp
+        rows = (sy + a).clamp_(0, h - 1).mul_(w)  # taps of a folded coordinate lie in [-1, n]: reflect = clamp
         for b in range(2):
-            pix = (rows + (sx + b).clamp(0, w - 1)).view(n, h * w)
-            term = (take_pixels(flat, pix, c, h * w) * wys[a].view(n, 1, h * w)) * wxs[b].view(n, 1, h * w)
-            acc = term if acc is None else acc + term
-    acc = torch.where(valid.view(n, 1, h * w), acc, torch.zeros_like(acc))
-    return from_planes(acc.to(torch.float32), n, c, h, w)
+            pix = (rows + cols[b]).view(n, h * w)
+            term = take_pixels_hwc(img64, pix).mul_(wys[a].view(n, h * w, 1)).mul_(wxs[b].view(n, h * w, 1))
+            acc = term if acc is None else acc.add_(term)
+    acc.masked_fill_(~valid.view(n, h * w, 1), 0.0)
+    return acc.to(torch.float32).view(n, h, w, c)
 
 
 def elastic_draws(rng: KeyedRandom, params, h: int, w: int):
@@ -351,6 +393,18 @@ def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy):
     return floor_u8(out)
 
 
+_ELASTIC_SUBCHUNK = 32  # images per step on the CPU (the float64 gathers stay in L2)
+
+
 def elastic_transform(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
-    _, h, w, _ = x.shape
-    return elastic_apply(x, params, *elastic_draws(rng, params, h, w))
+    n, h, w, _ = x.shape
+    jitter, ndx, ndy = elastic_draws(rng, params, h, w)
+    step = _ELASTIC_SUBCHUNK if x.device.type == "cpu" else n
+    if n <= step:
+        return elastic_apply(x, params, jitter, ndx, ndy)
+    parts = []
+    for s in range(0, n, step):
+        sl = slice(s, s + step)
+        parts.append(elastic_apply(x[sl], params, jitter[sl], None if ndx is None else ndx[sl],
+                                   None if ndy is None else ndy[sl]))
+    return torch.cat(parts)

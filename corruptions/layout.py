@@ -11,15 +11,29 @@ phrase "CIFAR-10-C-style (regenerated)" - regenerated data is never the official
 
 Writing is streamed and all-or-nothing: every output is filled chunk by chunk in a memory map under a hidden
 temporary name in the output folder, renamed only when all of them are complete, and the manifest comes last.
-An interrupted run leaves hidden ``.*.partial`` files at most, never a final-named file that looks complete.
+An interrupted run leaves hidden ``.*.partial`` files at most, never a final-named file that looks complete;
+each run holds an advisory lock on its own partial files, and the next run into the folder deletes unlocked
+(dead) ones. The manifest is read, merged and written under an exclusive lock on the folder, so concurrent
+runs into one folder end with one manifest listing every file.
+
+Only a set of 10,000 images per block with severities 1..5 uses the official file names. Any other set (a
+``--limit``, a subset or reordering of severities) is written as ``<corruption>.n<N>.s<severities>.npy`` and
+``labels.n<N>.s<severities>.npy`` with ``"official_layout": false`` in the manifest: a reader that assumes
+5 x 10,000 rows per ``<corruption>.npy`` fails (no such file) instead of mixing severities, and
+:func:`load_corrupted` reads the names from the manifest.
+
+Reading a regenerated directory checks each file against the manifest's SHA-256; the digests are cached by
+path, size and modification time (``$CORRUPTIONS_CACHE`` or the user cache folder) so re-reads are free.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
 import os
 import shutil
+import time
 import uuid
 import warnings
 from dataclasses import dataclass
@@ -30,6 +44,11 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .errors import CorruptionError
+
+try:  # advisory locks (POSIX); elsewhere runs are not serialised and stale partials are kept
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
 
 MANIFEST_NAME = "manifest.json"
 LABELS_NAME = "labels.npy"
@@ -91,6 +110,19 @@ OFFICIAL_NAMES = ("gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur
                   "jpeg_compression", "speckle_noise", "gaussian_blur", "spatter", "saturate")
 
 ProgressWrapper = Callable[..., Iterable]
+_STALE_MIN_AGE_S = 5.0  # an unlocked partial younger than this may be one a live run is about to lock
+
+
+def is_official_layout(n: int, severities: Sequence[int]) -> bool:
+    """True for 10,000 images per block and severities 1..5 in order: the only sets named like the official."""
+    return int(n) == OFFICIAL_BLOCK and [int(s) for s in severities] == list(OFFICIAL_SEVERITIES)
+
+
+def layout_suffix(n: int, severities: Sequence[int]) -> str:
+    """``""`` for the official layout, else ``.n<N>.s<severities>`` (e.g. ``.n500.s135``) for file names."""
+    if is_official_layout(n, severities):
+        return ""
+    return f".n{int(n)}.s{''.join(str(int(s)) for s in severities)}"
 
 
 # ---------------------------------------------------------------------------------------------- manifest
@@ -98,9 +130,11 @@ ProgressWrapper = Callable[..., Iterable]
 
 @dataclass(frozen=True)
 class Manifest:
-    """A regenerated directory's ``manifest.json`` (``data`` is the parsed JSON)."""
+    """A regenerated directory's ``manifest.json`` (``data`` is the parsed JSON). ``skipped``: corruptions a
+    ``regenerate`` call found already finished with the same parameters and did not recompute."""
     path: Path
     data: dict
+    skipped: tuple = ()
 
     @property
     def directory(self) -> Path:
@@ -127,8 +161,34 @@ class Manifest:
         return dict(self.data["files"])
 
     @property
+    def labels_file(self) -> str | None:
+        """The labels file this manifest lists (``labels.npy`` or ``labels.n<N>.s<...>.npy``), or None."""
+        files = self.data["files"]
+        for fname, entry in files.items():
+            if isinstance(entry, dict) and entry.get("role") == "labels":
+                return fname
+        return LABELS_NAME if LABELS_NAME in files else None
+
+    @property
     def has_labels(self) -> bool:
-        return LABELS_NAME in self.data["files"]
+        return self.labels_file is not None
+
+    @property
+    def official_layout(self) -> bool:
+        if "official_layout" in self.data:
+            return bool(self.data["official_layout"])
+        return is_official_layout(self.n, self.severities) and all(
+            f"{c}.npy" in self.data["files"] for c in self.corruptions)
+
+    def file_of(self, corruption: str) -> str:
+        """The file name that holds ``corruption`` in this directory."""
+        files = self.data["files"]
+        for fname, entry in files.items():
+            if isinstance(entry, dict) and entry.get("corruption") == corruption and entry.get("role") != "labels":
+                return fname
+        if f"{corruption}.npy" in files:
+            return f"{corruption}.npy"
+        return f"{corruption}{layout_suffix(self.n, self.severities)}.npy"
 
     @property
     def frost_source(self) -> str | None:
@@ -150,8 +210,12 @@ def read_manifest(directory: str | os.PathLike) -> Manifest | None:
     return Manifest(path, data)
 
 
-def check_manifest(directory: str | os.PathLike, files: Iterable[str] | None = None) -> None:
-    """Re-hash the files the manifest lists (or only ``files``); CorruptionError on a missing or changed one."""
+def check_manifest(directory: str | os.PathLike, files: Iterable[str] | None = None, *,
+                   cached: bool = False) -> None:
+    """Re-hash the files the manifest lists (or only ``files``); CorruptionError on a missing or changed one.
+
+    ``cached``: reuse a digest computed earlier for the same path, size and modification time.
+    """
     man = read_manifest(directory)
     if man is None:
         raise CorruptionError(f"{directory}: no {MANIFEST_NAME}")
@@ -160,9 +224,114 @@ def check_manifest(directory: str | os.PathLike, files: Iterable[str] | None = N
         path = man.directory / fname
         if not path.is_file():
             raise CorruptionError(f"{path}: listed in the manifest but missing")
-        got = _hash_file(path, "sha256")
+        got = file_sha256(path) if cached else _hash_file(path, "sha256")
         if got != entry["sha256"]:
-            raise CorruptionError(f"{path}: SHA-256 {got} differs from the manifest's {entry['sha256']}")
+            raise CorruptionError(f"{path}: contents differ from {man.path.name} (SHA-256 {got[:12]}..., "
+                                  f"expected {str(entry['sha256'])[:12]}...); regenerate or restore the file")
+
+
+# ---------------------------------------------------------------------------------------------- digest cache
+
+
+def _digest_cache_path() -> Path:
+    env = os.environ.get("CORRUPTIONS_CACHE")
+    if env:
+        return Path(env) / "sha256-cache.json"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dgsa-corruptions" / "sha256-cache.json"
+
+
+def _read_digest_cache(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+_DIGEST_CACHE_MAX = 4096
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file, cached by (absolute path, size, mtime_ns): a changed file (new size or mtime) is
+    re-hashed. The cache is a small JSON file; if it cannot be written, nothing is cached."""
+    p = Path(path).resolve()
+    st = p.stat()
+    cache_path = _digest_cache_path()
+    cache = _read_digest_cache(cache_path)
+    key = str(p)
+    hit = cache.get(key)
+    if isinstance(hit, dict) and hit.get("size") == st.st_size and hit.get("mtime_ns") == st.st_mtime_ns:
+        return str(hit.get("sha256"))
+    digest = _hash_file(p, "sha256")
+    cache[key] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest, "t": time.time()}
+    if len(cache) > _DIGEST_CACHE_MAX:
+        keep = sorted(cache.items(), key=lambda kv: kv[1].get("t", 0) if isinstance(kv[1], dict) else 0)
+        cache = dict(keep[-_DIGEST_CACHE_MAX:])
+    try:
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        _write_json_atomic(cache_path, cache)
+    except OSError:
+        pass
+    return digest
+
+
+# ---------------------------------------------------------------------------------------------- locks
+
+
+@contextlib.contextmanager
+def _folder_lock(directory: Path):
+    """Exclusive advisory lock on the folder itself (no lock file left behind); blocks until free."""
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _lock_partial(path: Path) -> int:
+    """Create ``path`` and hold an exclusive advisory lock on it for this run (released on exit, even kill -9)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    if fcntl is not None:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def clean_stale_partials(directory: str | os.PathLike) -> list[str]:
+    """Delete hidden ``.*.partial`` files in ``directory`` that no live run holds (left by a killed run).
+
+    A running writer keeps an exclusive lock on each of its partial files; a file nobody locks (and older than
+    a few seconds) is stale. Returns the names removed. Without POSIX locks nothing is removed.
+    """
+    d = Path(directory)
+    removed: list[str] = []
+    if fcntl is None or not d.is_dir():
+        return removed
+    now = time.time()
+    for p in d.glob(".*.partial"):
+        try:
+            if not p.is_file() or now - p.stat().st_mtime < _STALE_MIN_AGE_S:
+                continue
+            fd = os.open(p, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # a live run owns it
+        try:
+            p.unlink()
+            removed.append(p.name)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
 
 
 def library_versions() -> dict[str, str]:
@@ -321,11 +490,14 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
     ``progress``: optional wrapper ``progress(iterable, total=..., description=...) -> iterable`` (e.g.
     ``robustbench_dgsa.util.progress.track``); the library prints nothing itself.
 
+    Only 10,000 images x severities 1..5 get the official file names (see the module notes).
     An existing output file (or a manifest from a different run) without ``overwrite`` raises CorruptionError
-    naming it, and nothing is touched. Regenerating further corruptions into a directory whose manifest has the
-    same inputs, seed, severities, constants and library versions adds them to that manifest.
+    naming it, and nothing is touched. Into a directory whose manifest has the same inputs, seed, severities,
+    constants and library versions, further corruptions are added to that manifest, and corruptions it already
+    lists with intact files are skipped (``Manifest.skipped``). Concurrent runs merge under a folder lock.
+    Stale partial files of killed runs are deleted first.
     """
-    from . import api, registry
+    from . import registry
 
     x = check_images(images)
     n, h, w = int(x.shape[0]), int(x.shape[1]), int(x.shape[2])
@@ -342,21 +514,24 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
         raise CorruptionError(f"{out} exists and is not a directory")
 
     # --- what the run will be, and whether it collides with what is there
-    images_sha = _hash_array(x)
-    labels_sha = None if y is None else _hash_array(y)
-    versions = library_versions()
     run_key = {"format": MANIFEST_FORMAT, "constants_version": registry.CONSTANTS_VERSION, "seed": seed,
-               "severities": sevs, "n": n, "image_shape": [h, w, 3], "images_sha256": images_sha,
-               "labels_sha256": labels_sha, "library_versions": versions}
+               "severities": sevs, "n": n, "image_shape": [h, w, 3], "images_sha256": _hash_array(x),
+               "labels_sha256": None if y is None else _hash_array(y), "library_versions": library_versions()}
+    suffix = layout_suffix(n, sevs)
+    if out.is_dir():
+        clean_stale_partials(out)
     try:
         old = read_manifest(out) if out.is_dir() else None
     except CorruptionError:
         old = None  # unreadable: reported as existing output below
     merge = old is not None and _run_key(old.data) == run_key
-    targets = [f"{nm}.npy" for nm in names]
-    write_labels = y is not None and not (merge and (out / LABELS_NAME).is_file() and old.has_labels)
+    skipped = _finished(old, out, names) if merge and not overwrite else []
+    todo = [nm for nm in names if nm not in skipped]
+    labels_name = f"labels{suffix}.npy"
+    targets = [f"{nm}{suffix}.npy" for nm in todo]
+    write_labels = y is not None and not (merge and old.has_labels and (out / old.labels_file).is_file())
     if write_labels:
-        targets.append(LABELS_NAME)
+        targets.append(labels_name)
     existing = [t for t in targets if (out / t).exists()]
     if old is not None and not merge:
         existing.append(f"{MANIFEST_NAME} (from a run with different {_difference(old.data, run_key)})")
@@ -365,25 +540,14 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
     if existing and not overwrite:
         raise CorruptionError(f"output exists in {out}: {name_list(existing)}; pass overwrite (--overwrite) to "
                               f"replace it")
+    if not todo and not write_labels:
+        return Manifest(old.path, old.data, skipped=tuple(skipped))
 
-    # --- frost textures (only when frost is requested)
-    frost_obj, frost_source, frost_files = frost, None, None
-    if "frost" in names:
-        from . import frost as frost_mod
-        if frost is None or isinstance(frost, (str, os.PathLike)):
-            frost_obj = frost_mod.load_frost_textures(frost)
-        frost_source = getattr(frost_obj, "source", None)
-        frost_files = dict(getattr(frost_obj, "file_sha256", None) or {})
-
-    # --- fail fast on one image before any file is created (bad size, missing assets, device)
-    if preflight:
-        for name in names:
-            for sev in sevs:
-                _check_output(api.corrupt(x[:1], name, sev, seed=seed, indices=np.arange(1), device=device,
-                                          frost=frost_obj), (1, h, w, 3), name, sev)
-
+    frost_obj, frost_source, frost_files = _frost_for(todo, frost)
+    if preflight:  # fail fast on one image before any file is created (bad size, missing assets, device)
+        _preflight(x, todo, sevs, seed, device, frost_obj)
     n_rows = len(sevs) * n
-    need = len(names) * n_rows * h * w * 3 + (n_rows * 8 if y is not None else 0)
+    need = len(todo) * n_rows * h * w * 3 + (n_rows * 8 if y is not None else 0)
     probe = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
     free = shutil.disk_usage(probe).free
     if need > free:
@@ -394,52 +558,40 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
     out.mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex[:8]
     staged: dict[str, Path] = {}
+    held: list[int] = []
     entries: dict[str, dict] = {}
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    jobs = [(name, b, sev, start, min(n, start + chunk_size))
-            for name in names for b, sev in enumerate(sevs) for start in range(0, n, chunk_size)]
     try:
-        mm, current = None, None
-        for name, b, sev, start, stop in _wrap(progress, jobs, "corrupting"):
-            if name != current:
-                if mm is not None:
-                    _finish(mm, staged[f"{current}.npy"], f"{current}.npy", entries, created, registry)
-                    mm = None
-                tmp = out / f".{name}.npy.{token}.partial"
-                staged[f"{name}.npy"] = tmp
-                mm = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(n_rows, h, w, 3))
-                current = name
-            res = api.corrupt(x[start:stop], name, sev, seed=seed, indices=np.arange(start, stop),
-                              device=device, frost=frost_obj)
-            mm[b * n + start:b * n + stop] = _check_output(res, (stop - start, h, w, 3), name, sev)
-        if mm is not None:
-            _finish(mm, staged[f"{current}.npy"], f"{current}.npy", entries, created, registry)
-            mm = None
+        _write_files(x, out, todo, sevs, suffix, seed, device, frost_obj, chunk_size, progress, token,
+                     staged, held, entries, created)
         if write_labels:
-            tiled = np.tile(y.astype(_label_dtype(y)), len(sevs))
-            tmp = out / f".{LABELS_NAME}.{token}.partial"
-            staged[LABELS_NAME] = tmp
-            with open(tmp, "wb") as f:
-                np.save(f, tiled)
-                f.flush()
-                os.fsync(f.fileno())
-            entries[LABELS_NAME] = {"sha256": _hash_file(tmp, "sha256"), "shape": list(tiled.shape),
-                                    "dtype": str(tiled.dtype), "bytes": tmp.stat().st_size, "created": created}
-
-        # --- commit: no manifest may vouch for files being replaced, so the old one goes first
-        data = _manifest_data(old.data if merge else None, run_key, names, entries, description,
-                              input_description, frost_source, device, created, registry)
-        if frost_files is None and merge:
-            frost_files = old.data.get("frost_files_sha256")
-        if frost_files is not None:
-            data["frost_files_sha256"] = frost_files
-        if (out / MANIFEST_NAME).exists():
-            (out / MANIFEST_NAME).unlink()
-        for final, tmp in staged.items():
-            os.replace(tmp, out / final)
-        _write_json_atomic(out / MANIFEST_NAME, data)
+            _write_labels(y, len(sevs), out / f".{labels_name}.{token}.partial", labels_name, staged, held,
+                          entries, created)
+        with _folder_lock(out):  # read-merge-write: a concurrent run's entries are kept
+            try:
+                cur = read_manifest(out)
+            except CorruptionError:
+                if not overwrite:
+                    raise
+                cur = None
+            same = cur is not None and _run_key(cur.data) == run_key
+            if cur is not None and not same and not overwrite:
+                raise CorruptionError(f"{out}: another run wrote {MANIFEST_NAME} with different "
+                                      f"{_difference(cur.data, run_key)} meanwhile; nothing written")
+            data = _manifest_data(cur.data if same else None, run_key, suffix, entries, description,
+                                  input_description, frost_source, device, created, registry)
+            if frost_files is None and same:
+                frost_files = cur.data.get("frost_files_sha256")
+            if frost_files is not None:
+                data["frost_files_sha256"] = frost_files
+            # no manifest may vouch for files being replaced, so the old one goes first
+            if (out / MANIFEST_NAME).exists():
+                (out / MANIFEST_NAME).unlink()
+            for final, tmp in staged.items():
+                os.replace(tmp, out / final)
+            staged.clear()
+            _write_json_atomic(out / MANIFEST_NAME, data)
     except BaseException:
-        mm = None
         for tmp in staged.values():
             tmp.unlink(missing_ok=True)
         if made_dir:
@@ -448,13 +600,85 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
             except OSError:
                 pass
         raise
-    if old is not None and not merge:
-        stale = sorted(set(old.files) - set(data["files"]))
+    finally:
+        for fd in held:
+            os.close(fd)
+    if cur is not None and not same:
+        stale = sorted(set(cur.files) - set(data["files"]))
         stale = [f for f in stale if (out / f).exists()]
         if stale:
             warnings.warn(f"{out}: left from an earlier, different run and not in the new manifest: "
                           f"{name_list(stale)} (delete, or regenerate with the same settings)", stacklevel=2)
-    return Manifest(out / MANIFEST_NAME, data)
+    return Manifest(out / MANIFEST_NAME, data, skipped=tuple(skipped))
+
+
+def _finished(old: Manifest, out: Path, names: list[str]) -> list[str]:
+    """Corruptions the (same-run) manifest already lists whose file is present and intact."""
+    done = []
+    for nm in names:
+        fname = old.file_of(nm)
+        entry = old.files.get(fname)
+        path = out / fname
+        if nm in old.corruptions and entry and path.is_file() and file_sha256(path) == entry.get("sha256"):
+            done.append(nm)
+    return done
+
+
+def _frost_for(names: list[str], frost: Any):
+    if "frost" not in names:
+        return frost, None, None
+    from . import frost as frost_mod
+    obj = frost_mod.load_frost_textures(frost) if frost is None or isinstance(frost, (str, os.PathLike)) else frost
+    return obj, getattr(obj, "source", None), dict(getattr(obj, "file_sha256", None) or {})
+
+
+def _preflight(x: np.ndarray, names: list[str], sevs: list[int], seed: int, device, frost_obj) -> None:
+    from . import api
+    h, w = int(x.shape[1]), int(x.shape[2])
+    for name in names:
+        for sev in sevs:
+            _check_output(api.corrupt(x[:1], name, sev, seed=seed, indices=np.arange(1), device=device,
+                                      frost=frost_obj), (1, h, w, 3), name, sev)
+
+
+def _write_files(x, out: Path, names, sevs, suffix, seed, device, frost_obj, chunk_size, progress, token,
+                 staged: dict, held: list, entries: dict, created: str) -> None:
+    """Stream every corruption into its locked hidden partial file (renamed later by the caller)."""
+    from . import api, registry
+    n, h, w = int(x.shape[0]), int(x.shape[1]), int(x.shape[2])
+    n_rows = len(sevs) * n
+    jobs = [(name, b, sev, start, min(n, start + chunk_size))
+            for name in names for b, sev in enumerate(sevs) for start in range(0, n, chunk_size)]
+    mm, current = None, None
+    for name, b, sev, start, stop in _wrap(progress, jobs, "corrupting"):
+        if name != current:
+            if mm is not None:
+                _finish(mm, staged[f"{current}{suffix}.npy"], f"{current}{suffix}.npy", current, entries, created,
+                        registry)
+            fname = f"{name}{suffix}.npy"
+            tmp = out / f".{fname}.{token}.partial"
+            staged[fname] = tmp
+            held.append(_lock_partial(tmp))
+            mm = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(n_rows, h, w, 3))
+            current = name
+        res = api.corrupt(x[start:stop], name, sev, seed=seed, indices=np.arange(start, stop),
+                          device=device, frost=frost_obj)
+        mm[b * n + start:b * n + stop] = _check_output(res, (stop - start, h, w, 3), name, sev)
+    if mm is not None:
+        _finish(mm, staged[f"{current}{suffix}.npy"], f"{current}{suffix}.npy", current, entries, created, registry)
+
+
+def _write_labels(y: np.ndarray, blocks: int, tmp: Path, fname: str, staged: dict, held: list, entries: dict,
+                  created: str) -> None:
+    tiled = np.tile(y.astype(_label_dtype(y)), blocks)
+    staged[fname] = tmp
+    held.append(_lock_partial(tmp))
+    with open(tmp, "wb") as f:
+        np.save(f, tiled)
+        f.flush()
+        os.fsync(f.fileno())
+    entries[fname] = {"sha256": _hash_file(tmp, "sha256"), "shape": list(tiled.shape), "dtype": str(tiled.dtype),
+                      "bytes": tmp.stat().st_size, "role": "labels", "created": created}
 
 
 def _check_output(res: Any, shape: tuple, name: str, sev: int) -> np.ndarray:
@@ -464,12 +688,11 @@ def _check_output(res: Any, shape: tuple, name: str, sev: int) -> np.ndarray:
     return res
 
 
-def _finish(mm: np.memmap, tmp: Path, fname: str, entries: dict, created: str, registry) -> None:
+def _finish(mm: np.memmap, tmp: Path, fname: str, name: str, entries: dict, created: str, registry) -> None:
     mm.flush()
     shape, dtype = list(mm.shape), str(mm.dtype)
     del mm
     _fsync(tmp)
-    name = fname[:-4]
     spec = registry.CORRUPTIONS.get(name)
     entries[fname] = {"sha256": _hash_file(tmp, "sha256"), "shape": shape, "dtype": dtype,
                       "bytes": tmp.stat().st_size, "corruption": name,
@@ -491,13 +714,15 @@ def _difference(old: dict, new_key: dict) -> str:
     return ", ".join(k.replace("_sha256", "") for k in diff) or "settings"
 
 
-def _manifest_data(old: dict | None, run_key: dict, names: list[str], entries: dict, description: str,
+def _manifest_data(old: dict | None, run_key: dict, suffix: str, entries: dict, description: str,
                    input_description: str | None, frost_source: str | None, device: Any, created: str,
                    registry) -> dict:
     files = dict(old["files"]) if old else {}
     files.update(entries)
-    listed = [nm for nm in registry.ALL if f"{nm}.npy" in files]
-    listed += [f[:-4] for f in files if f != LABELS_NAME and f[:-4] not in listed]  # names the registry lacks
+    in_files = [e.get("corruption") or f[:-4] for f, e in files.items()
+                if f != LABELS_NAME and not (isinstance(e, dict) and e.get("role") == "labels")]
+    listed = [nm for nm in registry.ALL if nm in in_files]
+    listed += [nm for nm in in_files if nm not in listed]  # names the registry lacks
     if old and frost_source is None:
         frost_source = old.get("frost_source")
     n, sevs = run_key["n"], run_key["severities"]
@@ -511,8 +736,12 @@ def _manifest_data(old: dict | None, run_key: dict, names: list[str], entries: d
         "severities": sevs,
         "corruptions": listed,
         "n": n,
-        "layout": f"<corruption>.npy: uint8 ({len(sevs)}*{n}, H, W, 3) HWC RGB; rows [i*{n}, (i+1)*{n}) hold "
-                  f"severity severities[i]; {LABELS_NAME}: the {n} labels tiled {len(sevs)} times",
+        "official_layout": suffix == "",
+        "layout": f"<corruption>{suffix}.npy: uint8 ({len(sevs)}*{n}, H, W, 3) HWC RGB; rows [i*{n}, (i+1)*{n}) "
+                  f"hold severity severities[i]; labels{suffix}.npy: the {n} labels tiled {len(sevs)} times"
+                  + ("" if suffix == "" else f"; not the official layout (which is 5 blocks of {OFFICIAL_BLOCK:,} "
+                     "rows, severities 1..5): the file names carry N and the severities so that a reader "
+                     "assuming the official layout finds no file instead of mixing severities"),
         "randomness": "keyed by (seed, corruption, severity, image index): any subset regenerates identically",
         "frost_source": frost_source,
         "input": {"description": input_description, "n": n, "image_shape": run_key["image_shape"],
@@ -543,7 +772,7 @@ def list_available(directory: str | os.PathLike) -> dict[str, list[int]]:
         raise CorruptionError(f"{d}: no such directory")
     man = read_manifest(d)
     if man is not None:
-        return {c: man.severities for c in man.corruptions if (d / f"{c}.npy").is_file()}
+        return {c: man.severities for c in man.corruptions if (d / man.file_of(c)).is_file()}
     return {c: list(OFFICIAL_SEVERITIES) for c in _official_names() if (d / f"{c}.npy").is_file()}
 
 
@@ -558,8 +787,8 @@ def _normalise_dataset(dataset: str | None) -> str | None:
 
 
 def load_corrupted(directory: str | os.PathLike, corruption: str, severity: int | None = None, *,
-                   check_md5: bool = False, n_clean: int | None = None,
-                   dataset: str | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+                   check_md5: bool = False, n_clean: int | None = None, dataset: str | None = None,
+                   verify: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
     """Images and labels of one corruption (all blocks, or one ``severity``) from an official CIFAR-10-C /
     CIFAR-100-C directory or a regenerated one.
 
@@ -569,7 +798,9 @@ def load_corrupted(directory: str | os.PathLike, corruption: str, severity: int 
     (default: a fifth of the file, 10,000 for the published files).
 
     ``check_md5``: official - compare file md5s with the published tables (``dataset`` "cifar10"/"cifar100",
-    default decided by labels.npy); regenerated - compare SHA-256 with the manifest.
+    default decided by labels.npy); regenerated - re-hash and compare SHA-256 with the manifest.
+    ``verify`` (default): a regenerated directory's file and labels are checked against the manifest's SHA-256
+    before use (digest cached by path, size and mtime); a mismatch raises CorruptionError naming the file.
     """
     d = Path(directory)
     if not d.is_dir():
@@ -577,7 +808,7 @@ def load_corrupted(directory: str | os.PathLike, corruption: str, severity: int 
     if not isinstance(corruption, str) or not corruption:
         raise CorruptionError(f"corruption must be a name, got {corruption!r}")
     man = read_manifest(d)
-    path = d / f"{corruption}.npy"
+    path = d / (man.file_of(corruption) if man is not None else f"{corruption}.npy")
     if not path.is_file():
         have = list_available(d)
         valid = _official_names()
@@ -587,6 +818,8 @@ def load_corrupted(directory: str | os.PathLike, corruption: str, severity: int 
     if man is not None and corruption not in man.corruptions:
         raise CorruptionError(f"{path} is not listed in {man.path} (left from another run?); available: "
                               f"{', '.join(man.corruptions)}")
+    if man is not None and (verify or check_md5):
+        check_manifest(d, [path.name] + ([man.labels_file] if man.has_labels else []), cached=not check_md5)
     try:
         x = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as e:
@@ -622,7 +855,7 @@ def load_corrupted(directory: str | os.PathLike, corruption: str, severity: int 
         b = sevs.index(int(severity))
         lo, hi = b * n, (b + 1) * n
 
-    labels_path = d / LABELS_NAME
+    labels_path = d / (man.labels_file or LABELS_NAME if man is not None else LABELS_NAME)
     y_all = None
     if man is not None and not man.has_labels:
         y_all = None
@@ -651,11 +884,8 @@ def load_corrupted(directory: str | os.PathLike, corruption: str, severity: int 
                 raise CorruptionError(f"{labels_path}: block {b + 1} differs from block 1; the labels must be the "
                                       f"same {n} labels repeated once per severity block")
 
-    if check_md5:
-        if man is not None:
-            check_manifest(d, [path.name] + ([LABELS_NAME] if man.has_labels else []))
-        else:
-            _check_official_md5(d, corruption, dataset, y_all)
+    if check_md5 and man is None:
+        _check_official_md5(d, corruption, dataset, y_all)
 
     xs = np.array(x[lo:hi])
     ys = None if y_all is None else np.asarray(y_all[lo:hi]).astype(np.int64)

@@ -11,7 +11,8 @@ Construction (all arithmetic mod 2**64 on int64 tensors, identical on every devi
   per (image, stream), with ``mix`` the SplitMix64 finaliser (Stafford variant 13);
 * a uniform is ``(top 53 bits + 0.5) / 2**53``, so it lies strictly inside (0, 1).
 
-Torch has no unsigned 64-bit multiply and its ``>>`` is arithmetic on int64, so ``mix`` masks after each
+On the CPU the same words are computed with NumPy's uint64 (native logical shifts and wrapping multiplies,
+fewer passes); elsewhere with int64 torch tensors. Torch has no unsigned 64-bit multiply and its ``>>`` is arithmetic on int64, so ``mix`` masks after each
 shift; the multiplications rely on two's-complement wrap-around of int64 multiplication, which
 ``tests/test_corruptions_api.py`` checks against a pure-Python reference.
 """
@@ -79,12 +80,53 @@ def image_keys(base: int, indices: torch.Tensor) -> torch.Tensor:
     return mix64(z)
 
 
+_U64 = np.uint64
+_CPU_BLOCK = 1 << 15  # elements per NumPy block on the CPU (two uint64 buffers stay in L2)
+
+
+def _mix64_np(z: np.ndarray, tmp: np.ndarray) -> None:
+    """:func:`mix64` on a uint64 NumPy array in place (logical shifts and wrapping multiplies are native
+    there, so no masking is needed; same values as the int64 torch version)."""
+    for shift, mult in ((30, _M1), (27, _M2), (31, None)):
+        np.right_shift(z, _U64(shift), out=tmp)
+        np.bitwise_xor(z, tmp, out=z)
+        if mult is not None:
+            np.multiply(z, _U64(mult), out=z)
+
+
+def _uniform_cpu(keys: torch.Tensor, count: int, stream: int, out: torch.Tensor) -> torch.Tensor:
+    """The CPU path of :func:`uniform_from_keys` in uint64 NumPy (about 2x fewer passes than int64 torch)."""
+    n = keys.shape[0]
+    k = keys.contiguous().numpy().view(np.uint64)
+    with np.errstate(over="ignore"):
+        ctr = np.arange(1, count + 1, dtype=np.uint64)
+        ctr += _U64(stream * _STREAM_STRIDE)
+        ctr *= _U64(GOLDEN)
+        rows = max(1, _CPU_BLOCK // count)
+        z = np.empty((min(rows, n), count), dtype=np.uint64)
+        tmp = np.empty_like(z)
+        o_all = out.numpy()
+        for r0 in range(0, n, rows):
+            kk = k[r0 : r0 + rows]
+            zz, tt = z[: kk.shape[0]], tmp[: kk.shape[0]]
+            np.add(kk[:, None], ctr[None, :], out=zz)
+            _mix64_np(zz, tt)
+            np.right_shift(zz, _U64(11), out=zz)
+            o = o_all[r0 : r0 + rows]
+            np.copyto(o, zz, casting="unsafe")  # < 2**53: exact
+            o += 0.5
+            o *= 2.0**-53
+    return out
+
+
 def uniform_from_keys(keys: torch.Tensor, count: int, stream: int = 0) -> torch.Tensor:
     """(N, count) uniforms in (0, 1): element [i, j] is word j of stream ``stream`` of image key i."""
     n = keys.shape[0]
     out = torch.empty((n, count), dtype=torch.float64, device=keys.device)
     if n == 0 or count == 0:
         return out
+    if keys.device.type == "cpu":
+        return _uniform_cpu(keys, count, stream, out)
     ctr = torch.arange(1, count + 1, dtype=torch.int64, device=keys.device)
     ctr.add_(stream * _STREAM_STRIDE)
     ctr.mul_(_GOLDEN_S)

@@ -7,25 +7,36 @@ Layout of a store directory::
     predictions/<run_id>__<tag>.parquet   per-example predictions (index, label, pred, condition, severity)
     results.parquet            compacted rows of all finished runs (``compact``)
 
-Rows are appended line by line and flushed, so a killed run leaves at worst one torn last line, which the
-reader skips. ``compact`` rewrites results.parquet atomically. ``load_results`` returns a pandas DataFrame
-with exactly :data:`COLUMNS`.
+Rows are appended line by line and flushed, so a killed run leaves at worst one torn last line (no newline
+at its end), which the reader skips; any other malformed line (not JSON, not UTF-8, not an object, unknown
+columns, wrongly typed values) is refused with one line naming the file and line. ``compact`` rewrites
+results.parquet atomically while holding ``.compact.lock`` (an flock) and reads the rows inside it, so of two
+overlapping compactions the later one includes everything the earlier one did plus what was written since:
+a concurrent writer's rows are never dropped, and compaction never deletes a rows file. A run that fails
+calls :meth:`RunWriter.discard`, which removes what it wrote (rows, provenance, predictions, and folders it
+created that are left empty). ``load_results`` returns a pandas DataFrame with exactly :data:`COLUMNS`.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import os
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import pandas as pd
 
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util import provenance
 from robustbench_dgsa.util.errors import UserError
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: compactions there are not serialised
+    fcntl = None  # type: ignore[assignment]
 
 # name -> dtype; every row has all of them (missing values: "" / -1 / NaN).
 COLUMNS: dict[str, str] = {
@@ -68,7 +79,8 @@ class RunWriter:
 
     def __post_init__(self) -> None:
         self.store_dir = Path(self.store_dir)
-        (self.store_dir / "rows").mkdir(parents=True, exist_ok=True)
+        folders = [self.store_dir, *(self.store_dir / f for f in ("rows", "runs", "predictions"))]
+        self._new_folders = [f for f in folders if not f.exists()]   # removed by discard() when left empty
         commit, _ = provenance.git_state()
         self._fixed = {"run_id": self.run_id, "git_commit": commit, "package_version": provenance.package_version()}
 
@@ -88,6 +100,7 @@ class RunWriter:
             if unknown:
                 raise ValueError(f"unknown result columns: {sorted(unknown)}")
             lines.append(json.dumps(row, default=float))
+        self.rows_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.rows_path, "a", encoding="utf-8") as f:
             f.write("".join(line + "\n" for line in lines))
             f.flush()
@@ -97,6 +110,18 @@ class RunWriter:
         """Drop rows of this run (used when a run restarts a phase it had begun)."""
         if self.rows_path.exists():
             self.rows_path.unlink()
+
+    def discard(self) -> None:
+        """Remove everything this run wrote to the store (a failed run leaves the store as it found it)."""
+        self.rows_path.unlink(missing_ok=True)
+        (self.store_dir / "runs" / f"{self.run_id}.json").unlink(missing_ok=True)
+        for p in (self.store_dir / "predictions").glob(f"{self.run_id}__*.parquet"):
+            p.unlink(missing_ok=True)
+        for folder in reversed(self._new_folders):          # deepest first; only if empty
+            try:
+                folder.rmdir()
+            except OSError:
+                pass
 
     def write_provenance(self, info: dict[str, Any]) -> None:
         record = {"run_id": self.run_id, "created": _now(), **provenance.collect(info.get("device")), **info}
@@ -111,17 +136,49 @@ class RunWriter:
         return path
 
 
+_PY_TYPES = {"string": (str,), "int64": (int,), "float64": (int, float)}
+
+
+def _check_row(row: Any, path: Path, n: int) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise UserError(f"{path} line {n}: a result row must be a JSON object, got {type(row).__name__}; "
+                        "remove or fix the line")
+    for key, value in row.items():
+        dtype = COLUMNS.get(key)
+        if dtype is None:
+            raise UserError(f"{path} line {n}: unknown result column {key!r}; remove or fix the line")
+        if value is None or (dtype == "int64" and isinstance(value, float) and value.is_integer()):
+            continue                                         # numpy integers are written as floats (3.0)
+        if isinstance(value, bool) or not isinstance(value, _PY_TYPES[dtype]):
+            raise UserError(f"{path} line {n}: column {key!r} must be {dtype}, got {value!r}; "
+                            "remove or fix the line")
+    return row
+
+
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Rows of one file; a torn last line (no newline: a killed writer) is skipped, anything else malformed is a
+    UserError naming the file and line."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror or e}") from None
+    lines = data.split(b"\n")
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        torn = n == len(lines)                               # the last piece has no newline after it
+        try:
+            row = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            if torn:
                 continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # torn last line of a killed run
+            raise UserError(f"{path} line {n}: not UTF-8 text; remove or fix the file") from None
+        except json.JSONDecodeError as e:
+            if torn:
+                continue
+            raise UserError(f"{path} line {n}: not a JSON row ({e.msg}); remove or fix the line") from None
+        rows.append(_check_row(row, path, n))
     return rows
 
 
@@ -161,6 +218,10 @@ def load_results(store_dir: str | Path) -> pd.DataFrame:
             df = pd.read_parquet(parquet)
         except Exception as e:  # noqa: BLE001 - any reader failure means a corrupt file
             raise UserError(f"cannot read {parquet}: {e}") from None
+        missing = sorted(set(COLUMNS) - set(df.columns))
+        if missing:
+            raise UserError(f"{parquet} is not a results table (no column {', '.join(missing)}); delete it and "
+                            "run `dgsa-bench report` or any command that writes the store to rebuild it")
         frames.append(df[~df["run_id"].isin(seen)])
     frames = [f for f in frames if len(f)]
     if not frames:
@@ -169,13 +230,27 @@ def load_results(store_dir: str | Path) -> pd.DataFrame:
 
 
 def compact(store_dir: str | Path) -> Path:
-    """Write all rows to results.parquet (atomic); the JSONL files stay as the write-ahead log."""
+    """Write all rows to results.parquet (atomic, under the store's compaction lock: see the module docstring);
+    the JSONL files stay as the write-ahead log."""
     store_dir = Path(store_dir)
-    df = load_results(store_dir)
     path = store_dir / "results.parquet"
-    with atomic.atomic_path(path) as tmp:
-        df.to_parquet(tmp, index=False)
+    with _compaction_lock(store_dir):
+        df = load_results(store_dir)                         # read inside the lock: nothing older wins
+        with atomic.atomic_path(path) as tmp:
+            df.to_parquet(tmp, index=False)
     return path
+
+
+@contextlib.contextmanager
+def _compaction_lock(store_dir: Path) -> Iterator[None]:
+    store_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(store_dir / ".compact.lock", os.O_CREAT | os.O_RDWR, 0o666)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)                                         # releases the flock
 
 
 def load_runs(store_dir: str | Path) -> dict[str, dict[str, Any]]:
@@ -183,8 +258,8 @@ def load_runs(store_dir: str | Path) -> dict[str, dict[str, Any]]:
     out = {}
     for p in sorted((Path(store_dir) / "runs").glob("*.json")):
         try:
-            out[p.stem] = json.loads(p.read_text())
-        except json.JSONDecodeError:
+            out[p.stem] = json.loads(p.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
             continue
     return out
 
@@ -194,4 +269,10 @@ def load_predictions(store_dir: str | Path, run_id: str | None = None) -> pd.Dat
     paths = sorted((Path(store_dir) / "predictions").glob(f"{run_id or ''}*.parquet"))
     if not paths:
         return pd.DataFrame(columns=["run_id", "condition", "severity", "index", "label", "pred"])
-    return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
+    frames = []
+    for p in paths:
+        try:
+            frames.append(pd.read_parquet(p))
+        except Exception as e:  # noqa: BLE001 - any reader failure means a corrupt file
+            raise UserError(f"cannot read predictions {p}: {' '.join(str(e).split())[:160]}") from None
+    return pd.concat(frames, ignore_index=True)

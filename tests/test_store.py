@@ -104,3 +104,77 @@ def test_clear_drops_rows_of_run(store_dir):
 def test_new_run_ids_are_unique():
     ids = {store.new_run_id("x") for _ in range(50)}
     assert len(ids) == 50 and all(i.startswith("x-") for i in ids)
+
+
+# --- integrity: malformed rows, concurrent compaction, failed runs ------------------------------------------
+
+@pytest.mark.parametrize("content, expect", [
+    (b'{"run_id": "r9", "metric": "accuracy", "value": 0.5}\nnot json at all\n', "line 2: not a JSON row"),
+    (b'{"run_id": "r9", "value": 0.5}\n\xff\xfe\xfa garbage\n', "line 2: not UTF-8"),
+    (b'[1, 2, 3]\n', "line 1: a result row must be a JSON object"),
+    (b'{"run_id": "r9", "colour": "red"}\n', "line 1: unknown result column 'colour'"),
+    (b'{"run_id": "r9", "value": "high"}\n', "line 1: column 'value' must be float64"),
+    (b'{"run_id": "r9", "severity": "3"}\n', "line 1: column 'severity' must be int64"),
+])
+def test_malformed_rows_are_refused_with_file_and_line(store_dir, content, expect):
+    _write_run(store_dir, "r1")
+    bad = store_dir / "rows" / "junk.jsonl"
+    bad.write_bytes(content)
+    with pytest.raises(UserError, match=expect) as e:
+        store.load_results(store_dir)
+    assert "junk.jsonl" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_parquet_without_columns_is_refused(store_dir):
+    store_dir.mkdir()
+    pd.DataFrame({"a": [1]}).to_parquet(store_dir / "results.parquet")
+    with pytest.raises(UserError, match="not a results table"):
+        store.load_results(store_dir)
+
+
+def test_overlapping_compactions_never_drop_a_concurrent_writers_rows(store_dir, monkeypatch):
+    """Compaction A reads, then (while A is still writing) run B adds rows and compacts: A's older view must
+    not overwrite B's. Without the compaction lock, results.parquet ends without B's rows."""
+    import threading
+    _write_run(store_dir, "r1")
+    real = store.load_results
+    a_has_read, b_done = threading.Event(), threading.Event()
+
+    def slow_first_read(d):
+        df = real(d)
+        if not a_has_read.is_set():
+            a_has_read.set()
+            b_done.wait(timeout=2)  # B runs now (it blocks on the lock, so this times out with the fix)
+        return df
+
+    monkeypatch.setattr(store, "load_results", slow_first_read)
+
+    def run_b():
+        a_has_read.wait(timeout=5)
+        _write_run(store_dir, "r2", seed=1)
+        store.compact(store_dir)
+        b_done.set()
+
+    tb = threading.Thread(target=run_b)
+    tb.start()
+    store.compact(store_dir)          # A
+    tb.join(timeout=10)
+    parquet = pd.read_parquet(store_dir / "results.parquet")
+    assert set(parquet.run_id) == {"r1", "r2"}
+    assert sorted(p.name for p in (store_dir / "rows").iterdir()) == ["r1.jsonl", "r2.jsonl"]  # nothing deleted
+
+
+def test_discard_leaves_the_store_as_found(tmp_path):
+    sd = tmp_path / "new-store"
+    w = _write_run(sd, "r1")
+    w.write_provenance({"kind": "eval"})
+    w.write_predictions("test", pd.DataFrame({"index": [0], "label": [1], "pred": [1]}))
+    w.discard()
+    assert not sd.exists()                        # it created the folder: nothing at all is left
+    old = tmp_path / "old-store"
+    _write_run(old, "r0")
+    before = sorted(p.relative_to(old) for p in old.rglob("*"))
+    w = _write_run(old, "r1")
+    w.write_provenance({"kind": "eval"})
+    w.discard()
+    assert sorted(p.relative_to(old) for p in old.rglob("*")) == before

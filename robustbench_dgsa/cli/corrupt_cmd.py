@@ -218,8 +218,17 @@ def corrupt(
                                          chunk_size=chunk_size, overwrite=overwrite, progress=None if quiet else track,
                                          description=phrase, input_description=inp["description"])
             summary.update(out=str(out), manifest=str(manifest.path), description=phrase,
-                           files={k: v["sha256"] for k, v in manifest.files.items()})
-            log(f"wrote {len(names)} corruption file(s) x {len(sevs)} severities to {out} ({phrase})")
+                           files={k: v["sha256"] for k, v in manifest.files.items()},
+                           skipped=list(manifest.skipped), official_layout=manifest.official_layout)
+            if manifest.skipped:
+                _log(f"skipped (already finished in {out} with the same parameters): "
+                     f"{layout.name_list(manifest.skipped)}")
+            written = len(names) - len(manifest.skipped)
+            if written:
+                log(f"wrote {written} corruption file(s) x {len(sevs)} severities to {out} ({phrase})")
+            if not manifest.official_layout:
+                log(f"note: {len(x)} images x severities {','.join(map(str, sevs))} is not the official "
+                    f"5 x 10,000 layout; files are named <corruption>{layout.layout_suffix(len(x), sevs)}.npy")
         if preview is not None:
             k = min(preview_images, len(x))
             from corruptions.preview import preview_grid

@@ -71,7 +71,8 @@ def reproduce_command(
                                                         "runs/ (checkpoints)."),
     preset: str = typer.Option("tiny", "--preset", help="tiny | small | paper (paper: the full protocol, "
                                "needs real data and a GPU)."),
-    seed: str = opt.seed("0-1"),
+    seed: str = opt.seed("0-2", help="Seeds: one, a list or a range (default 0-2: three seeds, the fewest the "
+                         "seed-level tests can speak with)."),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder with real datasets in their "
                                              "official layouts."),
     image_dataset: Optional[str] = typer.Option(None, "--image-dataset", help="Image dataset (default: "

@@ -11,12 +11,14 @@ Everything goes to the results store (kind="eval"), with model / seed / config_h
 * per-example predictions of every condition (``RunWriter.write_predictions``; columns condition, severity,
   index, label, pred), so flip rates and error consistency (SPEC §6) need no re-run.
 
-Rows are written together at the end, so a killed evaluation leaves no partial rows behind. Images are
+Rows are written together at the end, so a killed evaluation leaves no partial rows behind, and a failure
+while writing removes what was written (:meth:`RunWriter.discard`): the store is left as it was found. Images are
 corrupted and classified chunk by chunk (bounded memory); on-the-fly randomness is keyed per image index, so
 the chunking does not change the result.
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,6 +265,22 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
     store_dir = Path(store_dir)
     run_id = store.new_run_id("eval")
     writer = store.RunWriter(store_dir, run_id, base=base)
+    try:  # a failure while writing removes what this run wrote: the store is left as it was found
+        _write_run(writer, record, subject, plan, data, severities, dev, frost_source, t_start)
+        store.compact(store_dir)
+    except BaseException:
+        writer.discard()
+        raise
+    out = pd.DataFrame(record.table, columns=TABLE_COLUMNS)
+    if len(out) > 1:
+        log(f"[evaluate] {len(out) - 1} corrupted conditions: mean accuracy "
+            f"{out[out.condition != 'clean'].accuracy.mean():.4f} -> {store_dir}")
+    return EvalResult(run_id, out, store_dir)
+
+
+def _write_run(writer: "store.RunWriter", record: "_Recorder", subject: "EvalSubject", plan: "EvalPlan",
+               data: "_EvalData", severities: list[int], dev, frost_source: str, t_start: float) -> None:
+    """Predictions, provenance, then all rows at once."""
     writer.write_predictions(plan.split, pd.concat(record.preds, ignore_index=True))
     writer.write_provenance({"kind": "eval", **subject.provenance, "model": subject.name, "seed": subject.seed,
                              "config_hash": subject.config_hash, "dataset": plan.dataset,
@@ -276,12 +294,6 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
                              "frost_source": frost_source,
                              "wall_seconds": round(time.monotonic() - t_start, 3)})
     writer.add_rows(record.rows)
-    store.compact(store_dir)
-    out = pd.DataFrame(record.table, columns=TABLE_COLUMNS)
-    if len(out) > 1:
-        log(f"[evaluate] {len(out) - 1} corrupted conditions: mean accuracy "
-            f"{out[out.condition != 'clean'].accuracy.mean():.4f} -> {store_dir}")
-    return EvalResult(run_id, out, store_dir)
 
 
 def _run_corruptions(record: _Recorder, subject: EvalSubject, plan: EvalPlan, data: _EvalData,
@@ -306,19 +318,50 @@ def _run_corruptions(record: _Recorder, subject: EvalSubject, plan: EvalPlan, da
 
 def _run_text_noise(record: _Recorder, subject: EvalSubject, plan: EvalPlan, data: _EvalData,
                     severities: list[int], kw: dict[str, Any]) -> None:
-    from corruptions.text import TEXT_NOISE_TYPES, add_text_noise, realised_error_rates
+    from corruptions.text import TEXT_NOISE_TYPES
     unknown = [t for t in plan.text_noise or [] if t not in TEXT_NOISE_TYPES]
     if unknown:
         raise UserError(f"unknown text noise type(s) {', '.join(unknown)} "
                         f"(valid: {', '.join(TEXT_NOISE_TYPES)})")
     cells = [(t, s) for t in plan.text_noise or [] for s in severities]
+    raw_key = _texts_key(data.raw, data.idx)
     for t, s in track(cells, description="text noise", enabled=plan.progress):
-        noisy = add_text_noise(data.raw, t, s, seed=plan.corruption_seed, indices=data.idx)
+        noisy, rates = _noisy_texts(data.raw, raw_key, t, s, plan.corruption_seed, data.idx, plan.error_rate_sample)
         pred, _ = predict_raw(subject.model, noisy, subject.preprocess, **kw)
-        # Realised CER/WER (Levenshtein) on at most `error_rate_sample` evenly spread examples.
-        rates = realised_error_rates(data.raw, noisy, max_examples=plan.error_rate_sample)
         record(t, s, pred, "on-the-fly", {"cer": rates["cer"], "wer": rates["wer"]},
                n_rates=int(rates["n_measured"]))
+
+
+# Noisy texts and their realised CER/WER depend only on the texts, the noise, the seed and the indices, not on
+# the model: a process that evaluates several models on one test set (a sweep or reproduce worker) computes
+# them once. Only small test sets are kept (bounded memory).
+_NOISE_CACHE: dict[tuple, tuple[list[str], dict[str, float]]] = {}
+_NOISE_CACHE_MAX_CHARS, _NOISE_CACHE_ENTRIES = 2_000_000, 256
+
+
+def _texts_key(texts: list[str], idx: np.ndarray) -> str | None:
+    if sum(map(len, texts)) > _NOISE_CACHE_MAX_CHARS:
+        return None
+    h = hashlib.sha256(np.ascontiguousarray(idx, dtype=np.int64).tobytes())
+    for t in texts:
+        h.update(t.encode("utf-8", "surrogatepass") + b"\0")
+    return h.hexdigest()
+
+
+def _noisy_texts(raw: list[str], raw_key: str | None, noise: str, severity: int, seed: int, idx: np.ndarray,
+                 sample: int) -> tuple[list[str], dict[str, float]]:
+    """Noisy texts and their realised CER/WER (Levenshtein, on at most ``sample`` evenly spread examples)."""
+    from corruptions.text import add_text_noise, realised_error_rates
+    key = (raw_key, noise, int(severity), int(seed), int(sample))
+    if raw_key is not None and key in _NOISE_CACHE:
+        return _NOISE_CACHE[key]
+    noisy = add_text_noise(raw, noise, severity, seed=seed, indices=idx)
+    rates = realised_error_rates(raw, noisy, max_examples=sample)
+    if raw_key is not None:
+        if len(_NOISE_CACHE) >= _NOISE_CACHE_ENTRIES:
+            _NOISE_CACHE.pop(next(iter(_NOISE_CACHE)))
+        _NOISE_CACHE[key] = (noisy, rates)
+    return noisy, rates
 
 
 def _check_severities(severities: Sequence[int]) -> list[int]:
@@ -344,7 +387,8 @@ def _corruption_source(corruption_dir: str | Path) -> str:
 def _predict_from_dir(model, pre, corruption_dir: Path, corruption: str, severity: int, idx: np.ndarray,
                       y: np.ndarray, *, chunk: int, **kw) -> np.ndarray:
     from corruptions.layout import load_corrupted
-    x_c, y_c = load_corrupted(corruption_dir, corruption, severity)
+    # regenerated sets: file and labels checked against manifest.json (SHA-256, cached); a mismatch is one line
+    x_c, y_c = load_corrupted(corruption_dir, corruption, severity, verify=True)
     y_c = np.asarray(y_c, dtype=np.int64)
     if len(y_c) <= int(idx.max(initial=-1)):
         raise DataError(f"{corruption_dir}: {corruption} severity {severity} has {len(y_c)} images, fewer than "

@@ -6,10 +6,12 @@ Files in ``out_dir``:
 
 * ``checkpoint.safetensors``: weights + meta (run config, preprocess record, classes, metrics), every epoch;
   the deliverable that ``evaluate`` and ``rollout`` read.
-* ``train_state.pt``: everything needed to continue exactly: weights, optimizer, scheduler, RNG states,
-  epoch, history. Written *after* the checkpoint. A kill between the two leaves the checkpoint one epoch
-  ahead of the state; ``resume`` restarts from the state (which holds its own weights), recomputes that
-  epoch bit for bit and overwrites the checkpoint with the same values. Both files are written atomically.
+* ``train_state.safetensors``: everything needed to continue exactly: weights, optimizer, scheduler, RNG
+  states, epoch, history (tensors + JSON, never a pickle: :mod:`robustbench_dgsa.engine.train_state`; a
+  legacy ``train_state.pt`` is refused, never loaded). Written *after* the checkpoint. A kill between the
+  two leaves the checkpoint one epoch ahead of the state; ``resume`` restarts from the state (which holds its
+  own weights), recomputes that epoch bit for bit and overwrites the checkpoint with the same values. Both
+  files are written atomically.
 * ``done.json``: written last, once the run finished (test accuracy recorded).
 
 Results rows (kind="train") go to the store: per epoch split="train"/"val" metrics "loss"/"accuracy"
@@ -43,11 +45,10 @@ from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.engine.predict import autocast, preprocess_record, resolve_device, select_test, trim_padding
 from robustbench_dgsa.util.progress import log, track
 from robustbench_dgsa.engine.schedules import make_schedule
+from robustbench_dgsa.engine.train_state import STATE_NAME, load_state, refuse_legacy, save_state, set_rng_state
 
 CHECKPOINT_NAME = "checkpoint.safetensors"
-STATE_NAME = "train_state.pt"
 DONE_NAME = "done.json"
-STATE_VERSION = 1
 
 
 class TrainingDiverged(UserError):
@@ -65,16 +66,34 @@ class TrainResult:
 
 def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Path | None = None,
           resume: bool = False, progress: bool = True, stop_after_epoch: int | None = None) -> TrainResult:
-    """Train ``cfg.model`` on ``cfg.data.dataset`` with ``seed``; see the module docstring."""
+    """Train ``cfg.model`` on ``cfg.data.dataset`` with ``seed``; see the module docstring.
+
+    A run that fails (an error, divergence, Ctrl-C) removes its rows and provenance from the store, which it
+    thus leaves as it found it; its checkpoint and state stay in ``out_dir`` (without ``done.json``) so that
+    ``resume`` can continue, and resuming rebuilds the rows from the state.
+    """
+    opened: list[store.RunWriter] = []
+    try:
+        return _train(cfg, seed, out_dir, store_dir=store_dir, resume=resume, progress=progress,
+                      stop_after_epoch=stop_after_epoch, opened=opened)
+    except BaseException:
+        for writer in opened:
+            writer.discard()
+        raise
+
+
+def _train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Path | None, resume: bool,
+           progress: bool, stop_after_epoch: int | None, opened: list[store.RunWriter]) -> TrainResult:
     cfg = copy.deepcopy(cfg)  # private copy: data-dependent fields are filled in below
     out_dir = Path(out_dir)
     store_dir = Path(store_dir) if store_dir is not None else out_dir / "store"
     ckpt_path, state_path, done_path = out_dir / CHECKPOINT_NAME, out_dir / STATE_NAME, out_dir / DONE_NAME
 
     # --- 0. fresh run or continuation --------------------------------------------------------------------
+    refuse_legacy(out_dir)
     state = None
     if resume and state_path.exists():
-        state = _load_state(state_path)
+        state = load_state(state_path)
         if done_path.exists() and state.get("finished"):
             done = json.loads(done_path.read_text())
             log(f"[train] {out_dir} already finished (run {done['run_id']}); nothing to do")
@@ -96,6 +115,7 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
     writer = store.RunWriter(store_dir, run_id, base=dict(kind="train", model=cfg.model.name,
                                                           config_hash=config_hash, dataset=cfg.data.dataset,
                                                           seed=seed, condition="clean", severity=0))
+    opened.append(writer)
     # Tensors live on the GPU when they fit there (CUDA), else on the CPU and move batch by batch.
     x_tr, m_tr, y_tr = _place(data.x_train, device), _place(data.m_train, device), data.y_train.to(device)
 
@@ -115,7 +135,7 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
-        _set_rng_state(state["rng"])
+        set_rng_state(state["rng"])
         history, start_epoch = list(state["history"]), int(state["epoch"])
         writer.clear()  # rewrite this run's rows from the saved history (drops rows of a half-done epoch)
         for rec in history:
@@ -160,11 +180,11 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
             correct += (logits.detach().argmax(1) == yb).sum()
             # A non-finite loss ends the run; checked every 20 steps (a sync) and at the end of the epoch.
             if (step % 20 == 0 or step == steps_per_epoch - 1) and not torch.isfinite(loss_sum):
-                _diverged(epoch, step, ckpt_path, history, writer)
+                _diverged(epoch, step, ckpt_path, history)
         val_loss, val_acc = evaluate_split(model, data.x_val, data.m_val, data.y_val, batch_size=tc.eval_batch_size,
                                            device=device, amp=tc.amp)
         if len(data.y_val) and not math.isfinite(val_loss):
-            _diverged(epoch, steps_per_epoch - 1, ckpt_path, history, writer, what="validation loss")
+            _diverged(epoch, steps_per_epoch - 1, ckpt_path, history, what="validation loss")
         rec = {"epoch": epoch, "train_loss": float(loss_sum) / len(y_tr),
                "train_accuracy": int(correct) / len(y_tr), "val_loss": val_loss, "val_accuracy": val_acc,
                "lr": float(optimizer.param_groups[0]["lr"]), "n_train": len(y_tr), "n_val": len(data.y_val),
@@ -173,7 +193,7 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
         # Checkpoint first, state second (see module docstring), rows last (rebuilt from state on resume).
         from robustbench_dgsa.models.checkpoint import save_checkpoint
         save_checkpoint(ckpt_path, model, {**meta_base, "epoch": epoch, "metrics": rec})
-        _save_state(state_path, model, optimizer, scheduler, run_id=run_id, seed=seed, epoch=epoch,
+        save_state(state_path, model, optimizer, scheduler, run_id=run_id, seed=seed, epoch=epoch,
                     config_hash=config_hash, history=history, finished=False)
         writer.add_rows(_epoch_rows(rec))
         log(f"[train] epoch {epoch}/{tc.epochs}: train loss {rec['train_loss']:.4f} acc {rec['train_accuracy']:.4f}"
@@ -196,7 +216,7 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
                           source=data.source)])
     from robustbench_dgsa.models.checkpoint import save_checkpoint
     save_checkpoint(ckpt_path, model, {**meta_base, "epoch": tc.epochs, "metrics": {**last, **final}})
-    _save_state(state_path, model, optimizer, scheduler, run_id=run_id, seed=seed, epoch=tc.epochs,
+    save_state(state_path, model, optimizer, scheduler, run_id=run_id, seed=seed, epoch=tc.epochs,
                 config_hash=config_hash, history=history, finished=True)
     from robustbench_dgsa.util.provenance import sha256_file
     writer.write_provenance({"kind": "train", "config": cfg.to_dict(), "config_sources": dict(cfg.sources),
@@ -412,11 +432,9 @@ def _epoch_rows(rec: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _diverged(epoch: int, step: int, ckpt_path: Path, history: list[dict], writer: store.RunWriter,
-              what: str = "training loss") -> None:
+def _diverged(epoch: int, step: int, ckpt_path: Path, history: list[dict], what: str = "training loss") -> None:
     kept = (f"kept the last good checkpoint {ckpt_path} (epoch {history[-1]['epoch']})" if history
             else "no checkpoint was written")
-    writer.write_provenance({"kind": "train", "status": "diverged", "epoch": epoch, "history": history})
     raise TrainingDiverged(f"training diverged: {what} became NaN/inf in epoch {epoch} (by step {step + 1}); "
                            f"{kept}; try a lower learning rate (--lr) or gradient clipping (--set train.grad_clip=1)")
 
@@ -431,35 +449,3 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2 ** 32))
     torch.manual_seed(seed)
-
-
-def _rng_state() -> dict[str, Any]:
-    st = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        st["cuda"] = torch.cuda.get_rng_state_all()
-    return st
-
-
-def _set_rng_state(st: dict[str, Any]) -> None:
-    random.setstate(st["python"])
-    np.random.set_state(st["numpy"])
-    torch.set_rng_state(st["torch"])
-    if "cuda" in st and torch.cuda.is_available() and len(st["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(st["cuda"])
-
-
-def _save_state(path: Path, model, optimizer, scheduler, **info: Any) -> None:
-    state = {"version": STATE_VERSION, "model": {k: v.detach().cpu() for k, v in model.state_dict().items()},
-             "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": _rng_state(), **info}
-    with atomic.atomic_path(path) as tmp:
-        torch.save(state, tmp)
-
-
-def _load_state(path: Path) -> dict[str, Any]:
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # noqa: BLE001 - any failure means an unreadable file
-        raise UserError(f"cannot read training state {path}: {e}; delete it to start over") from None
-    if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-        raise UserError(f"{path} is not a training state of this version; delete it to start over")
-    return state

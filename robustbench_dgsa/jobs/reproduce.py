@@ -1,7 +1,7 @@
 """The main job, ``dgsa-bench reproduce``: from nothing to a complete robustness report.
 
 With no options it trains ViT, DViT, DGViT on ``synthetic-vision`` and Transformer, DT, DGT on
-``synthetic-text`` over seeds 0 and 1 (``tiny`` preset), evaluates every model clean, on all 19 CIFAR-C
+``synthetic-text`` over seeds 0, 1 and 2 (``tiny`` preset), evaluates every model clean, on all 19 CIFAR-C
 corruptions × 5 severities (generated on the fly) and on every text-noise type × 5 severities, runs the
 rollouts (Figure 2 / 3 sets, salient mass, drift on a few corruptions), measures a small Table 9 benchmark
 (parameters, FLOPs, training throughput, latency, peak memory) and writes the report (:func:`report.build_report`)
@@ -22,7 +22,9 @@ split is cut to its first 200 examples (``max_test`` changes it).
 from __future__ import annotations
 
 import json
+import os
 import time
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -30,6 +32,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from robustbench_dgsa import store
+from robustbench_dgsa.jobs import bench
+from robustbench_dgsa.jobs import job as job_runner
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.progress import log
@@ -75,7 +79,7 @@ def _split(spec: str | Sequence[str] | None) -> list[str] | None:
     return [s.strip() for s in items if str(s).strip()]
 
 
-def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int] = (0, 1),
+def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int] = (0, 1, 2),
               data_root: str | Path | None = None, image_dataset: str | None = None,
               text_dataset: str | None = None, models: Sequence[str] | str | None = None,
               severities: Sequence[int] | None = None, corruptions: str | Sequence[str] | None = None,
@@ -150,8 +154,7 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
 
 # ------------------------------------------------------------------------------------------- phases
 def _job_done(plan: Plan, job) -> bool:
-    from robustbench_dgsa.jobs import sweep
-    return sweep.is_finished(plan.out, job)
+    return job_runner.is_finished(plan.out, job)
 
 
 def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path | None:
@@ -188,39 +191,20 @@ def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path
 
 
 def _train_and_evaluate(plan: Plan, job, progress: bool, corruption_dirs: dict[str, Path | None]) -> dict[str, Any]:
-    """One job: train (resuming a half-done run), then evaluate clean + corruptions / text noise."""
-    from robustbench_dgsa.jobs import sweep
-    from robustbench_dgsa.config import resolve_config
-    from robustbench_dgsa.engine.evaluate import evaluate
-    from robustbench_dgsa.models import get_model_config
-    from robustbench_dgsa.engine.train import train
-
-    out = sweep.job_dir(plan.out, job)
-    if _job_done(plan, job):
-        return json.loads((out / sweep.JOB_DONE).read_text())
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.monotonic()
-    cfg = resolve_config(get_model_config(job.model), job.dataset, job.preset, overrides=job.overrides)
-    store_dir = plan.out / "store"
-    tr = train(cfg, job.seed, out, store_dir=store_dir, resume=True, progress=progress)
-    image = cfg.model.modality == "image"
-    ev = evaluate(tr.checkpoint, store_dir=store_dir, corruptions=plan.corruptions if image else None,
-                  text_noise=None if image else plan.text_noise, severities=plan.severities,
-                  corruption_dir=corruption_dirs.get(job.dataset) if image else None,
-                  device=plan.device, progress=progress)
-    record = {"job": job.to_dict(), "train_run_id": tr.run_id, "eval_run_id": ev.run_id,
-              "checkpoint": str(tr.checkpoint), "final": tr.final, "evaluation": ev.summary(),
-              "seconds": round(time.monotonic() - t0, 3)}
-    atomic.write_json(out / sweep.JOB_DONE, record)
-    return record
+    """One job through the one job runner: train (resuming a half-done run), then evaluate clean + corruptions
+    (from the corrupted test set generated once) / text noise."""
+    cdir = corruption_dirs.get(job.dataset)
+    evaluation = job_runner.EvalSettings(corruptions=plan.corruptions, severities=plan.severities,
+                                         text_noise=plan.text_noise, corruption_dir=str(cdir) if cdir else None)
+    return job_runner.run_job(plan.out, job, evaluation, device=plan.device, data_root=plan.data_root,
+                              progress=progress)
 
 
 def _rollout(plan: Plan, job, progress: bool) -> None:
     """Rollout sets (Figures 2/3), salient mass and drift for one trained model (the first seed only)."""
-    from robustbench_dgsa.jobs import sweep
     from robustbench_dgsa.rollout.runs import rollout_metrics_run
 
-    out = sweep.job_dir(plan.out, job)
+    out = job_runner.job_dir(plan.out, job)
     marker = out / ROLLOUT_DONE
     store_dir = plan.out / "store"
     if marker.is_file():
@@ -268,84 +252,11 @@ def _figure_rollout_set(plan: Plan, job, ckpt: Path, store_dir: Path, k: int = 4
     return run_id
 
 
-def measure_model(model, cfg, *, batch_size: int, steps: int = 4, device: str = "cpu") -> dict[str, float]:
-    """Table 9 numbers of one model at its trained size, on random inputs of the right shape.
-
-    params; flops (analytic forward FLOPs per sample, :func:`flops.count_flops`); train_throughput (samples/s
-    over ``steps`` AdamW steps after one warm-up step); latency_ms (median forward of one batch, eval mode,
-    no grad); peak_memory_mb (CUDA: ``max_memory_allocated`` during a training step; CPU: parameters + gradients
-    + AdamW state + the activations autograd saves for backward, counted with saved-tensor hooks).
-    """
-    import torch
-    import torch.nn.functional as F
-
-    from robustbench_dgsa.models.flops import count_flops, count_params
-
-    dev = torch.device(device)
-    model = model.to(dev)
-    gen = torch.Generator().manual_seed(0)
-    if cfg.modality == "image":
-        x = torch.randn(batch_size, cfg.in_chans, cfg.image_size, cfg.image_size, generator=gen).to(dev)
-        kw: dict[str, Any] = {}
-    else:
-        x = torch.randint(4, max(5, cfg.vocab_size), (batch_size, cfg.max_len), generator=gen).to(dev)
-        kw = {"key_padding_mask": torch.zeros(batch_size, cfg.max_len, dtype=torch.bool, device=dev)}
-    y = torch.randint(0, cfg.num_classes, (batch_size,), generator=gen).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step() -> None:
-        loss = F.cross_entropy(model(x, **kw), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    def sync() -> None:
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-
-    model.train()
-    saved = [0]
-
-    def pack(t):
-        saved[0] += t.numel() * t.element_size()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        if dev.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(dev)
-        step()  # warm-up; also allocates the optimizer state
-    sync()
-    if dev.type == "cuda":
-        peak = torch.cuda.max_memory_allocated(dev) / 2 ** 20
-    else:
-        state = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
-                    if torch.is_tensor(t))
-        params = sum(p.numel() * p.element_size() for p in model.parameters())
-        peak = (2 * params + state + saved[0]) / 2 ** 20
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
-    sync()
-    throughput = steps * batch_size / (time.perf_counter() - t0)
-    model.eval()
-    times = []
-    with torch.no_grad():
-        model(x, **kw)
-        for _ in range(max(3, steps)):
-            t0 = time.perf_counter()
-            model(x, **kw)
-            sync()
-            times.append(time.perf_counter() - t0)
-    return {"params": float(count_params(model)), "flops": float(count_flops(cfg)),
-            "train_throughput": float(throughput), "latency_ms": float(np.median(times) * 1e3),
-            "peak_memory_mb": float(peak)}
-
-
 def _bench(plan: Plan, model_name: str, job) -> None:
     """Table 9 rows (kind="bench") for one model, measured once (skipped when the store has them)."""
     import torch
 
-    from robustbench_dgsa.jobs import sweep
+    from robustbench_dgsa.engine.predict import resolve_device
     from robustbench_dgsa.models.checkpoint import load_checkpoint
     from robustbench_dgsa.util.provenance import device_description
 
@@ -353,37 +264,43 @@ def _bench(plan: Plan, model_name: str, job) -> None:
     run_id = f"bench-{job.id}"
     if (store_dir / "rows" / f"{run_id}.jsonl").is_file():
         return
-    model, meta = load_checkpoint(sweep.job_dir(plan.out, job) / "checkpoint.safetensors")
-    cfg = model.config
+    model, meta = load_checkpoint(job_runner.job_dir(plan.out, job) / job_runner.CHECKPOINT)
     run_cfg = meta.get("run_config") or {}
     batch = int((run_cfg.get("train") or {}).get("batch_size", 32))
-    dev = "cuda" if plan.device in ("auto", "cuda") and torch.cuda.is_available() else \
-        (plan.device if plan.device.startswith("cuda") else "cpu")
+    dev = str(resolve_device(plan.device))
     torch.manual_seed(0)
-    numbers = measure_model(model, cfg, batch_size=batch, steps=plan.bench_steps, device=dev)
+    m = bench.measure(model, batch_size=batch, steps=plan.bench_steps, device=dev)
+    numbers = m.table9()
     src = device_description(dev)
     w = store.RunWriter(store_dir, run_id, dict(kind="bench", model=model_name, dataset=job.dataset, seed=-1,
                                                 config_hash=str(meta.get("config_hash", "")), source=src, n=batch))
     w.write_provenance({"kind": "bench", "model": model_name, "dataset": job.dataset, "device": dev,
                         "batch_size": batch, "steps": plan.bench_steps, "config_hash": meta.get("config_hash", ""),
-                        "definitions": measure_model.__doc__})
+                        "memory_method": m.method, "definitions": bench.__doc__})
     w.add_rows([dict(metric=k, value=v) for k, v in numbers.items()])
 
 
 # ------------------------------------------------------------------------------------------- entry point
-def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny", seeds: Sequence[int] = (0, 1),
+def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny", seeds: Sequence[int] = (0, 1, 2),
               data_root: str | Path | None = None, image_dataset: str | None = None, text_dataset: str | None = None,
               models: Sequence[str] | str | None = None, severities: Sequence[int] | None = None,
               corruptions: str | Sequence[str] | None = None, text_noise: str | Sequence[str] | None = None,
               max_test: int | None = None, progress: bool = True, quick: bool = False, device: str = "auto",
-              threads: int | None = None, on_phase: Callable[[str, float], None] | None = None) -> Path:
+              threads: int | None = None, workers: int | None = None,
+              on_phase: Callable[[str, float], None] | None = None) -> Path:
     """Run the main job (see the module docstring); returns the report folder (``out_dir``).
 
-    ``on_phase(name, seconds)`` is called after each phase (train+evaluate, rollout, bench, report); the same
-    timings are written to ``<out_dir>/timings.json``. ``threads``: torch CPU threads while the job runs
-    (restored afterwards); default 1 for the tiny preset on a CPU — its models are so small that intra-op
-    threads cost more than they give, and on a busy machine spinning OpenMP threads slow it down many times —
-    otherwise torch's default.
+    ``on_phase(name, seconds)`` is called after each phase (corrupt, train+evaluate, rollout, bench, report); the
+    same timings are written to ``<out_dir>/timings.json``. With several workers the corrupted test set is made
+    in one worker while the text jobs train in the others, so "corrupt" overlaps (and is part of) the wall time
+    of "train_evaluate"; "total" is the wall time of the whole run.
+
+    ``threads``: torch CPU threads while the job runs (restored afterwards); default 1 for the tiny preset on a
+    CPU — its models are so small that intra-op threads cost more than they give, and on a busy machine spinning
+    OpenMP threads slow it down many times — otherwise torch's default. ``workers``: processes that
+    train/evaluate independent jobs (and run the rollouts) at once, each with one torch thread; default: one per
+    CPU core for the tiny preset on a CPU (at most 8), else 1. Results do not depend on it (every job seeds
+    itself; the benchmark phase always runs alone).
     """
     import torch
 
@@ -396,7 +313,7 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
         return _reproduce(out_dir, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
                           text_dataset=text_dataset, models=models, severities=severities, corruptions=corruptions,
                           text_noise=text_noise, max_test=max_test, progress=progress, quick=quick, device=device,
-                          on_phase=on_phase)
+                          workers=workers, on_phase=on_phase)
     finally:
         torch.set_num_threads(before)
 
@@ -404,13 +321,15 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
 def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_root: str | Path | None,
                image_dataset: str | None, text_dataset: str | None, models: Sequence[str] | str | None,
                severities: Sequence[int], corruptions: str | Sequence[str], text_noise: str | Sequence[str],
-               max_test: int | None, progress: bool, quick: bool, device: str,
+               max_test: int | None, progress: bool, quick: bool, device: str, workers: int | None,
                on_phase: Callable[[str, float], None] | None) -> Path:
     import torch
 
     from robustbench_dgsa.jobs import sweep
     from robustbench_dgsa.report.build import build_report
 
+    if workers is None:
+        workers = _default_workers(preset, device)
     plan = make_plan(out_dir, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
                      text_dataset=text_dataset, models=models, severities=severities, corruptions=corruptions,
                      text_noise=text_noise, max_test=max_test, quick=quick, device=device)
@@ -423,8 +342,8 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     timings: dict[str, float] = {}
     t_all = time.monotonic()
 
-    def phase(name: str, t0: float) -> None:
-        timings[name] = round(time.monotonic() - t0, 2)
+    def phase(name: str, t0: float | None, seconds: float | None = None) -> None:
+        timings[name] = round(time.monotonic() - t0 if seconds is None else seconds, 2)
         if on_phase is not None:
             on_phase(name, timings[name])
 
@@ -432,28 +351,40 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     log(f"[reproduce] {len(plan.jobs)} jobs ({', '.join(plan.models)} × seeds {plan.seeds} on "
         f"{', '.join(plan.datasets.values())}; preset {plan.preset}{', quick' if quick else ''}); "
         f"{n_done} already done -> {out}")
-    t0 = time.monotonic()
-    corruption_dirs: dict[str, Path | None] = {}
-    if "image" in plan.datasets and plan.corruptions and not all(_job_done(plan, j) for j in plan.jobs):
-        ds = plan.datasets["image"]
-        log(f"[reproduce] corrupting the {ds} test images once: {len(plan.corruptions)} corruptions × "
-            f"{len(plan.severities)} severities")
-        corruption_dirs[ds] = corrupted_test_set(plan, ds, progress)
-    phase("corrupt", t0)
-    t0 = time.monotonic()
-    for i, job in enumerate(plan.jobs, 1):
-        if not _job_done(plan, job):
-            log(f"[reproduce] job {i}/{len(plan.jobs)}: {job.model} on {job.dataset}, seed {job.seed}")
-        _train_and_evaluate(plan, job, progress, corruption_dirs)
-    phase("train_evaluate", t0)
-
     first = {}
     for job in plan.jobs:
         first.setdefault(job.model, job)   # the lowest seed of each model (jobs are seed-ordered)
-    t0 = time.monotonic()
-    for model_name, job in first.items():
-        _rollout(plan, job, progress)
-    phase("rollout", t0)
+    todo = [j for j in plan.jobs if not _job_done(plan, j)]
+    image_ds = plan.datasets.get("image")
+    n_workers = max(1, min(workers or 1, len(todo) or 1))
+    corruption_dirs: dict[str, Path | None] = {}
+    with _Pool(n_workers) as pool:
+        # The corrupted test images are made once, as the first task; the text jobs, which do not need them,
+        # run beside it when there are several workers; the image jobs start once they exist.
+        t0 = time.monotonic()
+        corrupt = None
+        if image_ds and plan.corruptions and any(j.dataset == image_ds for j in todo):
+            log(f"[reproduce] corrupting the {image_ds} test images once: {len(plan.corruptions)} corruptions × "
+                f"{len(plan.severities)} severities")
+            corrupt = pool.submit(_timed, corrupted_test_set, plan, image_ds, progress and n_workers == 1)
+        if todo:
+            log(f"[reproduce] training and evaluating {len(todo)} jobs"
+                f"{f' in {n_workers} processes' if n_workers > 1 else ''}")
+        one = progress and n_workers == 1
+        tasks = [pool.submit(_train_and_evaluate, plan, j, one, {}) for j in todo if j.dataset != image_ds]
+        seconds = 0.0
+        if corrupt is not None:
+            corruption_dirs[image_ds], seconds = pool.result(corrupt)
+        phase("corrupt", None, seconds)
+        tasks += [pool.submit(_train_and_evaluate, plan, j, one, corruption_dirs)
+                  for j in todo if j.dataset == image_ds]
+        for task in tasks:
+            pool.result(task)
+        phase("train_evaluate", t0)
+        t0 = time.monotonic()
+        for task in [pool.submit(_rollout, plan, job, False) for job in first.values()]:
+            pool.result(task)
+        phase("rollout", t0)
     t0 = time.monotonic()
     for model_name, job in first.items():
         _bench(plan, model_name, job)
@@ -466,11 +397,71 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     phase("report", t0)
     timings["total"] = round(time.monotonic() - t_all, 2)
     atomic.write_json(out / TIMINGS_FILE, {"phases": timings, "phase_order": list(timings), "jobs": len(plan.jobs),
-                                           "torch_threads": torch.get_num_threads(), "preset": plan.preset,
+                                           "torch_threads": torch.get_num_threads(), "workers": workers,
+                                           "preset": plan.preset,
                                            "quick": quick, "seeds": plan.seeds, "models": plan.models,
                                            "datasets": plan.datasets})
     log(f"[reproduce] done in {timings['total']:.1f}s: {out / 'index.html'}")
     return out
+
+
+def _default_workers(preset: str, device: str) -> int:
+    import torch
+    if preset != "tiny" or (device != "cpu" and torch.cuda.is_available()):
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, min(8, cores))
+
+
+def _init_worker() -> None:
+    import torch
+    torch.set_num_threads(1)
+
+
+def _timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    t0 = time.monotonic()
+    return fn(*args), time.monotonic() - t0
+
+
+class _Pool:
+    """Tasks in this process (one worker: each runs when submitted) or in a pool of fresh processes with one
+    torch thread each. ``result`` raises a task's failure after cancelling the tasks not yet started."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers, self.pool, self.futures = workers, None, []
+
+    def __enter__(self) -> "_Pool":
+        if self.workers > 1:
+            import multiprocessing
+            # "spawn": fresh interpreters (no forked torch / OpenMP state); workers inherit OMP_NUM_THREADS=1
+            os.environ.setdefault("OMP_NUM_THREADS", "1")
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                            initializer=_init_worker)
+        return self
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        if self.pool is not None:
+            f = self.pool.submit(fn, *args)
+        else:                                          # one worker: run now (a failure is raised at once)
+            f = Future()
+            f.set_result(fn(*args))
+        self.futures.append(f)
+        return f
+
+    def result(self, f: Future) -> Any:
+        try:
+            return f.result()
+        except BaseException:
+            for other in self.futures:
+                other.cancel()
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def summary_table(store_dir: str | Path):

@@ -4,15 +4,15 @@ A sweep directory holds::
 
     sweep.json            settings shared by all jobs (preset, overrides, data root, evaluation options)
     jobs.jsonl            one job per line, in a fixed order (the Slurm array index is the line number)
-    runs/<job id>/        checkpoint.safetensors, train_state.pt, done.json (from train), job_done.json
+    runs/<job id>/        checkpoint.safetensors, train_state.safetensors, done.json (from train), job_done.json
     store/                the results store all jobs write to (rows, runs, predictions, results.parquet)
     slurm/                sbatch script and logs (``dgsa-bench sweep slurm``)
 
 Job ids are stable: a readable prefix plus a hash of (model, dataset, preset, seed, overrides), so planning the
 same sweep again gives the same ids, and adding seeds or models appends jobs without renumbering old ones.
-A job is finished when ``runs/<id>/job_done.json`` exists, its checkpoint is there and its evaluation rows are
-in the store; ``run`` skips finished jobs and resumes half-trained ones (``train(..., resume=True)``), so it is
-idempotent: run it again after a crash or a time-out.
+Each job runs through the one job runner (:func:`robustbench_dgsa.jobs.job.run_job`: lock, failure marker, store
+check); ``run`` skips finished jobs and resumes half-trained ones, so it is idempotent: run it again after a
+crash or a time-out, or run two ``sweep run`` at once on one folder (a job is never trained twice).
 
 Executors: ``run`` (local pool: in-process for one worker, else one subprocess per job and one GPU per worker
 when several GPUs are visible), ``run_one`` (one job by index: what each Slurm array task calls); the Slurm
@@ -29,55 +29,21 @@ import hashlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
-import traceback
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 from robustbench_dgsa.config import check_overrides, check_value, load_preset, resolve_config
+from robustbench_dgsa.jobs import job as job_runner
+from robustbench_dgsa.jobs.job import JOB_DONE, JOB_FAILED, EvalSettings, Job, JobLocked, is_finished, job_dir
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.progress import log
 
 JOBS_FILE = "jobs.jsonl"
 SETTINGS_FILE = "sweep.json"
-JOB_DONE = "job_done.json"
-JOB_FAILED = "job_failed.json"
-LOCK = "job.lock"
-
-
-@dataclass
-class Job:
-    id: str
-    model: str
-    dataset: str
-    preset: str
-    seed: int
-    overrides: dict[str, str] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Job":
-        return cls(id=d["id"], model=d["model"], dataset=d["dataset"], preset=d["preset"], seed=int(d["seed"]),
-                   overrides=dict(d.get("overrides") or {}))
-
-
-@dataclass
-class EvalSettings:
-    """How each job's checkpoint is evaluated after training."""
-    corruptions: list[str] = field(default_factory=list)       # image corruption names (resolved)
-    severities: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
-    corruption_dir: str | None = None
-    text_noise: list[str] = field(default_factory=list)
-    corruption_seed: int = 0
-    batch_size: int = 256
 
 
 def job_id(model: str, dataset: str, preset: str, seed: int, overrides: dict[str, Any] | None = None) -> str:
@@ -233,72 +199,17 @@ def load_settings(sweep_dir: str | Path) -> dict[str, Any]:
     return settings
 
 
-def job_dir(sweep_dir: str | Path, job: Job) -> Path:
-    return Path(sweep_dir) / "runs" / job.id
-
-
-def is_finished(sweep_dir: str | Path, job: Job) -> bool:
-    d = job_dir(sweep_dir, job)
-    marker = d / JOB_DONE
-    if not marker.exists() or not (d / "checkpoint.safetensors").exists():
-        return False
-    try:
-        info = json.loads(marker.read_text())
-    except json.JSONDecodeError:
-        return False
-    store_dir = Path(sweep_dir) / "store"
-    rows = store_dir / "rows" / f"{info.get('eval_run_id')}.jsonl"
-    return rows.exists()
-
-
-# --- running ---------------------------------------------------------------------------------------------
-
-def run_job(sweep_dir: str | Path, job: Job, *, progress: bool = False, take_lock: bool = False) -> dict[str, Any]:
-    """Train (resuming if half done) and evaluate one job. Returns its job_done record."""
-    from robustbench_dgsa.config import resolve_config
-    from robustbench_dgsa.engine.evaluate import evaluate
-    from robustbench_dgsa.models import get_model_config
-    from robustbench_dgsa.engine.train import train
-    sweep_dir = Path(sweep_dir)
+def run_job(sweep_dir: str | Path, job: Job, *, progress: bool = False) -> dict[str, Any]:
+    """Train (resuming if half done) and evaluate one job with the sweep's settings. Returns its job_done record."""
     settings = load_settings(sweep_dir)
-    out = job_dir(sweep_dir, job)
-    if is_finished(sweep_dir, job):
-        return json.loads((out / JOB_DONE).read_text())
-    out.mkdir(parents=True, exist_ok=True)
-    with _job_lock(out, force=take_lock):
-        t0 = time.monotonic()
-        overrides = dict(job.overrides)
-        if settings.get("download"):
-            overrides.setdefault("data.download", "true")
-        overrides.setdefault("train.device", settings.get("device") or "auto")
-        cfg = resolve_config(get_model_config(job.model), job.dataset, job.preset, overrides=overrides)
-        if settings.get("data_root") and cfg.data.data_root is None:
-            cfg.data.data_root = settings["data_root"]
-        try:
-            tr = train(cfg, job.seed, out, store_dir=sweep_dir / "store", resume=True, progress=progress)
-            ev_set = EvalSettings(**settings.get("evaluation", {}))
-            image = cfg.model.modality == "image"  # a mixed sweep: corruptions for images, noise for text
-            ev = evaluate(tr.checkpoint, store_dir=sweep_dir / "store",
-                          corruptions=(ev_set.corruptions or None) if image else None,
-                          severities=ev_set.severities, corruption_dir=ev_set.corruption_dir if image else None,
-                          text_noise=None if image else (ev_set.text_noise or None),
-                          corruption_seed=ev_set.corruption_seed,
-                          batch_size=ev_set.batch_size, device=settings.get("device") or "auto", progress=progress)
-        except BaseException as e:
-            atomic.write_json(out / JOB_FAILED, {"job": job.to_dict(), "error": f"{type(e).__name__}: {e}",
-                                                 "traceback": traceback.format_exc(), "host": socket.gethostname()})
-            raise
-        record = {"job": job.to_dict(), "train_run_id": tr.run_id, "eval_run_id": ev.run_id,
-                  "checkpoint": str(tr.checkpoint), "final": tr.final, "evaluation": ev.summary(),
-                  "seconds": round(time.monotonic() - t0, 3), "host": socket.gethostname()}
-        atomic.write_json(out / JOB_DONE, record)
-        if (out / JOB_FAILED).exists():
-            (out / JOB_FAILED).unlink()
-        return record
+    evaluation = EvalSettings(**(settings.get("evaluation") or {}))
+    return job_runner.run_job(sweep_dir, job, evaluation, device=settings.get("device") or "auto",
+                              data_root=settings.get("data_root"), download=bool(settings.get("download")),
+                              progress=progress)
 
 
 def run_one(sweep_dir: str | Path, index: int, *, progress: bool = False) -> dict[str, Any]:
-    """Run job number ``index`` of ``jobs.jsonl`` (a Slurm array task). Takes over a stale lock."""
+    """Run job number ``index`` of ``jobs.jsonl`` (a Slurm array task); JobLocked while another process runs it."""
     jobs = load_jobs(sweep_dir)
     if not 0 <= index < len(jobs):
         raise UserError(f"job index {index} out of range: the sweep has {len(jobs)} jobs (0..{len(jobs) - 1})")
@@ -306,7 +217,7 @@ def run_one(sweep_dir: str | Path, index: int, *, progress: bool = False) -> dic
     if is_finished(sweep_dir, job):
         log(f"[sweep] job {index} {job.id} already finished")
         return json.loads((job_dir(sweep_dir, job) / JOB_DONE).read_text())
-    return run_job(sweep_dir, job, progress=progress, take_lock=True)
+    return run_job(sweep_dir, job, progress=progress)
 
 
 def status(sweep_dir: str | Path) -> dict[str, list[str]]:
@@ -340,7 +251,7 @@ def run(sweep_dir: str | Path, workers: int | None = None, devices: Sequence[str
     workers = workers or (len(devices) if devices else 1)
     pending = [(i, j) for i, j in enumerate(jobs) if not is_finished(sweep_dir, j)]
     summary: dict[str, Any] = {"ran": [], "skipped": [j.id for j in jobs if is_finished(sweep_dir, j)],
-                               "failed": []}
+                               "failed": [], "busy": []}
     log(f"[sweep] {len(jobs)} jobs: {len(summary['skipped'])} finished, {len(pending)} to run "
         f"({workers} worker{'s' if workers > 1 else ''})")
     if not pending:
@@ -348,10 +259,11 @@ def run(sweep_dir: str | Path, workers: int | None = None, devices: Sequence[str
     if workers == 1 and not devices:
         for i, job in pending:
             try:
-                run_job(sweep_dir, job, progress=progress)
-                summary["ran"].append(job.id)
-            except _JobLocked as e:
+                record = run_job(sweep_dir, job, progress=progress)
+                summary["ran" if record.get("pid") == os.getpid() else "busy"].append(job.id)
+            except JobLocked as e:
                 log(f"[sweep] skip {job.id}: {e}")
+                summary["busy"].append(job.id)
             except Exception as e:  # noqa: BLE001 - one failed job must not stop the sweep
                 log(f"[sweep] job {i} {job.id} failed: {e}")
                 summary["failed"].append({"id": job.id, "error": str(e)})
@@ -367,22 +279,39 @@ def run(sweep_dir: str | Path, workers: int | None = None, devices: Sequence[str
         i, job = item
         dev = slots.get()
         try:
+            if is_finished(sweep_dir, job) or _busy(job):     # done or taken by another runner meanwhile
+                return job, -1, ""
             env = dict(os.environ, OMP_NUM_THREADS=str(threads))
             if dev is not None:
                 env["CUDA_VISIBLE_DEVICES"] = dev
             logf = job_dir(sweep_dir, job) / "log.txt"
             logf.parent.mkdir(parents=True, exist_ok=True)
             with open(logf, "a") as f:
-                rc = subprocess.run([sys.executable, "-m", "robustbench_dgsa", "sweep", "run-one", str(sweep_dir),
-                                     "--index", str(i)], env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+                proc = subprocess.Popen([sys.executable, "-m", "robustbench_dgsa", "sweep", "run-one", str(sweep_dir),
+                                         "--index", str(i)], env=env, stdout=f, stderr=subprocess.STDOUT)
+                rc = proc.wait()
+            done = job_runner.read_done(sweep_dir, job)
+            if rc == 0 and done is not None and done.get("pid") != proc.pid:
+                rc = -1                                   # finished by another runner, not by this one
             return job, rc, str(logf)
         finally:
             slots.put(dev)
+
+    def _busy(job: Job) -> bool:
+        lock = job_dir(sweep_dir, job) / job_runner.LOCK
+        try:
+            info, mtime = json.loads(lock.read_text(encoding="utf-8")), lock.stat().st_mtime
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return False
+        return isinstance(info, dict) and job_runner.owner_alive(info, mtime)
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for job, rc, logf in pool.map(launch, pending):
             if rc == 0:
                 summary["ran"].append(job.id)
+            elif rc == -1 or is_finished(sweep_dir, job) or _busy(job):
+                log(f"[sweep] skip {job.id}: run by another process")
+                summary["busy"].append(job.id)
             else:
                 log(f"[sweep] job {job.id} failed (exit {rc}); log: {logf}")
                 summary["failed"].append({"id": job.id, "error": f"exit {rc}, see {logf}"})
@@ -397,45 +326,3 @@ def _cuda_count() -> int:
         return 0
 
 
-class _JobLocked(UserError):
-    pass
-
-
-class _job_lock:
-    """An exclusive lock file in the job's folder; a lock of a dead process on this host is taken over."""
-
-    def __init__(self, folder: Path, force: bool = False) -> None:
-        self.path, self.force = folder / LOCK, force
-
-    def __enter__(self) -> "_job_lock":
-        me = {"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}
-        for _ in range(2):
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-                with os.fdopen(fd, "w") as f:
-                    json.dump(me, f)
-                return self
-            except FileExistsError:
-                if self.force or self._stale():
-                    self.path.unlink(missing_ok=True)
-                    continue
-                raise _JobLocked(f"job is being run by another process ({self.path})") from None
-        raise _JobLocked(f"cannot take the lock {self.path}")
-
-    def _stale(self) -> bool:
-        try:
-            info = json.loads(self.path.read_text())
-        except (OSError, json.JSONDecodeError):
-            return True
-        if info.get("host") != socket.gethostname():
-            return False
-        try:
-            os.kill(int(info["pid"]), 0)
-        except ProcessLookupError:
-            return True
-        except (PermissionError, ValueError, KeyError):
-            return False
-        return False
-
-    def __exit__(self, *exc: Any) -> None:
-        self.path.unlink(missing_ok=True)

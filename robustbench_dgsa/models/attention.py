@@ -18,16 +18,27 @@ branches are the consecutive sub-heads 2i (A1 / A+) and 2i+1 (A2 / A−); W_v's 
 
 Two numerically equivalent paths:
 
-* fused (default): ``scaled_dot_product_attention`` calls that never form the N×N maps. The gate and λ are
-  scalars per (query row, head), so (g A+ − (1−g) A−) V = g (A+ V) − (1−g) (A− V): one SDPA call per branch
-  sharing the 2d'-wide V, or, where a kernel needs equal head dims (PyTorch's CPU flash kernel; the default on
-  CPU, see ``value_split``), V in two d' halves. A key-padding mask goes into the same calls as a boolean
-  ``attn_mask``.
+* fused (default): the fastest kernel for the device and sequence length (``kernel``, see below), typically
+  ``scaled_dot_product_attention`` calls that never form the N×N maps. The gate and λ are scalars per (query
+  row, head), so (g A+ − (1−g) A−) V = g (A+ V) − (1−g) (A− V): one SDPA call per branch sharing the 2d'-wide
+  V ("sdpa"), or, where a kernel needs equal head dims (PyTorch's CPU flash kernel), V in two d' halves
+  ("sdpa-split"). A key-padding mask goes into the same calls as a boolean ``attn_mask``. Short sequences on
+  CPU use "math": the explicit path's products without returning the maps.
 * explicit: forms softmax maps, masks padded keys with −inf (so they get exactly 0 weight), combines them and
   multiplies by V; returns the maps for rollout and analysis.
 
-In float64 both paths agree to ~1e-15 (outputs and gradients); ``tests/test_attention.py`` checks ≤1e-10.
+In float64 both paths agree to ~1e-15 (outputs and gradients); ``tests/models/test_attention.py`` checks ≤1e-10.
 Attention dropout is not used (SPEC §1 has none), which keeps the two paths identical in training mode too.
+
+Kernel choice on the fast path (``kernel="auto"``, see :func:`choose_kernel`): the maps' maths is also a kernel —
+"math" runs the explicit path's products without returning the maps. Measured on the 2-core development CPU
+(one thread, thread CPU time of attention forward + backward at 64×65, 32×129 and 16×257 tokens×batch):
+for DiffAttn / DGSA "math" is fastest at 65 tokens in training (88 ms vs 108 ms for SDPA with a shared V and
+145 ms with V split), SDPA with a shared V at 129 tokens, SDPA with V split at 257; without gradients
+"math" and "split" tie at 65 tokens and "split" wins above. For MHSA SDPA is as fast as the explicit maths in
+training at 65 tokens and faster everywhere else, so MHSA always uses SDPA. On CUDA SDPA is always used.
+The differential models' Q, K, V (and DGSA's gate) come from one GEMM over the concatenated weights; the
+parameters (and so state dicts and checkpoints) stay separate Linear layers.
 """
 from __future__ import annotations
 
@@ -65,13 +76,35 @@ class HeadRMSNorm(nn.Module):
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
-    def forward(self, x: Tensor) -> Tensor:
+    def normalize(self, x: Tensor) -> Tensor:
+        """x / RMS(x) over the last dim, without the affine weight."""
         xf = x if x.dtype in (torch.float32, torch.float64) else x.float()
-        out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return out.to(x.dtype) * self.weight.to(x.dtype)
+        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.normalize(x) * self.weight.to(x.dtype)
 
     def extra_repr(self) -> str:
         return f"{self.weight.numel()}, eps={self.eps}"
+
+
+KERNELS = ("auto", "sdpa", "math")
+# CPU crossovers (tokens incl. CLS) for DiffAttn / DGSA; see the module docstring for the measurements
+CPU_MATH_MAX_TOKENS_TRAIN = 96
+CPU_SHARED_MAX_TOKENS_TRAIN = 192
+CPU_MATH_MAX_TOKENS_INFER = 80
+
+
+def choose_kernel(kind: str, device: torch.device, n_tokens: int, grad: bool) -> str:
+    """Fast-path kernel for attention ``kind`` at ``n_tokens`` tokens: "math" (explicit products, no maps
+    returned), "sdpa" (MHSA; DiffAttn/DGSA with a shared 2d'-wide V) or "sdpa-split" (V in two d' halves)."""
+    if device.type != "cpu" or kind == "mhsa":
+        return "sdpa"
+    if grad:
+        if n_tokens <= CPU_MATH_MAX_TOKENS_TRAIN:
+            return "math"
+        return "sdpa" if n_tokens <= CPU_SHARED_MAX_TOKENS_TRAIN else "sdpa-split"
+    return "math" if n_tokens <= CPU_MATH_MAX_TOKENS_INFER else "sdpa-split"
 
 
 def _sdpa_mask(key_padding_mask: Tensor | None) -> Tensor | None:
@@ -83,8 +116,10 @@ def _sdpa_mask(key_padding_mask: Tensor | None) -> Tensor | None:
 
 def _softmax_map(q: Tensor, k: Tensor, scale: float, key_padding_mask: Tensor | None) -> Tensor:
     """Explicit softmax(q kᵀ · scale) over keys; padded keys get −inf scores, hence exactly 0 weight."""
-    scores = torch.matmul(q, k.transpose(-2, -1)) * scale
-    if key_padding_mask is not None:
+    scores = torch.matmul(q, k.transpose(-2, -1))
+    if scale != 1.0:
+        scores = scores * scale
+    if key_padding_mask is not None:   # (B, 1, 1, N) broadcasts over heads, queries (and a leading branch dim)
         scores = scores.masked_fill(key_padding_mask.bool()[:, None, None, :], float("-inf"))
     return torch.softmax(scores, dim=-1)
 
@@ -102,21 +137,38 @@ class MultiheadSelfAttention(nn.Module):
         self.head_dim = cfg.dim // cfg.heads
         self.scale = self.head_dim ** -0.5
         self.fused = True  # False: explicit path even when no maps are requested (benchmarks, tests)
+        self.kernel = "auto"  # fast-path kernel: "auto" (choose_kernel), "sdpa" or "math"
         self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=True)
         self.proj = nn.Linear(cfg.dim, cfg.dim, bias=True)
 
-    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None,
-                return_maps: bool = False) -> Tensor | tuple[Tensor, Maps]:
+    def _qkv(self, x: Tensor, queries: int | None) -> tuple[Tensor, Tensor, Tensor]:
+        """q (B, h, Nq, d_h) for the first ``queries`` tokens (all when None), k and v (B, h, N, d_h)."""
         B, N, D = x.shape
-        q, k, v = self.qkv(x).view(B, N, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        h, hd = self.heads, self.head_dim
+        if queries is None or queries >= N:
+            q, k, v = self.qkv(x).view(B, N, 3, h, hd).permute(2, 0, 3, 1, 4).unbind(0)
+            return q, k, v
+        w, b = self.qkv.weight, self.qkv.bias
+        q = F.linear(x[:, :queries], w[:D], b[:D]).view(B, queries, h, hd).transpose(1, 2)
+        k, v = F.linear(x, w[D:], b[D:]).view(B, N, 2, h, hd).permute(2, 0, 3, 1, 4).unbind(0)
+        return q, k, v
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, return_maps: bool = False,
+                queries: int | None = None) -> Tensor | tuple[Tensor, Maps]:
+        """``queries``: compute the outputs of the first ``queries`` tokens only (keys/values: all tokens)."""
+        B, N, D = x.shape
+        q, k, v = self._qkv(x, queries)
         maps: Maps = {}
-        if self.fused and not return_maps:
+        kernel = self.kernel if self.kernel != "auto" else choose_kernel(self.kind, x.device, N,
+                                                                           torch.is_grad_enabled())
+        if self.fused and not return_maps and kernel != "math":
             o = F.scaled_dot_product_attention(q, k, v, attn_mask=_sdpa_mask(key_padding_mask), scale=self.scale)
         else:
             a = _softmax_map(q, k, self.scale, key_padding_mask)
             o = torch.matmul(a, v)
-            maps = {"attn": a}
-        y = self.proj(o.transpose(1, 2).reshape(B, N, D))
+            if return_maps:
+                maps = {"attn": a}
+        y = self.proj(o.transpose(1, 2).reshape(B, q.shape[2], D))
         return (y, maps) if return_maps else y
 
 
@@ -135,10 +187,10 @@ class _DifferentialBase(nn.Module):
         self.scale = self.branch_dim ** -0.5
         self.lambda_init = lambda_init_for(cfg, layer_idx)
         self.fused = True
-        # fused path, how V (width 2d') meets the d'-wide queries/keys: "shared" = one SDPA call per branch
-        # with the whole V; "split" = V in two d' halves, two calls per branch (for kernels that need equal
-        # head dims, e.g. PyTorch's CPU flash kernel and CUDA flash); "auto" = "split" on CPU, else "shared".
-        self.value_split = "auto"
+        # fast-path kernel: "math" = the explicit products without returning maps; "sdpa" = one SDPA call per
+        # branch with the whole 2d'-wide V; "sdpa-split" = V in two d' halves, two calls per branch (for kernels
+        # that need equal head dims, e.g. PyTorch's CPU flash kernel); "auto" = choose_kernel (device, tokens).
+        self.kernel = "auto"
         self.q_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
         self.k_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
         self.v_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
@@ -146,45 +198,89 @@ class _DifferentialBase(nn.Module):
         self.subln = HeadRMSNorm(2 * self.branch_dim, eps=1e-5)
 
     # -- subclass hooks ---------------------------------------------------------------------------------
-    def _coefficients(self, x: Tensor) -> tuple[Any, Any, Maps]:
-        """(c_pos, c_neg, extra maps): output = c_pos·(A_pos V) − c_neg·(A_neg V); c_* broadcast to (B,h,N,1)."""
+    def _extra_rows(self) -> tuple[Tensor, Tensor] | None:
+        """(weight, bias) of extra outputs computed in the same GEMM as Q, K, V (DGSA: the gate logits)."""
+        return None
+
+    def _coefficients(self, extra: Tensor | None, dtype: torch.dtype) -> tuple[Any, Any, Maps]:
+        """(c_pos, c_neg, extra maps): output = c_pos·(A_pos V) − c_neg·(A_neg V); c_* broadcast to (B,h,N,1).
+        ``extra``: the outputs of :meth:`_extra_rows`' rows, (B, N, rows)."""
         raise NotImplementedError
 
     def _residual(self, q_flat: Tensor) -> Tensor | None:
         return None
 
-    # -- forward ----------------------------------------------------------------------------------------
-    def _branch(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
-        """softmax(q kᵀ/√d') V without forming the map (fused path)."""
-        split = self.value_split == "split" or (self.value_split == "auto" and v.device.type == "cpu")
-        if not split:
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
-        va, vb = v.split(self.branch_dim, dim=-1)
-        return torch.cat([F.scaled_dot_product_attention(q, k, va, attn_mask=mask, scale=self.scale),
-                          F.scaled_dot_product_attention(q, k, vb, attn_mask=mask, scale=self.scale)], dim=-1)
+    @staticmethod
+    def _combine(pos: Tensor, neg: Tensor, c_pos: Any, c_neg: Any) -> Tensor:
+        """c_pos·pos − c_neg·neg (maps or map-times-V outputs)."""
+        return c_pos * pos - c_neg * neg
 
-    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None,
-                return_maps: bool = False) -> Tensor | tuple[Tensor, Maps]:
+    # -- forward ----------------------------------------------------------------------------------------
+    def _project(self, x: Tensor, queries: int | None) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+        """x W_qᵀ, x W_kᵀ/√d', x W_vᵀ (and the extra rows' outputs) from one GEMM over the concatenated weights
+        (Q and the extra rows for the first ``queries`` tokens only when given). The score scale 1/√d' is
+        folded into W_k (D² multiplies instead of 2·B·h·N² on the scores)."""
+        D = self.dim
+        wq, wk, wv = self.q_proj.weight, self.k_proj.weight * self.scale, self.v_proj.weight
+        extra_rows = self._extra_rows()
+        n_extra = 0 if extra_rows is None else extra_rows[0].shape[0]
+        if queries is not None and queries < x.shape[1]:
+            k, v = F.linear(x, torch.cat([wk, wv])).split(D, dim=-1)
+            xq = x[:, :queries]
+            if extra_rows is None:
+                return F.linear(xq, wq), k, v, None
+            bias = torch.cat([extra_rows[1].new_zeros(D), extra_rows[1]])
+            q, extra = F.linear(xq, torch.cat([wq, extra_rows[0]]), bias).split([D, n_extra], dim=-1)
+            return q, k, v, extra
+        if extra_rows is None:
+            q, k, v = F.linear(x, torch.cat([wq, wk, wv])).split(D, dim=-1)
+            return q, k, v, None
+        bias = torch.cat([extra_rows[1].new_zeros(3 * D), extra_rows[1]])
+        q, k, v, extra = F.linear(x, torch.cat([wq, wk, wv, extra_rows[0]]), bias).split(
+            [D, D, D, n_extra], dim=-1)
+        return q, k, v, extra
+
+    def _branch(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, split: bool) -> Tensor:
+        """softmax(q kᵀ/√d') V by SDPA without forming the map."""
+        if not split:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)   # k carries 1/√d'
+        va, vb = v.split(self.branch_dim, dim=-1)
+        return torch.cat([F.scaled_dot_product_attention(q, k, va, attn_mask=mask, scale=1.0),
+                          F.scaled_dot_product_attention(q, k, vb, attn_mask=mask, scale=1.0)], dim=-1)
+
+    def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, return_maps: bool = False,
+                queries: int | None = None) -> Tensor | tuple[Tensor, Maps]:
+        """``queries``: compute the outputs of the first ``queries`` tokens only (keys/values: all tokens)."""
         B, N, D = x.shape
         h, dp = self.heads, self.branch_dim
-        q_flat = self.q_proj(x)
+        q_flat, k_flat, v_flat, extra = self._project(x, queries)
+        Nq = q_flat.shape[1]
         # (B, N, h, 2, d') -> (2, B, h, N, d'): branch 0 = A1 / A+, branch 1 = A2 / A-
-        q = q_flat.view(B, N, h, 2, dp).permute(3, 0, 2, 1, 4)
-        k = self.k_proj(x).view(B, N, h, 2, dp).permute(3, 0, 2, 1, 4)
-        v = self.v_proj(x).view(B, N, h, 2 * dp).transpose(1, 2)   # (B, h, N, 2d')
-        c_pos, c_neg, extra = self._coefficients(x)
+        q = q_flat.view(B, Nq, h, 2, dp).permute(3, 0, 2, 1, 4)
+        k = k_flat.view(B, N, h, 2, dp).permute(3, 0, 2, 1, 4)
+        v = v_flat.view(B, N, h, 2 * dp).transpose(1, 2)   # (B, h, N, 2d')
+        c_pos, c_neg, extra_maps = self._coefficients(extra, x.dtype)
+        kernel = self.kernel if self.kernel != "auto" else choose_kernel(self.kind, x.device, N,
+                                                                           torch.is_grad_enabled())
         maps: Maps = {}
-        if self.fused and not return_maps:
+        if self.fused and not return_maps and kernel != "math":
             mask = _sdpa_mask(key_padding_mask)
-            o = c_pos * self._branch(q[0], k[0], v, mask) - c_neg * self._branch(q[1], k[1], v, mask)
+            split = kernel == "sdpa-split"
+            o = self._combine(self._branch(q[0], k[0], v, mask, split), self._branch(q[1], k[1], v, mask, split),
+                              c_pos, c_neg)
+        elif self.fused and not return_maps:
+            # "math": both maps in one batched product, each times V, combined on the (narrower) outputs
+            o_pos, o_neg = torch.matmul(_softmax_map(q, k, 1.0, key_padding_mask), v).unbind(0)
+            o = self._combine(o_pos, o_neg, c_pos, c_neg)
         else:
-            a_pos = _softmax_map(q[0], k[0], self.scale, key_padding_mask)
-            a_neg = _softmax_map(q[1], k[1], self.scale, key_padding_mask)
-            a = c_pos * a_pos - c_neg * a_neg
+            a_pos, a_neg = _softmax_map(q, k, 1.0, key_padding_mask).unbind(0)   # both branches; k carries 1/√d'
+            a = self._combine(a_pos, a_neg, c_pos, c_neg)
             o = torch.matmul(a, v)
-            maps = {"attn": a, "a_pos": a_pos, "a_neg": a_neg, **extra}
-        o = self.subln(o) * (1.0 - self.lambda_init)
-        y = self.out_proj(o.transpose(1, 2).reshape(B, N, D))
+            if return_maps:
+                maps = {"attn": a, "a_pos": a_pos, "a_neg": a_neg, **extra_maps}
+        # head RMSNorm; its affine weight (shared by the heads) and (1 − λ_init) scale W_o's columns instead
+        col_scale = (self.subln.weight * (1.0 - self.lambda_init)).repeat(h)
+        y = F.linear(self.subln.normalize(o).transpose(1, 2).reshape(B, Nq, D), self.out_proj.weight * col_scale)
         res = self._residual(q_flat)
         if res is not None:
             y = y + res
@@ -209,8 +305,8 @@ class DifferentialAttention(_DifferentialBase):
         l2 = torch.exp(torch.sum(self.lambda_q2 * self.lambda_k2))
         return l1 - l2 + self.lambda_init
 
-    def _coefficients(self, x: Tensor) -> tuple[Any, Any, Maps]:
-        lam = self.lambda_value().to(x.dtype)
+    def _coefficients(self, extra: Tensor | None, dtype: torch.dtype) -> tuple[Any, Any, Maps]:
+        lam = self.lambda_value().to(dtype)
         return 1.0, lam, {"lambda": lam}
 
 
@@ -237,13 +333,21 @@ class GatedDifferentialAttention(_DifferentialBase):
         """g = σ(X W_g + b_g) as (B, h, N)."""
         return torch.sigmoid(self.gate(x)).transpose(1, 2)
 
-    def _coefficients(self, x: Tensor) -> tuple[Any, Any, Maps]:
-        g = self.gate_values(x)
+    def _extra_rows(self) -> tuple[Tensor, Tensor]:
+        return self.gate.weight, self.gate.bias               # gate logits X W_gᵀ + b_g in the Q/K/V GEMM
+
+    def _coefficients(self, extra: Tensor | None, dtype: torch.dtype) -> tuple[Any, Any, Maps]:
+        g = torch.sigmoid(extra).transpose(1, 2)                # (B, h, N)
         g4 = g.unsqueeze(-1)                                    # (B, h, N, 1): scales query rows
         return g4, 1.0 - g4, {"gate": g}
 
     def _residual(self, q_flat: Tensor) -> Tensor | None:
         return q_flat if self.q_residual else None
+
+    @staticmethod
+    def _combine(pos: Tensor, neg: Tensor, c_pos: Any, c_neg: Any) -> Tensor:
+        """g·pos − (1−g)·neg as one lerp from −neg to pos with weight g (c_pos = g, c_neg = 1 − g)."""
+        return torch.lerp(-neg, pos, c_pos)
 
 
 _ATTENTION_CLASSES: dict[str, type[nn.Module]] = {

@@ -11,8 +11,9 @@ Attention products per layer (N tokens, width D, h heads, d' = D/(2h)):
   MHSA        scores 2·N²·D, values 2·N²·D.
   DiffAttn / DGSA (explicit path, ``path="explicit"``, the default): two score maps of width d' per head
   = 2·N²·D; one value product with the combined map (width 2d') = 2·N²·D.
-  The fused path (``path="fused"``) multiplies V by both maps: values 4·N²·D (with ``value_split="split"``,
-  the CPU default, each branch's scores are computed twice more: +2·N²·D, not counted here).
+  The fused path (``path="fused"``) multiplies V by both maps: values 4·N²·D (with the ``"sdpa-split"`` kernel,
+  used on CPU for long sequences, each branch's scores are computed twice more: +2·N²·D, not counted here).
+  The models' fused path also computes only the CLS row in the last block (not reflected here).
 
 The paper's Table 9 "FLOPs / Img" (e.g. 1.441 G for ViT at 224/16) counts multiply-adds (fvcore/ptflops
 convention): compare it with ``count_flops(...) / 2``.

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from robustbench_dgsa.util.errors import UserError
-from .blocks import ClassifierBase, check_config
+from .blocks import ClassifierBase, Dropout, check_config
 
 
 class VisionTransformer(ClassifierBase):
@@ -31,7 +31,7 @@ class VisionTransformer(ClassifierBase):
         self.pos_embed = nn.Parameter(torch.zeros(1, self.num_tokens, cfg.dim))
         nn.init.trunc_normal_(self.cls_token, std=0.02)
         nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        self.pos_drop = nn.Dropout(cfg.dropout)
+        self.pos_drop = Dropout(cfg.dropout)
         self._init_blocks(cfg)
 
     def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, return_attention: bool = False):

@@ -144,13 +144,14 @@ def test_corrupt_needs_out_or_preview(arrays):
 
 
 def test_main_turns_errors_into_one_line_and_exit_2(tmp_path, arrays):
-    """The real entry point (one subprocess: ~3 s of imports): existing output without --overwrite -> exit 2,
-    one 'error:' message, no traceback, nothing touched. (CliRunner tests cover the other errors in-process.)"""
+    """The real entry point (one subprocess: ~3 s of imports): existing output of a different run without
+    --overwrite -> exit 2, one 'error:' message, no traceback, nothing touched. (CliRunner tests cover the
+    other errors in-process; the same run again is skipped, see test_corrupt_rerun_is_skipped.)"""
     out = tmp_path / "out"
     layout.regenerate(np.load(arrays / "x.npy"), None, out, "contrast", "1")
     before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
     code = "import sys; from robustbench_dgsa.cli import main; sys.argv[0] = 'dgsa-bench'; main()"
-    for extra, needle in ((["--corruption", "contrast", "-s", "1"], "--overwrite"),):
+    for extra, needle in ((["--corruption", "contrast", "-s", "1", "--seed", "3"], "--overwrite"),):
         proc = subprocess.run([sys.executable, "-c", code, "corrupt", "-i", str(arrays / "x.npy"), "-o", str(out),
                                *extra], capture_output=True, text=True, cwd=REPO, timeout=120)
         assert proc.returncode == 2, proc.stderr
@@ -159,6 +160,17 @@ def test_main_turns_errors_into_one_line_and_exit_2(tmp_path, arrays):
         assert message.count("error:") == 1 and needle in message, proc.stderr
         assert "Traceback" not in proc.stderr
         assert proc.stdout == ""
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+
+
+def test_corrupt_rerun_is_skipped(tmp_path, arrays):
+    out = tmp_path / "out"
+    args = ("corrupt", "-i", str(arrays / "x.npy"), "-o", str(out), "--corruption", "contrast", "-s", "1")
+    assert _run(*args).exit_code == 0
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    res = _run(*args)
+    assert res.exit_code == 0, res.output
+    assert "skipped" in res.output and "contrast" in res.output
     assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
 
 

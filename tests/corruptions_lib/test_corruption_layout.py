@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,12 @@ def labels() -> np.ndarray:
     return np.arange(20, dtype=np.int64) % 10
 
 
+@pytest.fixture(autouse=True)
+def _digest_cache(tmp_path_factory, monkeypatch):
+    """Keep the SHA-256 cache of these tests out of the user's cache folder."""
+    monkeypatch.setenv("CORRUPTIONS_CACHE", str(tmp_path_factory.mktemp("digest-cache")))
+
+
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -42,12 +49,14 @@ def _files(d: Path) -> dict[str, tuple[str, int]]:
 def test_roundtrip_all_severities(tmp_path, images, labels):
     out = tmp_path / "c"
     man = layout.regenerate(images, labels, out, CHEAP, "1-5", seed=3, chunk_size=8)
-    assert sorted(p.name for p in out.iterdir()) == ["contrast.npy", "gaussian_noise.npy", "labels.npy",
-                                                      "manifest.json"]
+    # 20 images: not the official 5 x 10,000 layout, so the names say so (an official reader finds nothing)
+    assert sorted(p.name for p in out.iterdir()) == ["contrast.n20.s12345.npy", "gaussian_noise.n20.s12345.npy",
+                                                      "labels.n20.s12345.npy", "manifest.json"]
     data = json.loads((out / "manifest.json").read_text())
     assert data == man.data
     assert data["description"] == "CIFAR-10-C-style (regenerated)"
     assert data["severities"] == [1, 2, 3, 4, 5] and data["n"] == 20 and data["seed"] == 3
+    assert data["official_layout"] is False and not man.official_layout
     assert set(data["corruptions"]) == set(CHEAP)
     from corruptions import registry
     assert data["constants_version"] == registry.CONSTANTS_VERSION
@@ -59,9 +68,9 @@ def test_roundtrip_all_severities(tmp_path, images, labels):
         assert list(arr.shape) == entry["shape"] and str(arr.dtype) == entry["dtype"]
     layout.check_manifest(out)
 
-    raw = np.load(out / "gaussian_noise.npy")
+    raw = np.load(out / "gaussian_noise.n20.s12345.npy")
     assert raw.shape == (100, 32, 32, 3) and raw.dtype == np.uint8
-    lab = np.load(out / "labels.npy")
+    lab = np.load(out / "labels.n20.s12345.npy")
     assert lab.dtype == np.uint8 and lab.shape == (100,)
     assert np.array_equal(lab, np.tile(labels, 5))
     for name in CHEAP:
@@ -81,7 +90,7 @@ def test_roundtrip_selected_severities_in_given_order(tmp_path, images, labels):
     out = tmp_path / "c"
     man = layout.regenerate(images, labels, out, "contrast", [3, 1], seed=0)  # blocks in the order given
     assert man.severities == [3, 1]
-    raw = np.load(out / "contrast.npy")
+    raw = np.load(out / "contrast.n20.s31.npy")
     assert raw.shape == (40, 32, 32, 3)
     assert np.array_equal(raw[:20], api.corrupt(images, "contrast", 3))
     assert np.array_equal(raw[20:], api.corrupt(images, "contrast", 1))
@@ -98,30 +107,30 @@ def test_roundtrip_selected_severities_in_given_order(tmp_path, images, labels):
 
 def test_no_labels_and_wide_labels(tmp_path, images):
     layout.regenerate(images, None, tmp_path / "a", "contrast", "2")
-    assert not (tmp_path / "a" / "labels.npy").exists()
+    assert not list((tmp_path / "a").glob("labels*"))
     x, y = layout.load_corrupted(tmp_path / "a", "contrast", 2)
     assert y is None and x.shape == (20, 32, 32, 3)
     big = np.arange(20) * 100  # max label 1900 >= 256: not uint8
     layout.regenerate(images, big, tmp_path / "b", "contrast", "2")
-    assert np.load(tmp_path / "b" / "labels.npy").dtype == np.int64
+    assert np.load(tmp_path / "b" / "labels.n20.s2.npy").dtype == np.int64
     assert np.array_equal(layout.load_corrupted(tmp_path / "b", "contrast", 2)[1], big)
 
 
 def test_chunking_and_subset_independence(tmp_path, images, labels):
     a = layout.regenerate(images, labels, tmp_path / "a", CHEAP, "1,5", seed=5, chunk_size=7)
     b = layout.regenerate(images, labels, tmp_path / "b", CHEAP, "1,5", seed=5, chunk_size=1000)
-    for name in ("gaussian_noise.npy", "contrast.npy", "labels.npy"):
+    for name in ("gaussian_noise.n20.s15.npy", "contrast.n20.s15.npy", "labels.n20.s15.npy"):
         assert a.files[name]["sha256"] == b.files[name]["sha256"]
         assert _sha(tmp_path / "a" / name) == _sha(tmp_path / "b" / name)
     # the first 9 images regenerate exactly as inside the full run (what --limit relies on)
     layout.regenerate(images[:9], labels[:9], tmp_path / "c", "gaussian_noise", "1,5", seed=5, chunk_size=4)
-    full = np.load(tmp_path / "a" / "gaussian_noise.npy")
-    part = np.load(tmp_path / "c" / "gaussian_noise.npy")
+    full = np.load(tmp_path / "a" / "gaussian_noise.n20.s15.npy")
+    part = np.load(tmp_path / "c" / "gaussian_noise.n9.s15.npy")
     for blk in range(2):
         assert np.array_equal(part[blk * 9:(blk + 1) * 9], full[blk * 20:blk * 20 + 9])
     # another seed gives other noise
     layout.regenerate(images, labels, tmp_path / "d", "gaussian_noise", "1", seed=6)
-    assert not np.array_equal(np.load(tmp_path / "d" / "gaussian_noise.npy"), full[:20])
+    assert not np.array_equal(np.load(tmp_path / "d" / "gaussian_noise.n20.s1.npy"), full[:20])
 
 
 def test_progress_wrapper_is_used(tmp_path, images):
@@ -177,16 +186,23 @@ def test_existing_output_is_refused_and_untouched(tmp_path, images, labels):
     out = tmp_path / "c"
     layout.regenerate(images, labels, out, CHEAP, "1-5", seed=1)
     before = _files(out)
-    with pytest.raises(CorruptionError, match=r"gaussian_noise\.npy.*overwrite"):
-        layout.regenerate(images, labels, out, "gaussian_noise", "1-5", seed=1)
+    # the same run again: already finished with the same parameters -> skipped, nothing rewritten
+    again = layout.regenerate(images, labels, out, "gaussian_noise", "1-5", seed=1)
+    assert again.skipped == ("gaussian_noise",) and _files(out) == before
+    # a final-named file the manifest does not vouch for is refused
+    np.save(out / "brightness.n20.s12345.npy", np.zeros((1, 32, 32, 3), np.uint8))
+    with pytest.raises(CorruptionError, match=r"brightness\.n20\.s12345\.npy.*overwrite"):
+        layout.regenerate(images, labels, out, "brightness", "1-5", seed=1)
+    (out / "brightness.n20.s12345.npy").unlink()
     # a different run (other seed) cannot be merged into the manifest either
     with pytest.raises(CorruptionError, match=r"manifest\.json.*seed"):
         layout.regenerate(images, labels, out, "brightness", "1-5", seed=2)
     assert _files(out) == before
     # overwrite replaces the files and the manifest
-    with pytest.warns(UserWarning, match="contrast.npy"):
+    with pytest.warns(UserWarning, match=r"contrast\.n20"):
         man = layout.regenerate(images, labels, out, "gaussian_noise", "1-5", seed=9, overwrite=True)
-    assert man.seed == 9 and _sha(out / "gaussian_noise.npy") == man.files["gaussian_noise.npy"]["sha256"]
+    fname = "gaussian_noise.n20.s12345.npy"
+    assert man.seed == 9 and _sha(out / fname) == man.files[fname]["sha256"]
     assert man.corruptions == ["gaussian_noise"]  # contrast.npy belongs to the old run: no longer listed
     assert layout.list_available(out) == {"gaussian_noise": [1, 2, 3, 4, 5]}
 
@@ -194,10 +210,10 @@ def test_existing_output_is_refused_and_untouched(tmp_path, images, labels):
 def test_compatible_runs_merge_into_one_manifest(tmp_path, images, labels):
     out = tmp_path / "c"
     layout.regenerate(images, labels, out, "contrast", "1,2", seed=4)
-    lab_before = _files(out)["labels.npy"]
+    lab_before = _files(out)["labels.n20.s12.npy"]
     man = layout.regenerate(images, labels, out, "gaussian_noise", "1,2", seed=4)
     assert set(man.corruptions) == {"contrast", "gaussian_noise"}
-    assert _files(out)["labels.npy"] == lab_before  # not rewritten
+    assert _files(out)["labels.n20.s12.npy"] == lab_before  # not rewritten
     layout.check_manifest(out)
     assert set(layout.list_available(out)) == {"contrast", "gaussian_noise"}
 
@@ -241,14 +257,17 @@ def test_partial_files_are_not_listed(tmp_path):
 
 def test_check_manifest_detects_changed_file(tmp_path, images):
     layout.regenerate(images, None, tmp_path, "contrast", "1")
-    raw = np.load(tmp_path / "contrast.npy")
+    raw = np.load(tmp_path / "contrast.n20.s1.npy")
     raw[0, 0, 0, 0] ^= 1
-    np.save(tmp_path / "contrast.npy", raw)
+    np.save(tmp_path / "contrast.n20.s1.npy", raw)
     with pytest.raises(CorruptionError, match="SHA-256"):
         layout.check_manifest(tmp_path)
     with pytest.raises(CorruptionError, match="SHA-256"):
         layout.load_corrupted(tmp_path, "contrast", 1, check_md5=True)
-    layout.load_corrupted(tmp_path, "contrast", 1)  # without the check it loads
+    # reading checks by default now (cached digest); only an explicit verify=False loads a changed file
+    with pytest.raises(CorruptionError, match=r"contrast\.n20\.s1\.npy: contents differ"):
+        layout.load_corrupted(tmp_path, "contrast", 1)
+    assert layout.load_corrupted(tmp_path, "contrast", 1, verify=False)[0].shape == (20, 32, 32, 3)
 
 
 # ---------------------------------------------------------------------------------------------- official layout
@@ -389,3 +408,135 @@ def test_preview_grid(tmp_path, images):
         preview_grid(images[:2], "nope", "1", tmp_path / "g.png")
     with pytest.raises(CorruptionError, match="png"):
         preview_grid(images[:2], "contrast", "1", tmp_path / "g.jpg")
+
+
+# ---------------------------------------------------------------------------------------------- integrity, merging
+
+
+def test_tampered_file_is_refused_on_read(tmp_path, images, labels):
+    out = tmp_path / "c"
+    layout.regenerate(images, labels, out, "contrast", "1,2", seed=0)
+    x, _ = layout.load_corrupted(out, "contrast", 2)  # verified and cached
+    cache = json.loads((Path(os.environ["CORRUPTIONS_CACHE"]) / "sha256-cache.json").read_text())
+    assert str((out / "contrast.n20.s12.npy").resolve()) in cache
+    path = out / "contrast.n20.s12.npy"
+    raw = np.load(path)
+    raw[25, 3, 3, 1] ^= 0x10  # same size, other bytes, new mtime
+    np.save(path, raw)
+    with pytest.raises(CorruptionError, match=r"contrast\.n20\.s12\.npy: contents differ from manifest\.json"):
+        layout.load_corrupted(out, "contrast", 2)
+    # the labels are checked as well
+    layout.regenerate(images, labels, out, "contrast", "1,2", seed=0, overwrite=True)
+    lab = out / "labels.n20.s12.npy"
+    np.save(lab, (np.load(lab) + 1) % 10)
+    with pytest.raises(CorruptionError, match=r"labels\.n20\.s12\.npy: contents differ"):
+        layout.load_corrupted(out, "contrast", 1)
+
+
+def test_concurrent_runs_merge_into_one_manifest(tmp_path, images, labels, monkeypatch):
+    """Run B starts and finishes while run A is still writing (both saw no manifest at the start): A's commit
+    re-reads the manifest under the folder lock and keeps B's entries."""
+    out = tmp_path / "c"
+    real = api.corrupt
+    state = {"done": False}
+
+    def corrupt_and_interleave(x, name, severity, **kw):
+        if name == "contrast" and len(x) > 1 and not state["done"]:
+            state["done"] = True
+            layout.regenerate(images, labels, out, "gaussian_noise", "1,2", seed=4)  # run B, complete
+        return real(x, name, severity, **kw)
+
+    monkeypatch.setattr(api, "corrupt", corrupt_and_interleave)
+    man = layout.regenerate(images, labels, out, "contrast", "1,2", seed=4)  # run A
+    assert state["done"]
+    assert set(man.corruptions) == {"contrast", "gaussian_noise"}
+    assert set(layout.read_manifest(out).files) == {"contrast.n20.s12.npy", "gaussian_noise.n20.s12.npy",
+                                                     "labels.n20.s12.npy"}
+    layout.check_manifest(out)
+    monkeypatch.setattr(api, "corrupt", real)
+    for name in ("contrast", "gaussian_noise"):
+        assert np.array_equal(layout.load_corrupted(out, name, 2)[0], api.corrupt(images, name, 2, seed=4))
+
+
+def test_conflicting_concurrent_run_is_refused_and_leaves_nothing(tmp_path, images, labels, monkeypatch):
+    out = tmp_path / "c"
+    out.mkdir()
+    real = api.corrupt
+
+    def other_run_meanwhile(x, name, severity, **kw):
+        if name == "contrast" and len(x) > 1 and not (out / "manifest.json").exists():
+            layout.regenerate(images, labels, out, "gaussian_noise", "1,2", seed=5)  # different seed
+        return real(x, name, severity, **kw)
+
+    monkeypatch.setattr(api, "corrupt", other_run_meanwhile)
+    with pytest.raises(CorruptionError, match="different seed meanwhile"):
+        layout.regenerate(images, labels, out, "contrast", "1,2", seed=4)
+    assert sorted(p.name for p in out.iterdir()) == ["gaussian_noise.n20.s12.npy", "labels.n20.s12.npy",
+                                                      "manifest.json"]
+    assert layout.read_manifest(out).seed == 5
+
+
+def test_rerun_skips_finished_and_adds_missing(tmp_path, images, labels, monkeypatch):
+    out = tmp_path / "c"
+    layout.regenerate(images, labels, out, "contrast", "1", seed=2)
+    before = _files(out)
+    seen = []
+    real = api.corrupt
+    monkeypatch.setattr(api, "corrupt", lambda x, name, s, **kw: seen.append(name) or real(x, name, s, **kw))
+    man = layout.regenerate(images, labels, out, CHEAP, "1", seed=2)
+    assert man.skipped == ("contrast",) and set(seen) == {"gaussian_noise"}  # contrast not recomputed
+    after = _files(out)
+    assert after["contrast.n20.s1.npy"] == before["contrast.n20.s1.npy"]
+    assert set(man.corruptions) == set(CHEAP)
+    # a finished file whose bytes no longer match is not skipped: it is refused as foreign output
+    raw = np.load(out / "contrast.n20.s1.npy")
+    raw[0, 0, 0, 0] ^= 1
+    np.save(out / "contrast.n20.s1.npy", raw)
+    with pytest.raises(CorruptionError, match=r"contrast\.n20\.s1\.npy.*overwrite"):
+        layout.regenerate(images, labels, out, "contrast", "1", seed=2)
+
+
+def test_stale_partials_of_killed_runs_are_cleaned(tmp_path, images, labels):
+    import fcntl
+    out = tmp_path / "c"
+    out.mkdir()
+    stale = out / ".contrast.n20.s1.npy.deadbeef.partial"  # what kill -9 leaves (nobody holds its lock)
+    stale.write_bytes(b"\x00" * 1000)
+    live = out / ".gaussian_noise.n20.s1.npy.0badf00d.partial"  # a live run's file: locked
+    live.write_bytes(b"\x00" * 10)
+    old = os.path.getmtime(stale) - 3600
+    os.utime(stale, (old, old))
+    os.utime(live, (old, old))
+    fd = os.open(live, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        layout.regenerate(images, labels, out, "contrast", "1", seed=0)
+        assert not stale.exists() and live.exists()
+    finally:
+        os.close(fd)
+    assert layout.clean_stale_partials(out) == [live.name] and not live.exists()
+    assert not [p for p in out.iterdir() if p.name.endswith(".partial")]
+
+
+def test_subset_names_make_an_official_reader_fail(tmp_path, images, labels):
+    out = tmp_path / "c"
+    layout.regenerate(images, labels, out, "contrast", "1,3", seed=0)
+    man = layout.read_manifest(out)
+    assert man.data["official_layout"] is False and "not the official layout" in man.data["layout"]
+    # a reader that assumes <corruption>.npy with 5 x 10,000 rows finds no file instead of mixing severities
+    with pytest.raises(FileNotFoundError):
+        np.load(out / "contrast.npy")
+    with pytest.raises(FileNotFoundError):
+        np.load(out / "labels.npy")
+    # our official reader (no manifest) refuses too; with the manifest the set reads correctly
+    (out / "manifest.json").rename(tmp_path / "manifest.json")
+    with pytest.raises(CorruptionError, match="not in this directory"):
+        layout.load_corrupted(out, "contrast", 3)
+    (tmp_path / "manifest.json").rename(out / "manifest.json")
+    x, y = layout.load_corrupted(out, "contrast", 3)
+    assert np.array_equal(x, api.corrupt(images, "contrast", 3)) and np.array_equal(y, labels)
+    # the official names are kept for exactly 5 x 10,000 (checked on the naming rule, not by writing 50,000)
+    assert layout.layout_suffix(10_000, [1, 2, 3, 4, 5]) == ""
+    assert layout.layout_suffix(10_000, [1, 3]) == ".n10000.s13"
+    assert layout.layout_suffix(9_999, [1, 2, 3, 4, 5]) == ".n9999.s12345"
+    assert layout.layout_suffix(10_000, [5, 4, 3, 2, 1]) == ".n10000.s54321"

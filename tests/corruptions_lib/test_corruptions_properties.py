@@ -347,12 +347,14 @@ def test_gaussian_blur_tap_counts_and_constant():
         assert np.abs(C.corrupt(x, "gaussian_blur", s).astype(int) - 200).max() <= 1
 
 
-@pytest.mark.parametrize("opencv_decode", [True, False])
-def test_jpeg_is_420_reencode(opencv_decode, monkeypatch):
-    if not opencv_decode:
-        monkeypatch.setattr(digital, "_CV2_DECODE_OK", False)  # force PIL's decoder
-    elif not digital._cv2_decodes_like_pil():
-        pytest.skip("OpenCV's JPEG decoder differs from PIL's here; the library decodes with PIL")
+@pytest.mark.parametrize("codec", ["opencv", "pil-encode", "pil"])
+def test_jpeg_is_420_reencode(codec, monkeypatch):
+    if codec == "pil":
+        monkeypatch.setattr(digital, "_CV2_DECODE_OK", False)  # force PIL's decoder (and encoder)
+    elif codec == "pil-encode":
+        monkeypatch.setattr(digital, "_CV2_ENCODE_OK", False)  # PIL encodes, OpenCV decodes where it can
+    elif not (digital._cv2_decodes_like_pil() and digital._cv2_encodes_like_pil()):
+        pytest.skip("OpenCV's JPEG codec differs from PIL's here; the library encodes/decodes with PIL")
     rng = np.random.default_rng(1)
     x = np.concatenate([rng.integers(0, 256, (2, 32, 32, 3)).astype(np.uint8), SYN[:8]])
     for s, q in enumerate(P["jpeg_compression"], 1):

@@ -130,8 +130,49 @@ def test_corruption_dir_matches_on_the_fly(vision_ckpt, tmp_path):
                  store_dir=tmp_path / "e", device="cpu", progress=False)
 
 
+def test_corruption_dir_tampered_file_is_refused(vision_ckpt, tmp_path, monkeypatch):
+    """A regenerated file altered after the fact (its SHA-256 no longer matches manifest.json) is refused with
+    one line naming the file, before anything is evaluated."""
+    from corruptions.errors import CorruptionError
+    from corruptions.layout import read_manifest, regenerate
+    from robustbench_dgsa.data import load_dataset
+    from robustbench_dgsa.engine.evaluate import evaluate
+    monkeypatch.setenv("CORRUPTIONS_CACHE", str(tmp_path / "cache"))
+    test = load_dataset("synthetic-vision", "test")
+    regenerate(test.x[:48], test.y[:48], tmp_path / "c", ["contrast"], [1], seed=0)
+    path = tmp_path / "c" / read_manifest(tmp_path / "c").file_of("contrast")
+    raw = np.load(path)
+    raw[3] = 255 - raw[3]
+    np.save(path, raw)
+    with pytest.raises(CorruptionError, match=rf"{path.name}: contents differ from manifest.json") as e:
+        evaluate(vision_ckpt.checkpoint, corruptions=["contrast"], severities=[1], corruption_dir=tmp_path / "c",
+                 store_dir=tmp_path / "s", device="cpu", progress=False)
+    assert "\n" not in str(e.value)
+
+
 def test_frost_uses_given_textures(vision_ckpt, tmp_path, shared_data):
     from robustbench_dgsa.engine.evaluate import evaluate
     res = evaluate(vision_ckpt.checkpoint, corruptions=["frost"], severities=[2], store_dir=tmp_path / "s",
                    frost_dir=shared_data / "corruptions" / "frost", device="cpu", progress=False)
     assert store.load_runs(tmp_path / "s")[res.run_id]["frost_source"].startswith("dir:")
+
+
+def test_failed_evaluation_leaves_the_store_as_found(tmp_path, monkeypatch):
+    """A failure while writing (here: compaction) removes the run's rows, predictions and provenance."""
+    from robustbench_dgsa.engine.evaluate import evaluate
+    from robustbench_dgsa.engine.train import train
+    cfg = resolve_config(get_model_config("vit"), "synthetic-vision", "tiny", overrides={
+        "model.dim": 16, "model.depth": 1, "model.heads": 2, "model.head_hidden": 16, "train.epochs": 1,
+        "train.batch_size": 32, "train.device": "cpu", "data.max_train": 64, "data.max_test": 32})
+    tr = train(cfg, 0, tmp_path / "run", store_dir=tmp_path / "store", progress=False)
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "store").rglob("*"))
+
+    def broken(_):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(store, "compact", broken)
+    with pytest.raises(OSError):
+        evaluate(tr.checkpoint, store_dir=tmp_path / "store", corruptions=["fog"], severities=[1], progress=False)
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "store").rglob("*")) == before
+    with pytest.raises(OSError):
+        evaluate(tr.checkpoint, store_dir=tmp_path / "fresh", progress=False)
+    assert not (tmp_path / "fresh").exists()              # no empty rows/, runs/, predictions/ folders either

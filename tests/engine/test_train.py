@@ -123,11 +123,11 @@ def test_resume_is_bit_exact(tmp_path):
     out = tmp_path / "killed"
     part = train(cfg, 3, out, progress=False, stop_after_epoch=1)
     assert len(part.history) == 1
-    shutil.copy(out / STATE_NAME, tmp_path / "state_epoch1.pt")
+    shutil.copy(out / STATE_NAME, tmp_path / "state_epoch1.safetensors")
     train(cfg, 3, out, progress=False, resume=True, stop_after_epoch=2)
     # Simulate a kill after the epoch-2 checkpoint was written but before its train state: the state is
     # one epoch behind the checkpoint.
-    shutil.copy(tmp_path / "state_epoch1.pt", out / STATE_NAME)
+    shutil.copy(tmp_path / "state_epoch1.safetensors", out / STATE_NAME)
     resumed = train(cfg, 3, out, progress=False, resume=True)
 
     a, b = _weights(full.checkpoint), _weights(resumed.checkpoint)
@@ -180,6 +180,32 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
     _, meta = read_checkpoint_meta(out / "checkpoint.safetensors")
     assert meta["epoch"] == 1 and math.isfinite(meta["metrics"]["train_loss"])
     assert not (out / "done.json").exists()
+    assert not (out / "store").exists()     # the failed run left the store as it found it (none, no empty rows/)
+
+
+def test_failed_run_removes_its_rows_and_resume_rebuilds_them(tmp_path, monkeypatch):
+    from robustbench_dgsa.engine import train as train_mod
+    from robustbench_dgsa.engine.train import train
+    store_dir = tmp_path / "store"
+    store.RunWriter(store_dir, "other-run", base=dict(kind="eval")).add("accuracy", 0.5)   # someone else's rows
+    before = sorted(p.relative_to(store_dir) for p in store_dir.rglob("*"))
+    real = train_mod.evaluate_split
+
+    def fail_on_test(model, x, mask, y, **kw):
+        if len(y) == 64:                    # the test split (max_test 64): fail after all epochs
+            raise OSError(5, "Input/output error")
+        return real(model, x, mask, y, **kw)
+    monkeypatch.setattr(train_mod, "evaluate_split", fail_on_test)
+    with pytest.raises(OSError):
+        train(tiny_cfg(**{"train.epochs": 2}), 0, tmp_path / "run", store_dir=store_dir, progress=False)
+    assert sorted(p.relative_to(store_dir) for p in store_dir.rglob("*")) == before
+    assert not (tmp_path / "run" / "done.json").exists()
+    monkeypatch.setattr(train_mod, "evaluate_split", real)
+    done = train(tiny_cfg(**{"train.epochs": 2}), 0, tmp_path / "run", store_dir=store_dir, progress=False,
+                 resume=True)
+    df = store.load_results(store_dir)
+    rows = df[df.run_id == done.run_id]
+    assert sorted(rows[(rows.split == "train") & (rows.metric == "loss")].epoch) == [1, 2]
 
 
 def test_text_training_builds_vocab_and_excludes_norm_decay(tmp_path):

@@ -47,22 +47,22 @@ def _run(module, x, kpm, fused: bool):
     return y.detach(), x.grad.detach(), grads
 
 
-_CASES = [("mhsa", {}, None)] + [
-    (attention, extra, split)
+_CASES = [("mhsa", {}, "sdpa"), ("mhsa", {}, "math")] + [
+    (attention, extra, kernel)
     for attention, extra in [("diff", {}), ("diff", {"lambda_init": "fixed"}),
                              ("dgsa", {"lambda_init": "fixed", "q_residual": True}),
                              ("dgsa", {"lambda_init": "fixed", "q_residual": False, "gate_bias_init": "diff"})]
-    for split in ("shared", "split")
+    for kernel in ("sdpa", "sdpa-split", "math")
 ]
 
 
-@pytest.mark.parametrize("attention,extra,value_split", _CASES)
+@pytest.mark.parametrize("attention,extra,kernel", _CASES)
 @pytest.mark.parametrize("masked", [False, True])
-def test_fused_matches_explicit_float64(attention, extra, value_split, masked):
+def test_fused_matches_explicit_float64(attention, extra, kernel, masked):
     torch.manual_seed(0)
     module = build_attention(_cfg(attention, **extra), layer_idx=2).double()
-    if value_split is not None:
-        module.value_split = value_split   # "shared": one SDPA call per branch; "split": V in d' halves
+    # "sdpa": one SDPA call per branch (shared V); "sdpa-split": V in d' halves; "math": maps not returned
+    module.kernel = kernel
     if attention == "dgsa":
         with torch.no_grad():              # make the gate input-dependent also with gate_bias_init="diff"
             module.gate.weight.normal_(0, 0.3)

@@ -1,0 +1,293 @@
+"""The one job runner: train (resuming a half-done run) -> evaluate, into a shared results store.
+
+Used by sweeps (:mod:`robustbench_dgsa.jobs.sweep`: local pool, Slurm array tasks) and by the main job
+(:mod:`robustbench_dgsa.jobs.reproduce`). A job lives in ``<root>/runs/<job id>/`` and writes its rows to
+``<root>/store``::
+
+    checkpoint.safetensors, train_state.safetensors, done.json    from train
+    job_done.json       written last: train and evaluation run ids, final metrics, evaluation summary
+    job_failed.json     the last failure (error, traceback, host); removed when the job later succeeds
+    job.lock            held while the job runs (pid, host, boot id, process start time, token)
+
+A job is finished when ``job_done.json`` is there, its checkpoint is there and its evaluation rows are in the
+store. :func:`run_job` returns at once for a finished job, and re-checks after taking the lock, so two
+runners (two ``sweep run`` processes, a Slurm task and a local run) never train one job twice.
+
+Locks: taken inside a short ``flock`` on ``.job.lock.guard`` (so checking and replacing a stale lock is one
+step), never taken over while the owner lives. On the same host the owner is gone when its pid no longer
+exists, or the pid now belongs to a process with another start time, or the machine rebooted (boot id); a
+lock from another host (a shared cluster folder) is refreshed every minute by its owner and counts as stale
+after :data:`STALE_AFTER_S` seconds without a refresh.
+
+Job ids are file names: letters, digits, ``.``, ``_``, ``-``, not starting with a dot (checked on every use,
+so a ``jobs.jsonl`` edited by hand cannot point a job outside ``runs/``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import socket
+import threading
+import time
+import traceback
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from robustbench_dgsa.util import atomic
+from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.progress import log
+
+JOB_DONE = "job_done.json"
+JOB_FAILED = "job_failed.json"
+LOCK = "job.lock"
+LOCK_GUARD = ".job.lock.guard"
+CHECKPOINT = "checkpoint.safetensors"
+STALE_AFTER_S = 600.0      # a lock from another host without a heartbeat for this long is stale
+HEARTBEAT_S = 60.0
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def check_job_id(value: Any) -> str:
+    """``value`` if it is a safe job id (a plain file name), else a one-line UserError."""
+    if not isinstance(value, str) or not _ID.fullmatch(value) or ".." in value:
+        raise UserError(f"invalid job id {value!r}: ids are file names (letters, digits, '.', '_', '-'; no '..', "
+                        "no '/', not starting with '.')")
+    return value
+
+
+@dataclass
+class Job:
+    id: str
+    model: str
+    dataset: str
+    preset: str
+    seed: int
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Job":
+        if not isinstance(d, dict):
+            raise UserError(f"a job must be a JSON object, got {type(d).__name__}")
+        missing = [k for k in ("id", "model", "dataset", "preset", "seed") if k not in d]
+        if missing:
+            raise UserError(f"job lacks {', '.join(missing)}")
+        try:
+            seed = int(d["seed"])
+        except (TypeError, ValueError):
+            raise UserError(f"job {d['id']!r}: seed must be an integer, got {d['seed']!r}") from None
+        overrides = d.get("overrides") or {}
+        if not isinstance(overrides, dict):
+            raise UserError(f"job {d['id']!r}: overrides must be a JSON object")
+        return cls(id=check_job_id(d["id"]), model=str(d["model"]), dataset=str(d["dataset"]),
+                   preset=str(d["preset"]), seed=seed, overrides={str(k): str(v) for k, v in overrides.items()})
+
+
+@dataclass
+class EvalSettings:
+    """How each job's checkpoint is evaluated after training."""
+    corruptions: list[str] = field(default_factory=list)       # image corruption names (resolved)
+    severities: list[int] = field(default_factory=lambda: [1, 2, 3, 4, 5])
+    corruption_dir: str | None = None
+    text_noise: list[str] = field(default_factory=list)
+    corruption_seed: int = 0
+    batch_size: int = 256
+
+
+def job_dir(root: str | Path, job: Job) -> Path:
+    return Path(root) / "runs" / check_job_id(job.id)
+
+
+def read_done(root: str | Path, job: Job) -> dict[str, Any] | None:
+    """The job_done record of a finished job (checkpoint there, evaluation rows in the store), else None."""
+    d = job_dir(root, job)
+    if not (d / CHECKPOINT).is_file():
+        return None
+    try:
+        info = json.loads((d / JOB_DONE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    rid = info.get("eval_run_id") if isinstance(info, dict) else None
+    if not isinstance(rid, str) or not (Path(root) / "store" / "rows" / f"{rid}.jsonl").is_file():
+        return None
+    return info
+
+
+def is_finished(root: str | Path, job: Job) -> bool:
+    return read_done(root, job) is not None
+
+
+def run_job(root: str | Path, job: Job, evaluation: EvalSettings | None = None, *, device: str = "auto",
+            data_root: str | None = None, download: bool = False, progress: bool = False) -> dict[str, Any]:
+    """Train (resuming) and evaluate ``job`` under its lock; returns its job_done record.
+
+    Raises :class:`JobLocked` when another live process runs the job; any failure leaves ``job_failed.json``.
+    """
+    root = Path(root)
+    out = job_dir(root, job)
+    done = read_done(root, job)
+    if done is not None:
+        return done
+    out.mkdir(parents=True, exist_ok=True)
+    with JobLock(out):
+        done = read_done(root, job)       # finished by another runner while we were starting
+        if done is not None:
+            return done
+        try:
+            record = _train_and_evaluate(root, job, evaluation or EvalSettings(), device=device,
+                                         data_root=data_root, download=download, progress=progress)
+        except BaseException as e:
+            atomic.write_json(out / JOB_FAILED, {"job": job.to_dict(), "error": f"{type(e).__name__}: {e}",
+                                                 "traceback": traceback.format_exc(), "host": socket.gethostname()})
+            raise
+        atomic.write_json(out / JOB_DONE, record)
+        (out / JOB_FAILED).unlink(missing_ok=True)
+        return record
+
+
+def job_config(job: Job, *, device: str = "auto", data_root: str | None = None, download: bool = False):
+    """The job's RunConfig: its preset and overrides, plus the runner's device / data root / download."""
+    from robustbench_dgsa.config import resolve_config
+    from robustbench_dgsa.models import get_model_config
+    overrides = dict(job.overrides)
+    if download:
+        overrides.setdefault("data.download", "true")
+    overrides.setdefault("train.device", device or "auto")
+    cfg = resolve_config(get_model_config(job.model), job.dataset, job.preset, overrides=overrides)
+    if data_root and cfg.data.data_root is None:
+        cfg.data.data_root = str(data_root)
+    return cfg
+
+
+def _train_and_evaluate(root: Path, job: Job, ev: EvalSettings, *, device: str, data_root: str | None,
+                        download: bool, progress: bool) -> dict[str, Any]:
+    from robustbench_dgsa.engine.evaluate import evaluate
+    from robustbench_dgsa.engine.train import train
+    t0 = time.monotonic()
+    out, store_dir = job_dir(root, job), root / "store"
+    cfg = job_config(job, device=device, data_root=data_root, download=download)
+    tr = train(cfg, job.seed, out, store_dir=store_dir, resume=True, progress=progress)
+    image = cfg.model.modality == "image"  # a mixed sweep: corruptions for images, noise for text
+    res = evaluate(tr.checkpoint, store_dir=store_dir, corruptions=(ev.corruptions or None) if image else None,
+                   severities=ev.severities, corruption_dir=ev.corruption_dir if image else None,
+                   text_noise=None if image else (ev.text_noise or None), corruption_seed=ev.corruption_seed,
+                   batch_size=ev.batch_size, device=device or "auto", progress=progress)
+    return {"job": job.to_dict(), "train_run_id": tr.run_id, "eval_run_id": res.run_id,
+            "checkpoint": str(tr.checkpoint), "final": tr.final, "evaluation": res.summary(),
+            "seconds": round(time.monotonic() - t0, 3), "host": socket.gethostname(), "pid": os.getpid()}
+
+
+# --- locks -------------------------------------------------------------------------------------------------
+
+class JobLocked(UserError):
+    """Another live process runs this job."""
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, /proc), None where unknown."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()   # after "pid (comm) ": field 3 onwards
+    return fields[19] if len(fields) > 19 else None   # field 22: starttime
+
+
+def owner_alive(info: dict[str, Any], mtime: float) -> bool:
+    """Whether the process that wrote lock ``info`` (last refreshed at ``mtime``) may still run."""
+    if info.get("host") != socket.gethostname():
+        return time.time() - mtime < STALE_AFTER_S
+    if info.get("boot") and _boot_id() and info["boot"] != _boot_id():
+        return False
+    try:
+        pid = int(info["pid"])
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (KeyError, TypeError, ValueError):
+        return False
+    except PermissionError:
+        pass                                          # exists, owned by another user
+    start = process_start(pid)
+    return start is None or info.get("start") is None or str(info["start"]) == start
+
+
+class _Guard:
+    """A short exclusive ``flock`` around reading / replacing a job lock (no-op where flock is missing)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / LOCK_GUARD
+
+    def __enter__(self) -> "_Guard":
+        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
+        try:
+            import fcntl
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except (ImportError, OSError):
+            pass
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        os.close(self.fd)                             # closing releases the flock
+
+
+class JobLock:
+    """An exclusive lock file in a job's folder (see the module docstring); refreshed while held."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.path = Path(folder), Path(folder) / LOCK
+        self.me = {"host": socket.gethostname(), "pid": os.getpid(), "start": process_start(os.getpid()),
+                   "boot": _boot_id(), "token": uuid.uuid4().hex, "since": time.time()}
+        self._stop = threading.Event()
+
+    def _read(self) -> tuple[dict[str, Any] | None, float]:
+        try:
+            mtime = self.path.stat().st_mtime
+            info = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None, 0.0
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return {}, 0.0                            # junk: not a live owner
+        return (info if isinstance(info, dict) else {}), mtime
+
+    def __enter__(self) -> "JobLock":
+        with _Guard(self.folder):
+            info, mtime = self._read()
+            if info is not None and owner_alive(info, mtime):
+                since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(info.get("since") or mtime)))
+                raise JobLocked(f"job {self.folder.name} is being run by pid {info.get('pid')} on "
+                                f"{info.get('host')} since {since} ({self.path}); if that process is gone "
+                                "for good, delete the lock file")
+            if info is not None:
+                log(f"[job] taking over the stale lock of pid {info.get('pid')} on {info.get('host')}: {self.path}")
+            atomic.write_json(self.path, self.me)
+        self._beat = threading.Thread(target=self._heartbeat, daemon=True)
+        self._beat.start()
+        return self
+
+    def _heartbeat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                os.utime(self.path)
+            except OSError:
+                pass
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        with _Guard(self.folder):
+            info, _ = self._read()
+            if info and info.get("token") == self.me["token"]:
+                self.path.unlink(missing_ok=True)

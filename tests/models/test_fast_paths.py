@@ -1,0 +1,105 @@
+"""Speed paths of the models keep the maths: kernel choice, CLS-only last block, first-queries attention, dropout."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from robustbench_dgsa.config import ModelConfig
+from robustbench_dgsa.models import create_model, get_model_config
+from robustbench_dgsa.models.attention import build_attention, choose_kernel
+from robustbench_dgsa.models.blocks import Dropout
+
+TOL = 1e-10
+SMALL = dict(dim=32, depth=3, heads=2, head_hidden=16, num_classes=5, dropout=0.0)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_kernel_choice_per_device_and_length():
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    for kind in ("mhsa", "diff", "dgsa"):
+        assert choose_kernel(kind, cuda, 65, True) == "sdpa"                 # GPU: always SDPA
+        assert choose_kernel(kind, cuda, 257, False) == "sdpa"
+    for grad in (True, False):
+        assert choose_kernel("mhsa", cpu, 65, grad) == "sdpa"                # MHSA: SDPA is never slower
+        assert choose_kernel("mhsa", cpu, 257, grad) == "sdpa"
+    for kind in ("diff", "dgsa"):
+        assert choose_kernel(kind, cpu, 65, True) == "math"                  # short: explicit maths
+        assert choose_kernel(kind, cpu, 129, True) == "sdpa"                 # middle: shared V
+        assert choose_kernel(kind, cpu, 257, True) == "sdpa-split"           # long: V in halves
+        assert choose_kernel(kind, cpu, 65, False) == "math"
+        assert choose_kernel(kind, cpu, 129, False) == "sdpa-split"
+
+
+@pytest.mark.parametrize("attention,extra", [("mhsa", {}), ("diff", {}), ("dgsa", {"q_residual": True}),
+                                             ("dgsa", {"q_residual": False})])
+@pytest.mark.parametrize("kernel", ["sdpa", "math"])
+def test_first_queries_equal_full_rows(attention, extra, kernel):
+    torch.manual_seed(0)
+    m = build_attention(ModelConfig(attention=attention, dim=32, heads=2, lambda_init="fixed", **extra), 1).double()
+    m.kernel = kernel
+    x = torch.randn(3, 9, 32, dtype=torch.float64)
+    kpm = torch.zeros(3, 9, dtype=torch.bool)
+    kpm[1, 5:] = True
+    for mask in (None, kpm):
+        full = m(x, mask)
+        for nq in (1, 4):
+            part = m(x, mask, queries=nq)
+            assert part.shape == (3, nq, 32)
+            assert (part - full[:, :nq]).abs().max().item() <= TOL
+
+
+def _grads(model, x):
+    model.zero_grad(set_to_none=True)
+    logits = model(x)
+    (logits * torch.linspace(-1, 1, logits.numel(), dtype=logits.dtype).view_as(logits)).sum().backward()
+    return logits.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("name", ["vit", "dvit", "dgvit", "transformer", "dt", "dgt"])
+def test_cls_only_last_block_keeps_logits_and_gradients(name):
+    torch.manual_seed(1)
+    cfg = get_model_config(name)
+    geometry = dict(image_size=8, patch_size=4) if cfg.modality == "image" else dict(vocab_size=40, max_len=10)
+    model = create_model(cfg, **SMALL, **geometry).double().train()
+    if cfg.modality == "image":
+        x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    else:
+        x = torch.randint(1, 40, (2, 10))
+        x[1, 6:] = 0                                                          # padding
+    assert model.cls_only_last_block
+    y_fast, g_fast = _grads(model, x)
+    model.cls_only_last_block = False
+    y_full, g_full = _grads(model, x)
+    assert (y_fast - y_full).abs().max().item() <= TOL
+    assert g_fast.keys() == g_full.keys()
+    for n in g_full:
+        assert (g_fast[n] - g_full[n]).abs().max().item() <= TOL, n
+    model.set_attention_impl("explicit")
+    assert not model.cls_only_last_block                                      # explicit = the full reference
+    model.set_attention_impl("fused")
+    assert model.cls_only_last_block
+
+
+def test_dropout_distribution_scaling_gradient_and_seed():
+    x = torch.ones(200_000, dtype=torch.float64, requires_grad=True)
+    drop = Dropout(0.25).train()
+    torch.manual_seed(7)
+    y = drop(x)
+    kept = y != 0
+    assert torch.allclose(y[kept], torch.full_like(y[kept], 1 / 0.75))       # inverted scaling
+    rate = kept.double().mean().item()
+    assert abs(rate - 0.75) < 4 * (0.75 * 0.25 / x.numel()) ** 0.5           # Bernoulli(0.75), 4 SD
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())                                   # grad = mask · 1/(1−p)
+    torch.manual_seed(7)
+    assert torch.equal(drop(x.detach()), y.detach())                         # same seed, same mask
+    assert torch.equal(drop.eval()(x), x)                                    # eval: identity
+    assert Dropout(0.0).train()(x) is x                                      # p = 0: no work at all
+    assert isinstance(drop, torch.nn.Dropout)
