@@ -80,13 +80,23 @@ def test_corrupt_interrupted_leaves_no_partial_files(tmp_path, monkeypatch, caps
     out = tmp_path / "o"
     if out.exists():
         _no_temporaries(out)
-        assert not list(out.glob("*.npy")) and not (out / "manifest.json").exists(), _files(out)
-    # and a clean re-run completes
+        npys = {p.name for p in out.glob("*.npy")}
+        if (out / "manifest.json").exists():  # finished files may stay, each whole and vouched for
+            from corruptions.layout import check_manifest
+            check_manifest(out)
+            assert npys <= set(json.loads((out / "manifest.json").read_text())["files"]), _files(out)
+        else:
+            assert not npys, _files(out)
+    # and a re-run completes what is missing
     monkeypatch.undo()
     code, err = _main(["corrupt", "--input", "x.npy", "--corruption", "contrast,brightness", "--severity", "1,2",
                        "--out", "o", "--quiet"], tmp_path, capsys)
     assert code == 0, err
-    assert {"contrast.npy", "brightness.npy", "manifest.json"} <= set(_files(out))
+    from corruptions.layout import check_manifest
+    check_manifest(out)
+    files = json.loads((out / "manifest.json").read_text())["files"]
+    assert {f.split(".")[0] for f in files} == {"contrast", "brightness"} and set(files) <= set(_files(out))
+    _no_temporaries(out)
 
 
 def test_train_interrupted_keeps_only_what_resume_needs(tmp_path, monkeypatch, capsys):

@@ -101,7 +101,7 @@ def test_same_pixels_through_folder_source_corrupt_and_rollout(pngs, tmp_path, m
     assert any("transparency" in n for n in ds.notes) and any("16-bit" in n for n in ds.notes)
     # corrupt: a deterministic corruption of what it read == the same corruption of the policy's pixels
     out = tmp_path / "c"
-    res = CliRunner().invoke(app, ["corrupt", "-i", str(imgs), "-o", str(out), "-c", "contrast", "-s", "2",
+    res = CliRunner().invoke(app, ["corrupt", "-i", str(imgs), "-o", str(out), "--corruption", "contrast", "-s", "2",
                                    "--json"])
     assert res.exit_code == 0, res.output
     x, _ = layout.load_corrupted(out, "contrast", 2)
@@ -247,7 +247,7 @@ def _case_args(tmp: Path) -> dict[str, tuple[list[str], str]]:
     return {
         "bomb-rollout": (["rollout", str(tmp / "bomb" / "test" / "c" / "bomb.png"), "--model", "vit", "--out",
                           f"{out}.png"], "decompression-bomb"),
-        "bomb-corrupt": (["corrupt", "-i", str(tmp / "bomb"), "-o", out, "-c", "contrast", "-s", "1"],
+        "bomb-corrupt": (["corrupt", "-i", str(tmp / "bomb"), "-o", out, "--corruption", "contrast", "-s", "1"],
                          "decompression-bomb"),
         "quote-corrupt-text": (["corrupt-text", "-i", str(tmp / "quote.tsv"), "-o", out], "line 3: unterminated"),
         "quote-train": (["train", "-m", "transformer", "-d", f"tsv:{tmp / 'quote.tsv'}", "-o", out, "--epochs", "1"],
