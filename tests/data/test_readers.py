@@ -178,7 +178,7 @@ def test_corrupt_npz_goes_through_the_dataset_source(tmp_path):
     x = np.stack([EXPECTED[n] for n in NAMES])
     np.savez(tmp_path / "d.npz", x=np.dstack([RGB, ALPHA])[None].repeat(2, 0), y=[1, 0])
     res = CliRunner().invoke(app, ["corrupt", "-i", str(tmp_path / "d.npz"), "-o", str(tmp_path / "o"),
-                                   "-c", "brightness", "-s", "3", "--json"])
+                                   "--corruption", "brightness", "-s", "3", "--json"])
     assert res.exit_code == 0, res.output
     got, y = layout.load_corrupted(tmp_path / "o", "brightness", 3)
     assert y.tolist() == [1, 0] and np.array_equal(got, api.corrupt(x[:1].repeat(2, 0), "brightness", 3))
