@@ -16,9 +16,6 @@ ALLOWED = {
     "corruptions/layout.py::regenerate",        # corruptions/ (speed work in progress)
     "corruptions/layout.py::load_corrupted",    # corruptions/ (speed work in progress)
     "corruptions/text.py::write_text_noise",    # corruptions/ (speed work in progress)
-    "robustbench_dgsa/engine/train.py::_train",  # engine/train.py (job-runner work in progress)
-    "robustbench_dgsa/jobs/reproduce.py::_reproduce",  # jobs/ (job-runner work in progress)
-    "robustbench_dgsa/jobs/sweep.py::run",      # jobs/ (job-runner work in progress)
 }
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -36,6 +35,7 @@ from robustbench_dgsa import store
 from robustbench_dgsa.analysis import metrics
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.paths import safe_name
 
 ROBUSTBENCH_DATASETS = ("cifar10", "cifar100")
 # RobustBench's order of the 15 corruptions (robustbench.data.CORRUPTIONS) — the CSV's column order.
@@ -79,12 +79,12 @@ def export_robustbench(store_dir: str | Path, out_dir: str | Path, *, dataset: s
         if unknown:
             raise UserError(f"model(s) {', '.join(unknown)} have no results on {ds} (present: "
                             f"{', '.join(sorted(set(part['model'])))})")
-        folder = Path(out_dir) / "model_info" / rb / "corruptions"
+        folder = Path(out_dir) / "model_info" / safe_name(rb) / "corruptions"
         table: dict[str, dict[tuple[str, int], float]] = {}
         for model in wanted:
             sub = part[part["model"] == model]
             record, cells = _model_record(model, rb, ds, sub, runs)
-            path = folder / f"{_safe(model)}.json"
+            path = folder / f"{safe_name(model)}.json"
             atomic.write_text(path, json.dumps(record, indent=2) + "\n")
             result.files.append(path)
             result.models[f"{rb}/{model}"] = record
@@ -188,10 +188,6 @@ def _architecture(model: str, prov: list[dict[str, Any]]) -> str | None:
 
 def _pct(v: float) -> str | None:
     return None if not np.isfinite(v) else f"{100.0 * v:.2f}"
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._+-]", "_", name)
 
 
 def _csv_text(table: dict[str, dict[tuple[str, int], float]]) -> str:

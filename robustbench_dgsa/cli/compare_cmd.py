@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -204,8 +203,9 @@ def compare(
         from robustbench_dgsa.report.figures import cd_diagram
         from robustbench_dgsa.util.figures import save_as
         for title, ranks, cliques, note in cmp.cd_diagrams:
-            slug = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-")
-            p = cd_plot if len(cmp.cd_diagrams) == 1 else cd_plot.with_name(f"{cd_plot.stem}.{slug}{cd_plot.suffix}")
+            from robustbench_dgsa.util.paths import safe_name
+            p = cd_plot if len(cmp.cd_diagrams) == 1 else \
+                cd_plot.with_name(f"{cd_plot.stem}.{safe_name(title)}{cd_plot.suffix}")
             named = {display_name(m): r for m, r in ranks.items()}
             bars = None if cliques is None else [[display_name(m) for m in g] for g in cliques]
             written.append(save_as(cd_diagram(named, bars, note=note), p))

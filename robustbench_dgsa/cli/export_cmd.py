@@ -31,8 +31,11 @@ def export_command(
     with a footnote saying why) and the unaggregated per-corruption, per-severity CSV."""
     from robustbench_dgsa.analysis.export import export_robustbench
 
+    from . import options as opt
+
     if fmt not in _FORMATS:
         raise UserError(f"--format must be one of {', '.join(_FORMATS)}, got {fmt!r}")
+    opt.check_output_dir(out, "--out")
     models = [m.strip() for m in model.split(",") if m.strip()] if model else None
     res = export_robustbench(store, out, dataset=dataset, store_dataset=store_dataset, models=models, source=source)
     if as_json:

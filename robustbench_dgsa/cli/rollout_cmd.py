@@ -97,6 +97,8 @@ def _load_sources(checkpoints: list[Path], models: list[str], text: Optional[str
         out.append({"model": model, "meta": meta, "preprocess": preprocess_from_meta(meta), "source": str(p),
                     "name": model.config.name})
     for name in models:
+        from ..models import get_model_config
+        get_model_config(name)  # an unknown name is one error line, without the warning first
         typer.secho(f"warning: --model {name}: using an UNTRAINED {name} (random weights, small config); "
                     "its rollout shows the pipeline, not learned attention", fg="yellow", err=True)
         model, meta, pre = _untrained(name, text)
@@ -249,16 +251,20 @@ def _metrics_mode(sources: list[dict[str, Any]], store: Path, dataset: Optional[
 
 
 def _image_and_checkpoints(inputs: Optional[list[str]], checkpoint: Optional[Path], compare: Optional[list[Path]],
-                           wants_image: bool) -> tuple[Optional[Path], list[Path]]:
+                           text: Optional[str], metrics: bool) -> tuple[Optional[Path], list[Path]]:
     """The positional IMAGE (when the mode takes one) and every checkpoint given (--checkpoint, --compare, extras)."""
     args = list(inputs or [])
     image: Optional[Path] = None
-    if wants_image:
+    if text is None and not metrics:
         if not args:
             raise UserError("give an IMAGE file, --text \"...\" or --metrics (see dgsa-bench rollout --help)")
         image = Path(args.pop(0))
     ckpts: list[Path] = [checkpoint] if checkpoint is not None else []
     ckpts += list(compare or [])
+    if args and not compare and metrics:  # an IMAGE given with --metrics / --text: say so, not "unexpected"
+        raise UserError("--metrics uses the synthetic test set; do not give an image or --text with it")
+    if args and not compare and text is not None:
+        raise UserError("give either an image or --text, not both")
     if args:
         if not compare:
             raise UserError(f"unexpected argument(s): {' '.join(args)} (several checkpoints go after --compare)")
@@ -322,7 +328,7 @@ def rollout_command(
     no_drift = corruption is not None and corruption.strip().lower() == "none"
     corr = [] if no_drift else opt.parse_corruptions(corruption)
     model = opt.split_list(model) or None
-    image, ckpts = _image_and_checkpoints(inputs, checkpoint, compare, text is None and not metrics)
+    image, ckpts = _image_and_checkpoints(inputs, checkpoint, compare, text, metrics)
     if not ckpts and not model and timm_name is None:
         raise UserError("give --checkpoint CKPT (or --timm NAME, or --model NAME for an untrained model)")
     if timm_name is None and (weights is not None or random_init or model_args):

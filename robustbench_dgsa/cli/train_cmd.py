@@ -12,12 +12,6 @@ from . import options as opt
 from .app import App, app
 
 
-def slug(name: str) -> str:
-    """A file-name-safe form of a dataset name (generic sources are paths)."""
-    import re
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "data"
-
-
 def _overrides(epochs: int | None, batch_size: int | None, lr: float | None, device: str | None,
                data_root: Path | None, download: bool, set_: list[str] | None) -> dict[str, Any]:
     from ..config import parse_set_options
@@ -74,6 +68,7 @@ def train_command(
     from ..config import load_config_file, resolve_config
     from ..models import get_model_config
     from robustbench_dgsa.engine.train import train
+    from robustbench_dgsa.util.paths import safe_name
 
     seed_list = opt.parse_seeds(seed)
     _check_data_root(data_root)
@@ -89,7 +84,7 @@ def train_command(
     store_dir = store if store is not None else out / "store"
     results = []
     for s in seed_list:
-        run_out = out if len(seed_list) == 1 else out / f"{model}-{slug(cfg.data.dataset)}-s{s}"
+        run_out = out if len(seed_list) == 1 else out / safe_name(f"{model}-{cfg.data.dataset}-s{s}")
         r = train(cfg, s, run_out, store_dir=store_dir, resume=resume, progress=not quiet)
         results.append({"seed": s, "run_id": r.run_id, "checkpoint": str(r.checkpoint), "out": str(run_out),
                         "config_hash": r.config_hash, "final": r.final, "history": r.history})
@@ -261,8 +256,14 @@ def sweep_run(
     progress: bool = typer.Option(False, "--progress", help="Progress bars for in-process jobs."),
 ) -> None:
     """Run every unfinished job (finished ones are skipped; half-trained ones resume)."""
+    import re
+
     from robustbench_dgsa.jobs.sweep import run
-    summary = run(sweep_dir, workers=workers, devices=opt.split_list(devices) or None, progress=progress)
+    device_ids = opt.split_list(devices) or None
+    bad = [d for d in device_ids or [] if not re.fullmatch(r"\d+|(GPU|MIG)-[0-9A-Za-z/-]+", d)]
+    if bad:
+        raise UserError(f"--devices: expected GPU ids such as 0,1,2 (or GPU-/MIG- UUIDs), got {', '.join(bad)}")
+    summary = run(sweep_dir, workers=workers, devices=device_ids, progress=progress)
     if json_:
         _dump(summary)
     else:

@@ -248,6 +248,8 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
     t_start = time.monotonic()
     dev = resolve_device(device)
     severities = _check_severities(plan.severities)
+    if Path(store_dir).is_dir():
+        store.load_results(store_dir)  # a malformed store is refused before the work, not after it
     data = _load_eval_data(subject, plan)
     if subject.num_classes is None and len(data.y):
         _check_output_classes(subject, data, dev)

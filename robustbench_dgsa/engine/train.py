@@ -42,8 +42,14 @@ from robustbench_dgsa import store
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.config import RunConfig
 from robustbench_dgsa.util.errors import UserError
-from robustbench_dgsa.engine.predict import autocast, preprocess_record, resolve_device, select_test, trim_padding
+from robustbench_dgsa.data import Vocab, load_dataset, stratified_split, stratified_subsample
+from robustbench_dgsa.engine.predict import (autocast, dataset_info, forward_batches, prepare_images, prepare_texts,
+                                             preprocess_record, resolve_device, select_test, trim_padding, use_bf16)
+from robustbench_dgsa import models
+from robustbench_dgsa.models import get_model_config
+from robustbench_dgsa.models.checkpoint import save_checkpoint
 from robustbench_dgsa.util.progress import log, track
+from robustbench_dgsa.util.provenance import sha256_file
 from robustbench_dgsa.engine.schedules import make_schedule
 from robustbench_dgsa.engine.train_state import STATE_NAME, load_state, refuse_legacy, save_state, set_rng_state
 
@@ -84,27 +90,69 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
 
 def _train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Path | None, resume: bool,
            progress: bool, stop_after_epoch: int | None, opened: list[store.RunWriter]) -> TrainResult:
-    cfg = copy.deepcopy(cfg)  # private copy: data-dependent fields are filled in below
     out_dir = Path(out_dir)
     store_dir = Path(store_dir) if store_dir is not None else out_dir / "store"
-    ckpt_path, state_path, done_path = out_dir / CHECKPOINT_NAME, out_dir / STATE_NAME, out_dir / DONE_NAME
+    state, finished = _previous_run(out_dir, resume)
+    if finished is not None:
+        return finished
+    run = _start(copy.deepcopy(cfg), seed, out_dir, store_dir, state, opened)  # private copy: filled in from data
+    tc = run.cfg.train
+    t_start = time.monotonic()
+    for epoch in range(run.start_epoch + 1, tc.epochs + 1):
+        _run_epoch(run, epoch, progress)
+        if stop_after_epoch is not None and epoch >= stop_after_epoch and epoch < tc.epochs:
+            return TrainResult(run.ckpt_path, run.run_id, run.history, {"stopped_after_epoch": epoch},
+                               run.config_hash)
+    return _finish(run, store_dir, out_dir / DONE_NAME, t_start)
 
-    # --- 0. fresh run or continuation --------------------------------------------------------------------
+
+@dataclass
+class _Run:
+    """What the steps of one training run share (built by :func:`_start`)."""
+    cfg: RunConfig
+    seed: int
+    device: torch.device
+    data: PreparedData
+    run_id: str
+    config_hash: str
+    writer: store.RunWriter
+    ckpt_path: Path
+    state_path: Path
+    x_tr: torch.Tensor                 # training inputs, placed by :func:`_place`
+    m_tr: torch.Tensor | None
+    y_tr: torch.Tensor
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    steps_per_epoch: int
+    n_params: int
+    history: list[dict[str, Any]]
+    start_epoch: int
+    meta_base: dict[str, Any]          # checkpoint meta shared by every epoch
+
+
+def _previous_run(out_dir: Path, resume: bool) -> tuple[dict[str, Any] | None, TrainResult | None]:
+    """Step 0, fresh run or continuation: (saved state to continue from or None, result of a finished run or None)."""
+    ckpt_path, state_path, done_path = out_dir / CHECKPOINT_NAME, out_dir / STATE_NAME, out_dir / DONE_NAME
     refuse_legacy(out_dir)
-    state = None
     if resume and state_path.exists():
         state = load_state(state_path)
         if done_path.exists() and state.get("finished"):
             done = json.loads(done_path.read_text())
             log(f"[train] {out_dir} already finished (run {done['run_id']}); nothing to do")
-            return TrainResult(ckpt_path, done["run_id"], state["history"], done["final"], done["config_hash"])
-    elif not resume and (state_path.exists() or ckpt_path.exists()):
+            return state, TrainResult(ckpt_path, done["run_id"], state["history"], done["final"], done["config_hash"])
+        return state, None
+    if not resume and (state_path.exists() or ckpt_path.exists()):
         raise UserError(f"{out_dir} already holds a training run; pass --resume to continue it "
                         "or choose another --out")
+    return None, None
+
+
+def _start(cfg: RunConfig, seed: int, out_dir: Path, store_dir: Path, state: dict[str, Any] | None,
+           opened: list[store.RunWriter]) -> _Run:
+    """Steps 1-2: seeds, data, store writer, model, optimizer and schedule (restored from ``state`` if given)."""
     device = resolve_device(cfg.train.device)
     _seed_everything(seed)
-
-    # --- 1. data -------------------------------------------------------------------------------------------
     data = prepare_data(cfg, seed)
     cfg = data.cfg  # num_classes, image_size, vocab_size now come from the data
     config_hash = cfg.hash()
@@ -118,119 +166,136 @@ def _train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | P
     opened.append(writer)
     # Tensors live on the GPU when they fit there (CUDA), else on the CPU and move batch by batch.
     x_tr, m_tr, y_tr = _place(data.x_train, device), _place(data.m_train, device), data.y_train.to(device)
-
-    # --- 2. model, optimizer, schedule ---------------------------------------------------------------------
-    from robustbench_dgsa.models import create_model
     torch.manual_seed(seed)
-    model = create_model(cfg.model).to(device)
-    tc = cfg.train
-    optimizer = torch.optim.AdamW(_param_groups(model, tc.weight_decay, tc.decay_bias_and_norm), lr=tc.lr,
-                                  betas=tuple(tc.betas), eps=tc.eps)
-    steps_per_epoch = math.ceil(len(data.y_train) / tc.batch_size)
-    schedule = make_schedule(tc.schedule, tc.epochs * steps_per_epoch, tc.warmup_steps)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
-    history: list[dict[str, Any]] = []
-    start_epoch = 0
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        set_rng_state(state["rng"])
-        history, start_epoch = list(state["history"]), int(state["epoch"])
-        writer.clear()  # rewrite this run's rows from the saved history (drops rows of a half-done epoch)
-        for rec in history:
-            writer.add_rows(_epoch_rows(rec))
-        log(f"[train] resuming {run_id} after epoch {start_epoch}/{tc.epochs}")
-    else:
-        writer.clear()
-    n_params = sum(p.numel() for p in model.parameters())
-    log(f"[train] {cfg.model.name} on {cfg.data.dataset} seed {seed}: {n_params:,} parameters, "
-        f"{len(data.y_train)} train / {len(data.y_val)} val / {len(data.y_test)} test, device {device}, "
-        f"{'bf16' if _bf16(device, tc.amp) else 'fp32'}, run {run_id}")
-
-    # --- 3. epochs -----------------------------------------------------------------------------------------
+    model = models.create_model(cfg.model).to(device)   # looked up at call time, so it can be wrapped
+    optimizer, scheduler, steps_per_epoch = _optimisation(model, cfg.train, len(data.y_train))
     meta_base = {"run_config": cfg.to_dict(), "model": cfg.model.name, "dataset": cfg.data.dataset,
                  "classes": list(data.classes), "seed": int(seed), "run_id": run_id,
                  "config_hash": config_hash, "preprocess": data.preprocess}
-    t_start = time.monotonic()
-    for epoch in range(start_epoch + 1, tc.epochs + 1):
-        t0 = time.monotonic()
-        model.train()
-        gen = torch.Generator().manual_seed(_epoch_key(seed, epoch))
-        order = torch.randperm(len(y_tr), generator=gen)
-        loss_sum = torch.zeros((), device=device, dtype=torch.float64)
-        correct = torch.zeros((), device=device, dtype=torch.long)
-        for step in track(range(steps_per_epoch), description=f"epoch {epoch}/{tc.epochs}", enabled=progress):
-            idx = order[step * tc.batch_size:(step + 1) * tc.batch_size]
-            xb, yb = _take(x_tr, idx, device), _take(y_tr, idx, device)
-            mb = None if m_tr is None else _take(m_tr, idx, device)
-            xb, mb = trim_padding(xb, mb)
-            if cfg.data.augment and cfg.model.modality == "image":
-                xb = _augment(xb, gen)
-            with autocast(device, tc.amp):
-                logits = model(xb, key_padding_mask=mb) if mb is not None else model(xb)
-            loss = F.cross_entropy(logits.float(), yb)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if tc.grad_clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            loss_sum += loss.detach().double() * len(yb)
-            correct += (logits.detach().argmax(1) == yb).sum()
-            # A non-finite loss ends the run; checked every 20 steps (a sync) and at the end of the epoch.
-            if (step % 20 == 0 or step == steps_per_epoch - 1) and not torch.isfinite(loss_sum):
-                _diverged(epoch, step, ckpt_path, history)
-        val_loss, val_acc = evaluate_split(model, data.x_val, data.m_val, data.y_val, batch_size=tc.eval_batch_size,
-                                           device=device, amp=tc.amp)
-        if len(data.y_val) and not math.isfinite(val_loss):
-            _diverged(epoch, steps_per_epoch - 1, ckpt_path, history, what="validation loss")
-        rec = {"epoch": epoch, "train_loss": float(loss_sum) / len(y_tr),
-               "train_accuracy": int(correct) / len(y_tr), "val_loss": val_loss, "val_accuracy": val_acc,
-               "lr": float(optimizer.param_groups[0]["lr"]), "n_train": len(y_tr), "n_val": len(data.y_val),
-               "seconds": round(time.monotonic() - t0, 3)}
-        history.append(rec)
-        # Checkpoint first, state second (see module docstring), rows last (rebuilt from state on resume).
-        from robustbench_dgsa.models.checkpoint import save_checkpoint
-        save_checkpoint(ckpt_path, model, {**meta_base, "epoch": epoch, "metrics": rec})
-        save_state(state_path, model, optimizer, scheduler, run_id=run_id, seed=seed, epoch=epoch,
-                    config_hash=config_hash, history=history, finished=False)
-        writer.add_rows(_epoch_rows(rec))
-        log(f"[train] epoch {epoch}/{tc.epochs}: train loss {rec['train_loss']:.4f} acc {rec['train_accuracy']:.4f}"
-            f" | val loss {val_loss:.4f} acc {val_acc:.4f} | {rec['seconds']:.1f}s")
-        if stop_after_epoch is not None and epoch >= stop_after_epoch and epoch < tc.epochs:
-            return TrainResult(ckpt_path, run_id, history, {"stopped_after_epoch": epoch}, config_hash)
+    run = _Run(cfg, seed, device, data, run_id, config_hash, writer, out_dir / CHECKPOINT_NAME,
+               out_dir / STATE_NAME, x_tr, m_tr, y_tr, model, optimizer, scheduler, steps_per_epoch,
+               sum(p.numel() for p in model.parameters()), [], 0, meta_base)
+    _restore(run, state)
+    log(f"[train] {cfg.model.name} on {cfg.data.dataset} seed {seed}: {run.n_params:,} parameters, "
+        f"{len(data.y_train)} train / {len(data.y_val)} val / {len(data.y_test)} test, device {device}, "
+        f"{'bf16' if use_bf16(device, cfg.train.amp) else 'fp32'}, run {run_id}")
+    return run
 
-    # --- 4. clean test accuracy, provenance ----------------------------------------------------------------
-    test_loss, test_acc = evaluate_split(model, data.x_test, data.m_test, data.y_test,
-                                         batch_size=tc.eval_batch_size, device=device, amp=tc.amp)
-    last = history[-1] if history else {}
+
+def _optimisation(model: torch.nn.Module, tc: Any, n_train: int
+                  ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR, int]:
+    """AdamW and its per-step schedule; returns (optimizer, scheduler, steps per epoch)."""
+    optimizer = torch.optim.AdamW(_param_groups(model, tc.weight_decay, tc.decay_bias_and_norm), lr=tc.lr,
+                                  betas=tuple(tc.betas), eps=tc.eps)
+    steps_per_epoch = math.ceil(n_train / tc.batch_size)
+    schedule = make_schedule(tc.schedule, tc.epochs * steps_per_epoch, tc.warmup_steps)
+    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, schedule), steps_per_epoch
+
+
+def _restore(run: _Run, state: dict[str, Any] | None) -> None:
+    """Continue from ``state`` (weights, optimizer, schedule, RNG, history) and rewrite this run's rows from the
+    saved history (drops rows of a half-done epoch); a fresh run starts with no rows."""
+    run.writer.clear()
+    if state is None:
+        return
+    run.model.load_state_dict(state["model"])
+    run.optimizer.load_state_dict(state["optimizer"])
+    run.scheduler.load_state_dict(state["scheduler"])
+    set_rng_state(state["rng"])
+    run.history, run.start_epoch = list(state["history"]), int(state["epoch"])
+    for rec in run.history:
+        run.writer.add_rows(_epoch_rows(rec))
+    log(f"[train] resuming {run.run_id} after epoch {run.start_epoch}/{run.cfg.train.epochs}")
+
+
+def _run_epoch(run: _Run, epoch: int, progress: bool) -> None:
+    """Step 3, one epoch: train, validate, then checkpoint first, state second (see module docstring), rows last
+    (rebuilt from the state on resume)."""
+    tc, data = run.cfg.train, run.data
+    t0 = time.monotonic()
+    loss_sum, correct = _train_steps(run, epoch, progress)
+    val_loss, val_acc = evaluate_split(run.model, data.x_val, data.m_val, data.y_val, batch_size=tc.eval_batch_size,
+                                       device=run.device, amp=tc.amp)
+    if len(data.y_val) and not math.isfinite(val_loss):
+        _diverged(epoch, run.steps_per_epoch - 1, run.ckpt_path, run.history, what="validation loss")
+    n_train = len(run.y_tr)
+    rec = {"epoch": epoch, "train_loss": float(loss_sum) / n_train,
+           "train_accuracy": int(correct) / n_train, "val_loss": val_loss, "val_accuracy": val_acc,
+           "lr": float(run.optimizer.param_groups[0]["lr"]), "n_train": n_train, "n_val": len(data.y_val),
+           "seconds": round(time.monotonic() - t0, 3)}
+    run.history.append(rec)
+    save_checkpoint(run.ckpt_path, run.model, {**run.meta_base, "epoch": epoch, "metrics": rec})
+    save_state(run.state_path, run.model, run.optimizer, run.scheduler, run_id=run.run_id, seed=run.seed,
+               epoch=epoch, config_hash=run.config_hash, history=run.history, finished=False)
+    run.writer.add_rows(_epoch_rows(rec))
+    log(f"[train] epoch {epoch}/{tc.epochs}: train loss {rec['train_loss']:.4f} acc {rec['train_accuracy']:.4f}"
+        f" | val loss {val_loss:.4f} acc {val_acc:.4f} | {rec['seconds']:.1f}s")
+
+
+def _train_steps(run: _Run, epoch: int, progress: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The optimisation steps of one epoch, in the order and with the augmentation keyed by (seed, epoch);
+    returns (summed training loss, correct predictions)."""
+    tc, device, model = run.cfg.train, run.device, run.model
+    model.train()
+    gen = torch.Generator().manual_seed(_epoch_key(run.seed, epoch))
+    order = torch.randperm(len(run.y_tr), generator=gen)
+    loss_sum = torch.zeros((), device=device, dtype=torch.float64)
+    correct = torch.zeros((), device=device, dtype=torch.long)
+    augment = run.cfg.data.augment and run.cfg.model.modality == "image"
+    for step in track(range(run.steps_per_epoch), description=f"epoch {epoch}/{tc.epochs}", enabled=progress):
+        idx = order[step * tc.batch_size:(step + 1) * tc.batch_size]
+        xb, yb = _take(run.x_tr, idx, device), _take(run.y_tr, idx, device)
+        mb = None if run.m_tr is None else _take(run.m_tr, idx, device)
+        xb, mb = trim_padding(xb, mb)
+        if augment:
+            xb = _augment(xb, gen)
+        with autocast(device, tc.amp):
+            logits = model(xb, key_padding_mask=mb) if mb is not None else model(xb)
+        loss = F.cross_entropy(logits.float(), yb)
+        run.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if tc.grad_clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+        run.optimizer.step()
+        run.scheduler.step()
+        loss_sum += loss.detach().double() * len(yb)
+        correct += (logits.detach().argmax(1) == yb).sum()
+        # A non-finite loss ends the run; checked every 20 steps (a sync) and at the end of the epoch.
+        if (step % 20 == 0 or step == run.steps_per_epoch - 1) and not torch.isfinite(loss_sum):
+            _diverged(epoch, step, run.ckpt_path, run.history)
+    return loss_sum, correct
+
+
+def _finish(run: _Run, store_dir: Path, done_path: Path, t_start: float) -> TrainResult:
+    """Step 4: clean test accuracy, final checkpoint and state, provenance, ``done.json``."""
+    tc, data, ckpt_path = run.cfg.train, run.data, run.ckpt_path
+    test_loss, test_acc = evaluate_split(run.model, data.x_test, data.m_test, data.y_test,
+                                         batch_size=tc.eval_batch_size, device=run.device, amp=tc.amp)
+    last = run.history[-1] if run.history else {}
     final = {"test_accuracy": test_acc, "test_loss": test_loss, "n_test": len(data.y_test),
              "val_accuracy": last.get("val_accuracy"), "val_loss": last.get("val_loss"),
              "train_loss": last.get("train_loss"), "train_accuracy": last.get("train_accuracy"),
-             "epochs": tc.epochs, "params": n_params,
-             "train_seconds": round(sum(h["seconds"] for h in history), 3)}
-    writer.add_rows([dict(split="test", metric="accuracy", value=test_acc, n=len(data.y_test), epoch=tc.epochs,
-                          source=data.source),
-                     dict(split="test", metric="loss", value=test_loss, n=len(data.y_test), epoch=tc.epochs,
-                          source=data.source)])
-    from robustbench_dgsa.models.checkpoint import save_checkpoint
-    save_checkpoint(ckpt_path, model, {**meta_base, "epoch": tc.epochs, "metrics": {**last, **final}})
-    save_state(state_path, model, optimizer, scheduler, run_id=run_id, seed=seed, epoch=tc.epochs,
-                config_hash=config_hash, history=history, finished=True)
-    from robustbench_dgsa.util.provenance import sha256_file
-    writer.write_provenance({"kind": "train", "config": cfg.to_dict(), "config_sources": dict(cfg.sources),
-                             "config_hash": config_hash,
-                             "model": cfg.model.name, "dataset": cfg.data.dataset, "seed": int(seed),
-                             "device": str(device), "precision": "bf16" if _bf16(device, tc.amp) else "fp32",
-                             "data": data.summary, "params": n_params, "history": history, "final": final,
-                             "checkpoint": str(ckpt_path.resolve()), "checkpoint_sha256": sha256_file(ckpt_path),
-                             "wall_seconds": round(time.monotonic() - t_start, 3)})
-    atomic.write_json(done_path, {"run_id": run_id, "final": final, "checkpoint": str(ckpt_path),
-                                  "config_hash": config_hash, "seed": int(seed)})
+             "epochs": tc.epochs, "params": run.n_params,
+             "train_seconds": round(sum(h["seconds"] for h in run.history), 3)}
+    run.writer.add_rows([dict(split="test", metric=metric, value=value, n=len(data.y_test), epoch=tc.epochs,
+                              source=data.source) for metric, value in (("accuracy", test_acc), ("loss", test_loss))])
+    save_checkpoint(ckpt_path, run.model, {**run.meta_base, "epoch": tc.epochs, "metrics": {**last, **final}})
+    save_state(run.state_path, run.model, run.optimizer, run.scheduler, run_id=run.run_id, seed=run.seed,
+               epoch=tc.epochs, config_hash=run.config_hash, history=run.history, finished=True)
+    run.writer.write_provenance({"kind": "train", "config": run.cfg.to_dict(), "config_sources": dict(run.cfg.sources),
+                                 "config_hash": run.config_hash,
+                                 "model": run.cfg.model.name, "dataset": run.cfg.data.dataset, "seed": int(run.seed),
+                                 "device": str(run.device),
+                                 "precision": "bf16" if use_bf16(run.device, tc.amp) else "fp32",
+                                 "data": data.summary, "params": run.n_params, "history": run.history,
+                                 "final": final, "checkpoint": str(ckpt_path.resolve()),
+                                 "checkpoint_sha256": sha256_file(ckpt_path),
+                                 "wall_seconds": round(time.monotonic() - t_start, 3)})
+    atomic.write_json(done_path, {"run_id": run.run_id, "final": final, "checkpoint": str(ckpt_path),
+                                  "config_hash": run.config_hash, "seed": int(run.seed)})
     store.compact(store_dir)
     log(f"[train] done: test accuracy {test_acc:.4f} on {len(data.y_test)} examples -> {ckpt_path}")
-    return TrainResult(ckpt_path, run_id, history, final, config_hash)
+    return TrainResult(ckpt_path, run.run_id, run.history, final, run.config_hash)
 
 
 # === data ===============================================================================================
@@ -261,8 +326,6 @@ def prepare_data(cfg: RunConfig, seed: int) -> PreparedData:
       training part has about ``max_train`` examples and validation keeps its proportion;
     * the test split is the official one; ``max_test`` keeps the first N (see :func:`inputs.select_test`).
     """
-    from robustbench_dgsa.data import load_dataset, stratified_split, stratified_subsample
-    from robustbench_dgsa.engine.predict import dataset_info, prepare_images
     d = cfg.data
     info = dataset_info(d.dataset)
     if info.modality != cfg.model.modality:
@@ -287,7 +350,6 @@ def prepare_data(cfg: RunConfig, seed: int) -> PreparedData:
 
     cfg.model.num_classes = int(len(train_full.classes))
     if cfg.model.modality == "image":
-        from robustbench_dgsa.models import get_model_config
         h = int(np.asarray(train_full.x).shape[1])
         if cfg.model.image_size == get_model_config(cfg.model.name).image_size:  # not overridden by the user
             cfg.model.image_size = h
@@ -298,12 +360,10 @@ def prepare_data(cfg: RunConfig, seed: int) -> PreparedData:
         m_tr = m_va = m_te = None
         content_hash = _hash_arrays(np.asarray(train_full.x), np.asarray(test_full.x))
     else:
-        from robustbench_dgsa.data import Vocab
         texts = list(train_full.texts)
         vocab = Vocab.build([texts[i] for i in tr_idx], min_freq=d.min_freq, max_size=d.max_vocab)
         cfg.model.vocab_size = int(len(vocab))
         preprocess = preprocess_record(train_full, cfg.model, vocab)
-        from robustbench_dgsa.engine.predict import prepare_texts
         x_tr, m_tr = prepare_texts([texts[i] for i in tr_idx], preprocess)
         x_va, m_va = prepare_texts([texts[i] for i in va_idx], preprocess)
         test_texts = list(test_full.texts)
@@ -393,31 +453,18 @@ def _param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_and_no
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 
-def _bf16(device: torch.device, amp: str) -> bool:
-    from robustbench_dgsa.engine.predict import use_bf16
-    return use_bf16(device, amp)
-
-
 @torch.no_grad()
 def evaluate_split(model: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None, y: torch.Tensor, *,
                    batch_size: int, device: torch.device, amp: str = "auto") -> tuple[float, float]:
     """(mean cross-entropy, accuracy) of prepared inputs; (nan, nan) for an empty split."""
     if len(y) == 0:
         return float("nan"), float("nan")
-    was = model.training
-    model.eval()
     loss_sum, correct = 0.0, 0
-    for s in range(0, len(y), batch_size):
-        xb = x[s:s + batch_size].to(device)
-        yb = y[s:s + batch_size].to(device)
-        mb = None if mask is None else mask[s:s + batch_size].to(device)
-        xb, mb = trim_padding(xb, mb)
-        with autocast(device, amp):
-            logits = model(xb, key_padding_mask=mb) if mb is not None else model(xb)
+    for i, logits in enumerate(forward_batches(model, x, mask, batch_size=batch_size, device=device, amp=amp)):
+        yb = y[i * batch_size:(i + 1) * batch_size].to(device)
         logits = logits.float()
         loss_sum += float(F.cross_entropy(logits, yb, reduction="sum"))
         correct += int((logits.argmax(1) == yb).sum())
-    model.train(was)
     return loss_sum / len(y), correct / len(y)
 
 

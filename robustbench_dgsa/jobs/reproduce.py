@@ -36,6 +36,7 @@ from robustbench_dgsa.jobs import bench
 from robustbench_dgsa.jobs import job as job_runner
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.lists import split_list
 from robustbench_dgsa.util.progress import log
 
 DEFAULT_MODELS = ("vit", "dvit", "dgvit", "transformer", "dt", "dgt")
@@ -70,13 +71,6 @@ class Plan:
     bench_steps: int
     device: str = "auto"
     jobs: list[Any] = field(default_factory=list)
-
-
-def _split(spec: str | Sequence[str] | None) -> list[str] | None:
-    if spec is None:
-        return None
-    items = spec.split(",") if isinstance(spec, str) else list(spec)
-    return [s.strip() for s in items if str(s).strip()]
 
 
 def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int] = (0, 1, 2),
@@ -118,7 +112,7 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
         datasets[modality] = name
     if not datasets:
         raise UserError("both --image-dataset and --text-dataset are 'none': nothing to reproduce")
-    model_list = _split(models) or list(DEFAULT_MODELS)
+    model_list = split_list(models) or list(DEFAULT_MODELS)
     for m in model_list:
         get_model_config(m)  # raises UserError for an unknown name
     model_list = [m for m in model_list if get_model_config(m).modality in datasets]
@@ -355,12 +349,38 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     for job in plan.jobs:
         first.setdefault(job.model, job)   # the lowest seed of each model (jobs are seed-ordered)
     todo = [j for j in plan.jobs if not _job_done(plan, j)]
+    _corrupt_train_rollout(plan, todo, list(first.values()), workers, progress, phase)
+    t0 = time.monotonic()
+    for model_name, job in first.items():
+        _bench(plan, model_name, job)
+    phase("bench", t0)
+    t0 = time.monotonic()
+    store.compact(out / "store")
+    title = (f"dgsa-bench reproduce: {', '.join(plan.datasets.values())} — preset {plan.preset}"
+             f"{' (quick)' if quick else ''}, seeds {', '.join(map(str, plan.seeds))}")
+    build_report(out / "store", out, title=title)
+    phase("report", t0)
+    timings["total"] = round(time.monotonic() - t_all, 2)
+    atomic.write_json(out / TIMINGS_FILE, {"phases": timings, "phase_order": list(timings), "jobs": len(plan.jobs),
+                                           "torch_threads": torch.get_num_threads(), "workers": workers,
+                                           "preset": plan.preset,
+                                           "quick": quick, "seeds": plan.seeds, "models": plan.models,
+                                           "datasets": plan.datasets})
+    log(f"[reproduce] done in {timings['total']:.1f}s: {out / 'index.html'}")
+    return out
+
+
+def _corrupt_train_rollout(plan: Plan, todo: list[Any], firsts: list[Any], workers: int | None, progress: bool,
+                           phase: Callable[..., None]) -> None:
+    """The phases "corrupt", "train_evaluate" and "rollout" in one pool of ``workers`` processes: ``todo`` jobs are
+    trained and evaluated, ``firsts`` (one job per model) get rollouts. ``phase(name, t0, seconds)`` records each.
+
+    The corrupted test images are made once, as the first task; the text jobs, which do not need them, run beside
+    it when there are several workers; the image jobs start once they exist."""
     image_ds = plan.datasets.get("image")
     n_workers = max(1, min(workers or 1, len(todo) or 1))
     corruption_dirs: dict[str, Path | None] = {}
     with _Pool(n_workers) as pool:
-        # The corrupted test images are made once, as the first task; the text jobs, which do not need them,
-        # run beside it when there are several workers; the image jobs start once they exist.
         t0 = time.monotonic()
         corrupt = None
         if image_ds and plan.corruptions and any(j.dataset == image_ds for j in todo):
@@ -382,27 +402,9 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
             pool.result(task)
         phase("train_evaluate", t0)
         t0 = time.monotonic()
-        for task in [pool.submit(_rollout, plan, job, False) for job in first.values()]:
+        for task in [pool.submit(_rollout, plan, job, False) for job in firsts]:
             pool.result(task)
         phase("rollout", t0)
-    t0 = time.monotonic()
-    for model_name, job in first.items():
-        _bench(plan, model_name, job)
-    phase("bench", t0)
-    t0 = time.monotonic()
-    store.compact(out / "store")
-    title = (f"dgsa-bench reproduce: {', '.join(plan.datasets.values())} — preset {plan.preset}"
-             f"{' (quick)' if quick else ''}, seeds {', '.join(map(str, plan.seeds))}")
-    build_report(out / "store", out, title=title)
-    phase("report", t0)
-    timings["total"] = round(time.monotonic() - t_all, 2)
-    atomic.write_json(out / TIMINGS_FILE, {"phases": timings, "phase_order": list(timings), "jobs": len(plan.jobs),
-                                           "torch_threads": torch.get_num_threads(), "workers": workers,
-                                           "preset": plan.preset,
-                                           "quick": quick, "seeds": plan.seeds, "models": plan.models,
-                                           "datasets": plan.datasets})
-    log(f"[reproduce] done in {timings['total']:.1f}s: {out / 'index.html'}")
-    return out
 
 
 def _default_workers(preset: str, device: str) -> int:

@@ -28,6 +28,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
@@ -257,19 +258,30 @@ def run(sweep_dir: str | Path, workers: int | None = None, devices: Sequence[str
     if not pending:
         return summary
     if workers == 1 and not devices:
-        for i, job in pending:
-            try:
-                record = run_job(sweep_dir, job, progress=progress)
-                summary["ran" if record.get("pid") == os.getpid() else "busy"].append(job.id)
-            except JobLocked as e:
-                log(f"[sweep] skip {job.id}: {e}")
-                summary["busy"].append(job.id)
-            except Exception as e:  # noqa: BLE001 - one failed job must not stop the sweep
-                log(f"[sweep] job {i} {job.id} failed: {e}")
-                summary["failed"].append({"id": job.id, "error": str(e)})
-        return summary
+        _run_here(sweep_dir, pending, summary, progress)
+    else:
+        _run_in_processes(sweep_dir, pending, summary, workers, devices)
+    return summary
 
-    import queue
+
+def _run_here(sweep_dir: Path, pending: list[tuple[int, Job]], summary: dict[str, Any], progress: bool) -> None:
+    """Run the ``pending`` (index, job) pairs one after another in this process, recording each in ``summary``."""
+    for i, job in pending:
+        try:
+            record = run_job(sweep_dir, job, progress=progress)
+            summary["ran" if record.get("pid") == os.getpid() else "busy"].append(job.id)
+        except JobLocked as e:
+            log(f"[sweep] skip {job.id}: {e}")
+            summary["busy"].append(job.id)
+        except Exception as e:  # noqa: BLE001 - one failed job must not stop the sweep
+            log(f"[sweep] job {i} {job.id} failed: {e}")
+            summary["failed"].append({"id": job.id, "error": str(e)})
+
+
+def _run_in_processes(sweep_dir: Path, pending: list[tuple[int, Job]], summary: dict[str, Any], workers: int,
+                      devices: Sequence[str] | None) -> None:
+    """Run each pending job in its own process (``sweep run-one``), ``workers`` at a time, worker ``w`` on device
+    ``devices[w % len(devices)]`` (``CUDA_VISIBLE_DEVICES``); records each in ``summary``."""
     slots: "queue.Queue[str | None]" = queue.Queue()
     for w in range(workers):
         slots.put(devices[w % len(devices)] if devices else None)
@@ -279,7 +291,7 @@ def run(sweep_dir: str | Path, workers: int | None = None, devices: Sequence[str
         i, job = item
         dev = slots.get()
         try:
-            if is_finished(sweep_dir, job) or _busy(job):     # done or taken by another runner meanwhile
+            if is_finished(sweep_dir, job) or _busy(sweep_dir, job):   # done or taken by another runner meanwhile
                 return job, -1, ""
             env = dict(os.environ, OMP_NUM_THREADS=str(threads))
             if dev is not None:
@@ -297,25 +309,26 @@ def run(sweep_dir: str | Path, workers: int | None = None, devices: Sequence[str
         finally:
             slots.put(dev)
 
-    def _busy(job: Job) -> bool:
-        lock = job_dir(sweep_dir, job) / job_runner.LOCK
-        try:
-            info, mtime = json.loads(lock.read_text(encoding="utf-8")), lock.stat().st_mtime
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            return False
-        return isinstance(info, dict) and job_runner.owner_alive(info, mtime)
-
     with ThreadPoolExecutor(max_workers=workers) as pool:
         for job, rc, logf in pool.map(launch, pending):
             if rc == 0:
                 summary["ran"].append(job.id)
-            elif rc == -1 or is_finished(sweep_dir, job) or _busy(job):
+            elif rc == -1 or is_finished(sweep_dir, job) or _busy(sweep_dir, job):
                 log(f"[sweep] skip {job.id}: run by another process")
                 summary["busy"].append(job.id)
             else:
                 log(f"[sweep] job {job.id} failed (exit {rc}); log: {logf}")
                 summary["failed"].append({"id": job.id, "error": f"exit {rc}, see {logf}"})
-    return summary
+
+
+def _busy(sweep_dir: Path, job: Job) -> bool:
+    """Whether a live process holds the job's lock."""
+    lock = job_dir(sweep_dir, job) / job_runner.LOCK
+    try:
+        info, mtime = json.loads(lock.read_text(encoding="utf-8")), lock.stat().st_mtime
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(info, dict) and job_runner.owner_alive(info, mtime)
 
 
 def _cuda_count() -> int:

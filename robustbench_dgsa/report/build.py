@@ -32,6 +32,8 @@ import html
 import json
 import os
 import re
+import shutil
+import tempfile
 from importlib import resources
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +53,7 @@ from robustbench_dgsa.rollout.plots import render_figure2, render_figure3
 from robustbench_dgsa.rollout.runs import load_rollout_sets
 from robustbench_dgsa.util.provenance import sha256_file
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.paths import safe_name
 from robustbench_dgsa.models.registry import MODEL_FACTS, display_name, model_order, reference_model
 from robustbench_dgsa.report.figures import cd_diagram, curves_figure, save_figure, severity_figure
 from robustbench_dgsa.report.tables import LATEX_PREAMBLE, Table, fmt_count, fmt_mean_sd, fmt_num, fmt_p
@@ -208,6 +211,7 @@ class _Report:
     # -- sources ---------------------------------------------------------------------------------------
     def _write_sources(self, stem: str, rows: pd.DataFrame, extra: dict[str, Any] | None = None
                        ) -> tuple[str, str]:
+        stem = safe_name(stem)
         rows = rows if rows is not None else self.df.iloc[0:0]
         run_ids = sorted(set(rows["run_id"])) if len(rows) else []
         commits = sorted(set(rows["git_commit"]) - {""}) if len(rows) else []
@@ -239,6 +243,7 @@ class _Report:
     # -- artefacts -------------------------------------------------------------------------------------
     def figure(self, section: str, stem: str, title: str, fig, rows: pd.DataFrame, caption: str = "",
                extra: dict[str, Any] | None = None) -> None:
+        stem = safe_name(stem)  # stems carry dataset names from the store
         png, pdf = save_figure(fig, self.out_dir, stem)
         src, prov = self._write_sources(stem, rows, extra)
         self.artefacts.append(Artefact(section, stem, title, {"PNG": png.name, "PDF": pdf.name}, caption,
@@ -246,12 +251,14 @@ class _Report:
 
     def files(self, section: str, stem: str, title: str, files: dict[str, str], rows: pd.DataFrame,
               caption: str = "", image: str | None = None, extra: dict[str, Any] | None = None) -> None:
+        stem = safe_name(stem)  # stems carry dataset names from the store
         src, prov = self._write_sources(stem, rows, extra)
         self.artefacts.append(Artefact(section, stem, title, files, caption, image=image, sources=src,
                                        provenance=prov))
 
     def table(self, section: str, stem: str, title: str, table: Table, rows: pd.DataFrame,
               extra: dict[str, Any] | None = None) -> None:
+        stem = safe_name(stem)  # stems carry dataset names from the store
         if not table.caption:
             table.caption = title
         atomic.write_text(self.out_dir / f"{stem}.md", table.to_markdown())
@@ -733,7 +740,7 @@ def _rollout_figures(rep: _Report) -> None:
             rep.skip("rollout", f"Figure {fig_no}", f"no stored {kind} rollout sets in {rep.store_dir / 'rollouts'}")
         for ds in dsets:
             label = dataset_label(ds)
-            stem = f"fig{fig_no}_rollout_{ds}"
+            stem = safe_name(f"fig{fig_no}_rollout_{ds}")
             png, pdf = rep.out_dir / f"{stem}.png", rep.out_dir / f"{stem}.pdf"
             files = {"PNG": png.name, "PDF": pdf.name}
             if kind == "image":
@@ -1063,7 +1070,22 @@ def build_report(store_dir: str | os.PathLike, out_dir: str | os.PathLike | None
     if out_dir is None:
         out_dir = Path("reports") / (name or store_dir.resolve().parent.name or "report")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"report folder {out} is a file")
+    # Built in a hidden sibling folder and moved in at the end: Ctrl-C or an error leaves no half report.
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        rep = _write_report(store_dir, stage, df, reference, title)
+        _publish(stage, out, rep)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return out
+
+
+def _write_report(store_dir: Path, out: Path, df: pd.DataFrame, reference: str | None,
+                  title: str | None) -> _Report:
+    """Every artefact, the index and the manifest of one report, written into ``out``."""
     runs = store.load_runs(store_dir)
     cfgs = _configs(runs)
     rep = _Report(store_dir, out, df, runs)
@@ -1101,8 +1123,7 @@ def build_report(store_dir: str | os.PathLike, out_dir: str | os.PathLike | None
               "Figures: PNG (200 dpi) and vector PDF; tables: Markdown and LaTeX, which compile with pdflatex under "
               "the preamble `" + LATEX_PREAMBLE.replace("\n", " ") + "`."]
     _index(rep, title or "dgsa-bench report", header, _caveats(rep, cfgs, datasets_m))
-    _prune(out, rep)
-    return out
+    return rep
 
 
 def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
@@ -1120,6 +1141,17 @@ def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: di
                    f"{t['epochs']} epochs, batch {t['batch_size']}, lr {t['lr']:g}{n}"
                    + (f" ({len(hashes)} configs)" if len(hashes) > 1 else ""))
     return out
+
+
+def _publish(stage: Path, out: Path, rep: _Report) -> None:
+    """Move a finished report from ``stage`` into ``out`` (same file system: renames), the index last, then
+    remove what a previous build there wrote and this one did not."""
+    out.mkdir(parents=True, exist_ok=True)
+    last = ("index.md", "index.html")
+    for f in sorted(stage.iterdir(), key=lambda p: p.name in last):
+        if f.is_file():
+            os.replace(f, out / f.name)
+    _prune(out, rep)
 
 
 def _prune(out: Path, rep: _Report) -> None:

@@ -177,7 +177,7 @@ def rollout_grid_figure(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_m
                 if r == K - 1:
                     cb = fig.colorbar(im, ax=axes[:, c], location="bottom", shrink=0.9, aspect=12, pad=0.02)
                     cb.set_label(scale_label(signed[n]), fontsize=6.5)
-                    cb.ax.xaxis.set_major_locator(MaxNLocator(nbins=3))  # narrow bars: few ticks, no overlap
+                    cb.ax.xaxis.set_major_locator(MaxNLocator(nbins=4, prune="both"))  # few ticks, none at the ends
                     cb.ax.tick_params(labelsize=6.5)
                     cb.solids.set_alpha(1.0)
             if mask is not None and mask.any() and mask.shape[:2] == (H, W):

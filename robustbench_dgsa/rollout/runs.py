@@ -58,6 +58,7 @@ from robustbench_dgsa.store import RunWriter, new_run_id
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.jsonio import to_jsonable
+from robustbench_dgsa.util.paths import safe_name
 from robustbench_dgsa.rollout.capture import as_rollout_model, default_preprocess
 from robustbench_dgsa.rollout.core import RolloutSpec, cls_relevance, relevance_grid, rollout, token_relevance, upsample
 
@@ -388,10 +389,6 @@ def data_key(images: np.ndarray | None = None, texts: Sequence[Any] | None = Non
     return h.hexdigest()[:16]
 
 
-def _safe_name(s: str) -> str:
-    return "".join(c if (c.isalnum() or c in "-_.") else "_" for c in str(s))
-
-
 def save_rollout_set(store_dir: str | Path, run_id: str, *, kind: str, model: str, dataset: str, seed: int,
                      mode: RolloutSpec | str, labels: Sequence[int], preds: Sequence[int] | None = None,
                      images: np.ndarray | None = None, heatmaps: np.ndarray | None = None,
@@ -456,7 +453,7 @@ def save_rollout_set(store_dir: str | Path, run_id: str, *, kind: str, model: st
     info.update({"format_version": FORMAT_VERSION, "kind": kind, "run_id": run_id, "model": model,
                  "dataset": dataset, "seed": int(seed), "spec": spec.to_dict()})
     arrays["meta_json"] = np.asarray(json.dumps(to_jsonable(info, fallback=str), sort_keys=True))
-    path = Path(store_dir) / "rollouts" / f"{_safe_name(run_id)}__{_safe_name(model)}.npz"
+    path = Path(store_dir) / "rollouts" / f"{safe_name(run_id)}__{safe_name(model)}.npz"
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     atomic.write_bytes(path, buf.getvalue())

@@ -67,6 +67,10 @@ def _write_inputs(d: Path) -> dict[str, Path]:
     p["fake_png"].write_text("this is text, not a PNG\n")
     p["bomb"] = d / "bomb.png"  # 14000 x 14000 = 196 M pixels: over Pillow's decompression-bomb error limit
     Image.new("1", (14000, 14000)).save(p["bomb"], optimize=False)
+    p["bomb_dir"] = d / "bomb_folder" / "cat"  # an image folder (class "cat") holding the bomb
+    p["bomb_dir"].mkdir(parents=True)
+    shutil.copy(p["bomb"], p["bomb_dir"] / "bomb.png")
+    p["bomb_dir"] = p["bomb_dir"].parent
     p["tsv"] = d / "reviews.tsv"
     p["tsv"].write_text("text\tlabel\na fine film\t1\na dull film\t0\n", encoding="utf-8")
     p["bad_quote_tsv"] = d / "quote.tsv"
@@ -94,6 +98,10 @@ def _write_inputs(d: Path) -> dict[str, Path]:
     p["cfg_syntax"].write_text("[train\nepochs = 3\n")
     p["junk_ckpt"] = d / "junk.safetensors"
     p["junk_ckpt"].write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{bad json")
+    p["empty_tsv"] = d / "empty.tsv"
+    p["empty_tsv"].write_text("", encoding="utf-8")
+    p["no_label_tsv"] = d / "nolabel.tsv"
+    p["no_label_tsv"].write_text("text\tscore\na fine film\t1\n", encoding="utf-8")
     return p
 
 
@@ -113,6 +121,9 @@ def fx(tmp_path_factory) -> dict[str, Path]:
     paths["ckpt"] = ckpts[0]
     stores = sorted(p.parent for p in (d / "run").rglob("rows") if p.is_dir())
     paths["store"] = stores[0]
+    res = CliRunner().invoke(app, ["evaluate", "--checkpoint", str(paths["ckpt"]), "--corruption", "contrast",
+                                   "--severity", "1", "--device", "cpu", "--store", str(paths["store"]), "--quiet"])
+    assert res.exit_code == 0, res.output
     for name, junk in (("junk_store", b'{"run_id": "x", "value": \n'), ("latin1_store", b"\xff\xfe\xfa garbage\n")):
         copy = d / name
         shutil.copytree(paths["store"], copy)
@@ -130,6 +141,14 @@ def fx(tmp_path_factory) -> dict[str, Path]:
     (sweep2 / "jobs.jsonl").write_text("")
     (sweep2 / "sweep.json").write_text("not json {")
     paths["garbage_sweep_json"] = sweep2
+    res = CliRunner().invoke(app, ["sweep", "plan", str(d / "sweep_ok"), "--model", "vit", "--dataset",
+                                   "synthetic-vision", "--preset", "tiny", "--device", "cpu", *TINY_SET])
+    assert res.exit_code == 0, res.output
+    paths["sweep_ok"] = d / "sweep_ok"
+    ro = d / "read_only"
+    ro.mkdir()
+    ro.chmod(0o555)
+    paths["read_only"] = ro
     return paths
 
 
@@ -159,6 +178,10 @@ CASES: list[tuple[str, int, list[str]]] = [
     ("corrupt-bad-device", USAGE, ["corrupt", "--input", "{npy}", "--device", "tpu", "--out", "o"]),
     ("corrupt-max-examples-0", USAGE, ["corrupt", "--input", "{npy}", "--max-examples", "0", "--out", "o"]),
     ("corrupt-unknown-dataset", USAGE, ["corrupt", "--input", "cifar11", "--out", "o"]),
+    ("corrupt-preview-not-png", USAGE, ["corrupt", "--input", "{npy}", "--corruption", "contrast", "--severity", "1",
+                                        "--out", "o", "--preview", "p.txt"]),
+    ("corrupt-bomb-image-folder", USAGE, ["corrupt", "--input", "{bomb_dir}", "--corruption", "contrast",
+                                          "--severity", "1", "--out", "o"]),
     # corrupt-text
     ("corrupt-text-missing-file", USAGE, ["corrupt-text", "--input", "nope.tsv", "--out", "o"]),
     ("corrupt-text-bogus-encoding", USAGE, ["corrupt-text", "--input", "{tsv}", "--encoding", "bogus", "--out", "o"]),
@@ -168,6 +191,8 @@ CASES: list[tuple[str, int, list[str]]] = [
     ("corrupt-text-unterminated-quote", USAGE, ["corrupt-text", "--input", "{bad_quote_tsv}", "--out", "o"]),
     ("corrupt-text-unknown-column", USAGE, ["corrupt-text", "--input", "{tsv}", "--text-column", "review", "--out", "o"]),
     ("corrupt-text-out-is-file", USAGE, ["corrupt-text", "--input", "{tsv}", "--out", "{a_file}"]),
+    ("corrupt-text-empty-file", USAGE, ["corrupt-text", "--input", "{empty_tsv}", "--out", "o"]),
+    ("corrupt-text-bad-seed", USAGE, ["corrupt-text", "--input", "{tsv}", "--seed", "x", "--out", "o"]),
     # train
     ("train-unknown-model", USAGE, ["train", "--model", "nope", "--dataset", "synthetic-vision", "--out", "o"]),
     ("train-unknown-dataset", USAGE, ["train", "--model", "vit", "--dataset", "nope", "--out", "o"]),
@@ -199,6 +224,16 @@ CASES: list[tuple[str, int, list[str]]] = [
                                     "--store", "{a_file}"]),
     ("train-missing-real-data", USAGE, ["train", "--model", "vit", "--dataset", "cifar10", "--data-root", "nodata",
                                         "--out", "o"]),
+    ("train-tsv-unterminated-quote", USAGE, ["train", "--model", "transformer", "--dataset", "tsv:{bad_quote_tsv}",
+                                             "--epochs", "1", *TINY_SET, "--out", "o"]),
+    ("train-tsv-not-utf8", USAGE, ["train", "--model", "transformer", "--dataset", "tsv:{latin1_txt}", "--epochs",
+                                   "1", *TINY_SET, "--out", "o"]),
+    ("train-folder-missing", USAGE, ["train", "--model", "vit", "--dataset", "folder:nope", "--out", "o"]),
+    ("train-set-lr-zero", USAGE, ["train", "--model", "vit", "--dataset", "synthetic-vision", "--set", "train.lr=0", "--out", "o"]),
+    ("train-set-batch-null", USAGE, ["train", "--model", "vit", "--dataset", "synthetic-vision", "--set", "train.batch_size=null", "--out", "o"]),
+    ("train-seed-range-reversed", USAGE, ["train", "--model", "vit", "--dataset", "synthetic-vision", "--seed", "4-0", "--out", "o"]),
+    ("train-out-read-only", USAGE, ["train", "--model", "vit", "--dataset", "synthetic-vision", "--epochs", "1", *TINY_SET,
+                                    "--out", "{read_only}/o"]),
     # evaluate
     ("evaluate-missing-checkpoint", USAGE, ["evaluate", "--checkpoint", "nope.safetensors"]),
     ("evaluate-junk-checkpoint", USAGE, ["evaluate", "--checkpoint", "{junk_ckpt}"]),
@@ -215,6 +250,15 @@ CASES: list[tuple[str, int, list[str]]] = [
     ("evaluate-max-examples-0", USAGE, ["evaluate", "--checkpoint", "{ckpt}", "--max-examples", "0", "--store", "s"]),
     ("evaluate-junk-store", USAGE, ["evaluate", "--checkpoint", "{ckpt}", "--corruption", "contrast",
                                     "--severity", "1", "--store", "{junk_store}"]),
+    ("evaluate-unknown-dataset", USAGE, ["evaluate", "--checkpoint", "{ckpt}", "--dataset", "nope", "--store", "s"]),
+    ("evaluate-unknown-text-noise", USAGE, ["evaluate", "--checkpoint", "{ckpt}", "--text-noise", "typoo", "--store", "s"]),
+    ("evaluate-bad-device", USAGE, ["evaluate", "--checkpoint", "{ckpt}", "--device", "gpu", "--store", "s"]),
+    ("evaluate-corruption-dir-is-file", USAGE, ["evaluate", "--checkpoint", "{ckpt}", "--corruption-dir", "{a_file}",
+                                                "--store", "s"]),
+    ("evaluate-non-utf8-store", USAGE, ["evaluate", "--checkpoint", "{ckpt}", "--corruption", "contrast",
+                                        "--severity", "1", "--store", "{latin1_store}"]),
+    ("evaluate-store-read-only", USAGE, ["evaluate", "--checkpoint", "{ckpt}", "--corruption", "contrast",
+                                         "--severity", "1", "--store", "{read_only}/s"]),
     # rollout
     ("rollout-missing-image", USAGE, ["rollout", "nope.png", "--checkpoint", "{ckpt}", "--out", "r.png"]),
     ("rollout-missing-checkpoint", USAGE, ["rollout", "{png}", "--checkpoint", "nope.safetensors", "--out", "r.png"]),
@@ -228,6 +272,14 @@ CASES: list[tuple[str, int, list[str]]] = [
     ("rollout-unknown-model", USAGE, ["rollout", "{png}", "--model", "nope", "--out", "r.png"]),
     ("rollout-severity-9", USAGE, ["rollout", "{png}", "--checkpoint", "{ckpt}", "--metrics", "--store", "s",
                                    "--severity", "9"]),
+    ("rollout-text-with-image-model", USAGE, ["rollout", "--text", "a fine film", "--checkpoint", "{ckpt}",
+                                              "--out", "r.png"]),
+    ("rollout-empty-text", USAGE, ["rollout", "--text", " ", "--checkpoint", "{ckpt}", "--out", "r.png"]),
+    ("rollout-image-and-text", USAGE, ["rollout", "{png}", "--text", "hi", "--checkpoint", "{ckpt}", "--out", "r.png"]),
+    ("rollout-no-input", USAGE, ["rollout", "--checkpoint", "{ckpt}", "--out", "r.png"]),
+    ("rollout-out-not-png", USAGE, ["rollout", "{png}", "--checkpoint", "{ckpt}", "--out", "r.txt"]),
+    ("rollout-metrics-store-is-file", USAGE, ["rollout", "--metrics", "--checkpoint", "{ckpt}", "--store", "{a_file}"]),
+    ("rollout-metrics-with-image", USAGE, ["rollout", "{png}", "--metrics", "--checkpoint", "{ckpt}", "--store", "s"]),
     # compare
     ("compare-missing-store", USAGE, ["compare", "--store", "nope"]),
     ("compare-unknown-model", USAGE, ["compare", "--store", "{store}", "--model", "nope"]),
@@ -235,20 +287,50 @@ CASES: list[tuple[str, int, list[str]]] = [
     ("compare-csv-is-dir", USAGE, ["compare", "--store", "{store}", "--csv", "{a_dir}"]),
     ("compare-junk-row", USAGE, ["compare", "--store", "{junk_store}"]),
     ("compare-non-utf8-row", USAGE, ["compare", "--store", "{latin1_store}"]),
+    ("compare-unknown-metric", USAGE, ["compare", "--store", "{store}", "--metric", "nope"]),
+    ("compare-unknown-condition", USAGE, ["compare", "--store", "{store}", "--condition", "nope"]),
+    ("compare-unknown-dataset", USAGE, ["compare", "--store", "{store}", "--dataset", "nope"]),
+    ("compare-unknown-reference", USAGE, ["compare", "--store", "{store}", "--reference", "nope"]),
+    ("compare-latex-is-dir", USAGE, ["compare", "--store", "{store}", "--latex", "{a_dir}"]),
+    ("compare-cd-plot-is-dir", USAGE, ["compare", "--store", "{store}", "--cd-plot", "{a_dir}"]),
+    ("compare-tie-tol-negative", USAGE, ["compare", "--store", "{store}", "--tie-tol", "-1"]),
+    ("compare-store-is-file", USAGE, ["compare", "--store", "{a_file}"]),
+    ("compare-csv-read-only", USAGE, ["compare", "--store", "{store}", "--csv", "{read_only}/s.csv"]),
     # report
-    ("report-missing-store", USAGE, ["report", "nope", "--out", "rep"]),
-    ("report-out-is-file", USAGE, ["report", "{store}", "--out", "{a_file}"]),
-    ("report-junk-row", USAGE, ["report", "{junk_store}", "--out", "rep"]),
+    ("report-missing-store", USAGE, ["report", "--store", "nope", "--out", "rep"]),
+    ("report-out-is-file", USAGE, ["report", "--store", "{store}", "--out", "{a_file}"]),
+    ("report-junk-row", USAGE, ["report", "--store", "{junk_store}", "--out", "rep"]),
+    ("report-unknown-dataset", USAGE, ["report", "--store", "{store}", "--out", "rep", "--dataset", "nope"]),
+    ("report-unknown-reference", USAGE, ["report", "--store", "{store}", "--out", "rep", "--reference", "nope"]),
+    ("report-store-is-file", USAGE, ["report", "--store", "{a_file}", "--out", "rep"]),
+    ("report-non-utf8-row", USAGE, ["report", "--store", "{latin1_store}", "--out", "rep"]),
+    ("report-out-read-only", USAGE, ["report", "--store", "{store}", "--out", "{read_only}/rep"]),
+    # export
+    ("export-missing-store", USAGE, ["export", "--store", "nope", "--out", "e"]),
+    ("export-no-robustbench-dataset", USAGE, ["export", "--store", "{store}", "--out", "e"]),
+    ("export-unknown-robustbench-dataset", USAGE, ["export", "--store", "{store}", "--out", "e", "--dataset", "imagenet"]),
+    ("export-dataset-traversal", USAGE, ["export", "--store", "{store}", "--out", "e", "--dataset", "../../x"]),
+    ("export-unknown-format", USAGE, ["export", "--format", "csv", "--store", "{store}", "--out", "e"]),
+    ("export-unknown-model", USAGE, ["export", "--store", "{store}", "--out", "e", "--dataset", "cifar10",
+                                     "--model", "nope"]),
+    ("export-unknown-store-dataset", USAGE, ["export", "--store", "{store}", "--out", "e", "--store-dataset", "nope"]),
+    ("export-out-is-file", USAGE, ["export", "--store", "{store}", "--out", "{a_file}", "--dataset", "cifar10"]),
+    ("export-junk-row", USAGE, ["export", "--store", "{junk_store}", "--out", "e", "--dataset", "cifar10"]),
     # reproduce
     ("reproduce-quick-unknown-corruption", USAGE, ["reproduce", "--quick", "--corruption", "fogg", "--out", "rp"]),
     ("reproduce-quick-unknown-noise", USAGE, ["reproduce", "--quick", "--text-noise", "typoo", "--out", "rp"]),
     ("reproduce-bad-seed", USAGE, ["reproduce", "--seed", "a-b", "--out", "rp"]),
     ("reproduce-unknown-preset", USAGE, ["reproduce", "--preset", "huge", "--out", "rp"]),
     ("reproduce-out-is-file", USAGE, ["reproduce", "--quick", "--out", "{a_file}"]),
+    ("reproduce-quick-unknown-model", USAGE, ["reproduce", "--quick", "--model", "nope", "--out", "rp"]),
+    ("reproduce-quick-unknown-image-dataset", USAGE, ["reproduce", "--quick", "--image-dataset", "nope", "--out", "rp"]),
+    ("reproduce-quick-severity-0", USAGE, ["reproduce", "--quick", "--severity", "0", "--out", "rp"]),
+    ("reproduce-bad-device", USAGE, ["reproduce", "--quick", "--device", "tpu", "--out", "rp"]),
+    ("reproduce-max-examples-0", USAGE, ["reproduce", "--quick", "--max-examples", "0", "--out", "rp"]),
     # sweep
-    ("sweep-plan-unknown-model", USAGE, ["sweep", "plan", "sw", "--model", "nope"]),
-    ("sweep-plan-unknown-key", USAGE, ["sweep", "plan", "sw", "--model", "vit", "--set", "train.nokey=1"]),
-    ("sweep-plan-bad-epochs", USAGE, ["sweep", "plan", "sw", "--model", "vit", "--set", "train.epochs=0"]),
+    ("sweep-plan-unknown-model", USAGE, ["sweep", "plan", "sw", "--model", "nope", "--dataset", "synthetic-vision"]),
+    ("sweep-plan-unknown-key", USAGE, ["sweep", "plan", "sw", "--model", "vit", "--set", "train.nokey=1", "--dataset", "synthetic-vision"]),
+    ("sweep-plan-bad-epochs", USAGE, ["sweep", "plan", "sw", "--model", "vit", "--set", "train.epochs=0", "--dataset", "synthetic-vision"]),
     ("sweep-run-garbage-jobs", USAGE, ["sweep", "run", "{garbage_jobs}"]),
     ("sweep-run-garbage-sweep-json", USAGE, ["sweep", "run", "{garbage_sweep_json}"]),
     ("sweep-run-missing", USAGE, ["sweep", "run", "nope"]),
@@ -257,6 +339,20 @@ CASES: list[tuple[str, int, list[str]]] = [
     ("sweep-slurm-time-bogus", USAGE, ["sweep", "slurm", "{garbage_jobs}", "--time", "bogus"]),
     ("sweep-slurm-gpus-negative", USAGE, ["sweep", "slurm", "{garbage_jobs}", "--gpus", "-1"]),
     ("sweep-slurm-mem-unit", USAGE, ["sweep", "slurm", "{garbage_jobs}", "--mem", "12Q"]),
+    ("sweep-slurm-missing", USAGE, ["sweep", "slurm", "nope"]),
+    ("sweep-plan-unknown-dataset", USAGE, ["sweep", "plan", "sw", "--model", "vit", "--dataset", "nope"]),
+    ("sweep-plan-bad-seed", USAGE, ["sweep", "plan", "sw", "--model", "vit", "--dataset", "synthetic-vision",
+                                    "--seed", "x"]),
+    ("sweep-plan-severity-8", USAGE, ["sweep", "plan", "sw", "--model", "vit", "--dataset", "synthetic-vision",
+                                      "--severity", "8"]),
+    ("sweep-plan-modality-mismatch", USAGE, ["sweep", "plan", "sw", "--model", "vit", "--dataset", "synthetic-text"]),
+    ("sweep-plan-into-file", USAGE, ["sweep", "plan", "{a_file}", "--model", "vit", "--dataset", "synthetic-vision"]),
+    ("sweep-status-garbage-jobs", USAGE, ["sweep", "status", "{garbage_jobs}"]),
+    ("sweep-run-one-missing", USAGE, ["sweep", "run-one", "nope", "--index", "0"]),
+    ("sweep-run-one-garbage-jobs", USAGE, ["sweep", "run-one", "{garbage_jobs}", "--index", "0"]),
+    ("sweep-run-one-index-negative", USAGE, ["sweep", "run-one", "{sweep_ok}", "--index", "-1"]),
+    ("sweep-run-one-index-out-of-range", USAGE, ["sweep", "run-one", "{sweep_ok}", "--index", "99"]),
+    ("sweep-run-bad-devices", USAGE, ["sweep", "run", "{sweep_ok}", "--devices", "x,y"]),
 ]
 
 
@@ -273,11 +369,28 @@ def _snapshot(folders: list[Path]) -> dict[str, tuple[int, int]]:
     return snap
 
 
-@pytest.mark.parametrize("case_id, expected, args", CASES, ids=[c[0] for c in CASES])
+# Cases that depend on another branch's work in progress (run, but allowed to fail): none at the moment. The
+# store-integrity cases (junk / non-UTF-8 rows) pass since the jobs branch's store.py refuses malformed rows.
+STORE_INTEGRITY: set[str] = set()
+# Read-only folders: root writes into them anyway (os.access says yes), so these only mean something as a user.
+READ_ONLY = {"train-out-read-only", "evaluate-store-read-only", "compare-csv-read-only", "report-out-read-only"}
+
+
+def _param(case: tuple[str, int, list[str]]):
+    marks = []
+    if case[0] in STORE_INTEGRITY:
+        marks.append(pytest.mark.xfail(reason="store integrity: jobs branch", strict=False))
+    if case[0] in READ_ONLY:
+        marks.append(pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0,
+                                        reason="root ignores folder permissions"))
+    return pytest.param(*case, marks=marks, id=case[0])
+
+
+@pytest.mark.parametrize("case_id, expected, args", [_param(c) for c in CASES])
 def test_bad_input(case_id, expected, args, fx, tmp_path, capsys):
     filled = [a.format(**{k: str(v) for k, v in fx.items()}) if "{" in a else a for a in args]
     watched = [tmp_path, fx["store"], fx["ckpt"].parent, fx["a_dir"], fx["a_file"], fx["junk_store"],
-               fx["garbage_jobs"], fx["garbage_sweep_json"]]
+               fx["garbage_jobs"], fx["garbage_sweep_json"], fx["sweep_ok"], fx["latin1_store"], fx["read_only"]]
     before = _snapshot(watched)
     code, out, err = _run_main(filled, tmp_path, capsys)
     lines = [ln for ln in err.splitlines() if ln.strip()]
@@ -288,7 +401,12 @@ def test_bad_input(case_id, expected, args, fx, tmp_path, capsys):
 
 
 def test_the_suite_is_broad():
+    ids = [c[0] for c in CASES]
+    assert len(set(ids)) == len(ids), "case ids must be unique"
+    assert STORE_INTEGRITY | READ_ONLY <= set(ids)
+    assert len(CASES) - len(STORE_INTEGRITY) - len(READ_ONLY) >= 60, "at least 60 cases that run and must pass"
     commands = {args[0] if args[0] != "sweep" else " ".join(args[:2]) for _, _, args in CASES}
     assert len(CASES) >= 60
     assert commands >= {"models", "corrupt", "corrupt-text", "train", "evaluate", "rollout", "compare", "report",
-                        "reproduce", "sweep plan", "sweep run", "sweep slurm", "sweep status"}
+                        "export", "reproduce", "sweep plan", "sweep run", "sweep run-one", "sweep slurm",
+                        "sweep status"}
