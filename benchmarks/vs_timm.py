@@ -32,6 +32,7 @@ What is matched between timm's ViT and ours, so that neither side is favoured:
     python benchmarks/vs_timm.py                           # CPU, 1 thread, batch 64, 3 rounds
     python benchmarks/vs_timm.py --device cuda --steps 20  # CUDA, bf16 autocast
     python benchmarks/vs_timm.py --mode train --rounds 5 --threads 2
+    python benchmarks/vs_timm.py --mode train --rounds 1 --profile 15   # + top operators per model
 
 timm is optional: without it the script says so and measures our three models only.
 """
@@ -168,6 +169,22 @@ def report(mode: str, best: dict[str, dict[str, float]], device: torch.device) -
     sys.stdout.flush()
 
 
+def profile_steps(models: dict[str, nn.Module], mode: str, args: argparse.Namespace, device: torch.device) -> None:
+    """``--profile N``: one untimed step per model under ``torch.profiler``; prints each model's N operators with
+    the most self CPU time (where a model's time goes: GEMMs, softmax, copies, elementwise ops, dropout)."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    for k, m in models.items():
+        run = make_runner(m, mode, device, args.batch, not args.no_amp, args.compile)
+        run()
+        with profile(activities=acts) as prof:
+            run()
+        print(f"# profile: {mode} step of {k}")
+        print(prof.key_averages().table(sort_by=sort, row_limit=args.profile, max_name_column_width=48))
+    sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -182,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dropout", type=float, default=0.05, help="dropout rate of every model (default: %(default)s)")
     p.add_argument("--no-amp", action="store_true", help="CUDA in fp32 instead of bf16 autocast")
     p.add_argument("--compile", action="store_true", help="torch.compile every model (timm's too)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="after timing, profile one step per model and print its N costliest operators")
     args = p.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -208,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                                                              (3 if mode == "train" else 6))
         print(f"# {mode}: {args.steps} timed steps per model per round after {args.warmup} warm-up")
         report(mode, measure(models, mode, args, device), device)
+        if args.profile > 0:
+            profile_steps(models, mode, args, device)
     return 0
 
 
