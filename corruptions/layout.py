@@ -499,9 +499,51 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
     """
     from . import registry
 
-    x = check_images(images)
+    x, y, names, sevs, seed, out = _check_regenerate_args(images, labels, corruptions, severities, seed,
+                                                          chunk_size, out_dir)
     n, h, w = int(x.shape[0]), int(x.shape[1]), int(x.shape[2])
-    y = _check_labels(labels, n)
+    plan = _plan_run(x, y, out, names, sevs, seed, overwrite, registry)
+    if not plan.todo and not plan.write_labels:
+        return Manifest(plan.old.path, plan.old.data, skipped=tuple(plan.skipped))
+
+    frost_obj, frost_source, frost_files = _frost_for(plan.todo, frost)
+    if preflight:  # fail fast on one image before any file is created (bad size, missing assets, device)
+        _preflight(x, plan.todo, sevs, seed, device, frost_obj)
+    n_rows = len(sevs) * n
+    _check_disk_space(out, len(plan.todo) * n_rows * h * w * 3 + (n_rows * 8 if y is not None else 0))
+
+    made_dir = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    token = uuid.uuid4().hex[:8]
+    staged: dict[str, Path] = {}
+    held: list[int] = []
+    entries: dict[str, dict] = {}
+    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    try:
+        _write_files(x, out, plan.todo, sevs, plan.suffix, seed, device, frost_obj, chunk_size, progress, token,
+                     staged, held, entries, created)
+        if plan.write_labels:
+            _write_labels(y, len(sevs), out / f".{plan.labels_name}.{token}.partial", plan.labels_name, staged,
+                          held, entries, created)
+        with _folder_lock(out):  # read-merge-write: a concurrent run's entries are kept
+            cur, same, data = _merge_and_commit(out, overwrite, plan, entries, staged, description,
+                                                input_description, frost_source, frost_files, device, created,
+                                                registry)
+    except BaseException:
+        _discard_staged(staged, out, made_dir)
+        raise
+    finally:
+        for fd in held:
+            os.close(fd)
+    if cur is not None and not same:
+        _warn_left_over(out, cur, data)
+    return Manifest(out / MANIFEST_NAME, data, skipped=tuple(plan.skipped))
+
+
+def _check_regenerate_args(images, labels, corruptions, severities, seed, chunk_size, out_dir):
+    """The checked inputs of :func:`regenerate`: ``(x, y, names, sevs, seed, out)``."""
+    x = check_images(images)
+    y = _check_labels(labels, int(x.shape[0]))
     names = _resolve_names(corruptions)
     sevs = _resolve_severities(severities)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -512,8 +554,25 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise CorruptionError(f"{out} exists and is not a directory")
+    return x, y, names, sevs, seed, out
 
-    # --- what the run will be, and whether it collides with what is there
+
+@dataclass
+class _RunPlan:
+    """What a :func:`regenerate` call will write, decided before any file is touched."""
+    run_key: dict
+    suffix: str
+    old: Manifest | None
+    skipped: list
+    todo: list
+    labels_name: str
+    write_labels: bool
+
+
+def _plan_run(x: np.ndarray, y: np.ndarray | None, out: Path, names: list[str], sevs: list[int], seed: int,
+              overwrite: bool, registry) -> _RunPlan:
+    """What the run will be, and whether it collides with what is there (CorruptionError if so)."""
+    n, h, w = int(x.shape[0]), int(x.shape[1]), int(x.shape[2])
     run_key = {"format": MANIFEST_FORMAT, "constants_version": registry.CONSTANTS_VERSION, "seed": seed,
                "severities": sevs, "n": n, "image_shape": [h, w, 3], "images_sha256": _hash_array(x),
                "labels_sha256": None if y is None else _hash_array(y), "library_versions": library_versions()}
@@ -540,76 +599,65 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
     if existing and not overwrite:
         raise CorruptionError(f"output exists in {out}: {name_list(existing)}; pass overwrite (--overwrite) to "
                               f"replace it")
-    if not todo and not write_labels:
-        return Manifest(old.path, old.data, skipped=tuple(skipped))
+    return _RunPlan(run_key, suffix, old, skipped, todo, labels_name, write_labels)
 
-    frost_obj, frost_source, frost_files = _frost_for(todo, frost)
-    if preflight:  # fail fast on one image before any file is created (bad size, missing assets, device)
-        _preflight(x, todo, sevs, seed, device, frost_obj)
-    n_rows = len(sevs) * n
-    need = len(todo) * n_rows * h * w * 3 + (n_rows * 8 if y is not None else 0)
+
+def _check_disk_space(out: Path, need: int) -> None:
     probe = out if out.exists() else next((p for p in out.parents if p.exists()), Path("."))
     free = shutil.disk_usage(probe).free
     if need > free:
         raise CorruptionError(f"not enough disk space in {probe}: need {need / 2**30:.2f} GiB, "
                               f"{free / 2**30:.2f} GiB free")
 
-    made_dir = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    token = uuid.uuid4().hex[:8]
-    staged: dict[str, Path] = {}
-    held: list[int] = []
-    entries: dict[str, dict] = {}
-    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+def _merge_and_commit(out: Path, overwrite: bool, plan: _RunPlan, entries: dict, staged: dict, description: str,
+                      input_description: str | None, frost_source, frost_files, device, created: str, registry):
+    """Under the folder lock: read the current manifest, merge, rename the staged files into place and write
+    the manifest last. Returns ``(cur, same, data)``: the manifest found, whether it was from the same run, and
+    the one written."""
     try:
-        _write_files(x, out, todo, sevs, suffix, seed, device, frost_obj, chunk_size, progress, token,
-                     staged, held, entries, created)
-        if write_labels:
-            _write_labels(y, len(sevs), out / f".{labels_name}.{token}.partial", labels_name, staged, held,
-                          entries, created)
-        with _folder_lock(out):  # read-merge-write: a concurrent run's entries are kept
-            try:
-                cur = read_manifest(out)
-            except CorruptionError:
-                if not overwrite:
-                    raise
-                cur = None
-            same = cur is not None and _run_key(cur.data) == run_key
-            if cur is not None and not same and not overwrite:
-                raise CorruptionError(f"{out}: another run wrote {MANIFEST_NAME} with different "
-                                      f"{_difference(cur.data, run_key)} meanwhile; nothing written")
-            data = _manifest_data(cur.data if same else None, run_key, suffix, entries, description,
-                                  input_description, frost_source, device, created, registry)
-            if frost_files is None and same:
-                frost_files = cur.data.get("frost_files_sha256")
-            if frost_files is not None:
-                data["frost_files_sha256"] = frost_files
-            # no manifest may vouch for files being replaced, so the old one goes first
-            if (out / MANIFEST_NAME).exists():
-                (out / MANIFEST_NAME).unlink()
-            for final, tmp in staged.items():
-                os.replace(tmp, out / final)
-            staged.clear()
-            _write_json_atomic(out / MANIFEST_NAME, data)
-    except BaseException:
-        for tmp in staged.values():
-            tmp.unlink(missing_ok=True)
-        if made_dir:
-            try:
-                out.rmdir()  # only if empty: a folder this call created and nothing was finished in
-            except OSError:
-                pass
-        raise
-    finally:
-        for fd in held:
-            os.close(fd)
-    if cur is not None and not same:
-        stale = sorted(set(cur.files) - set(data["files"]))
-        stale = [f for f in stale if (out / f).exists()]
-        if stale:
-            warnings.warn(f"{out}: left from an earlier, different run and not in the new manifest: "
-                          f"{name_list(stale)} (delete, or regenerate with the same settings)", stacklevel=2)
-    return Manifest(out / MANIFEST_NAME, data, skipped=tuple(skipped))
+        cur = read_manifest(out)
+    except CorruptionError:
+        if not overwrite:
+            raise
+        cur = None
+    same = cur is not None and _run_key(cur.data) == plan.run_key
+    if cur is not None and not same and not overwrite:
+        raise CorruptionError(f"{out}: another run wrote {MANIFEST_NAME} with different "
+                              f"{_difference(cur.data, plan.run_key)} meanwhile; nothing written")
+    data = _manifest_data(cur.data if same else None, plan.run_key, plan.suffix, entries, description,
+                          input_description, frost_source, device, created, registry)
+    if frost_files is None and same:
+        frost_files = cur.data.get("frost_files_sha256")
+    if frost_files is not None:
+        data["frost_files_sha256"] = frost_files
+    # no manifest may vouch for files being replaced, so the old one goes first
+    if (out / MANIFEST_NAME).exists():
+        (out / MANIFEST_NAME).unlink()
+    for final, tmp in staged.items():
+        os.replace(tmp, out / final)
+    staged.clear()
+    _write_json_atomic(out / MANIFEST_NAME, data)
+    return cur, same, data
+
+
+def _discard_staged(staged: dict, out: Path, made_dir: bool) -> None:
+    """After a failure: delete this run's partial files, and the folder if this call created it and it is empty."""
+    for tmp in staged.values():
+        tmp.unlink(missing_ok=True)
+    if made_dir:
+        try:
+            out.rmdir()  # only if empty: a folder this call created and nothing was finished in
+        except OSError:
+            pass
+
+
+def _warn_left_over(out: Path, cur: Manifest, data: dict) -> None:
+    stale = sorted(set(cur.files) - set(data["files"]))
+    stale = [f for f in stale if (out / f).exists()]
+    if stale:
+        warnings.warn(f"{out}: left from an earlier, different run and not in the new manifest: "
+                      f"{name_list(stale)} (delete, or regenerate with the same settings)", stacklevel=3)
 
 
 def _finished(old: Manifest, out: Path, names: list[str]) -> list[str]:
@@ -807,6 +855,29 @@ def load_corrupted(directory: str | os.PathLike, corruption: str, severity: int 
         raise CorruptionError(f"{d}: no such directory")
     if not isinstance(corruption, str) or not corruption:
         raise CorruptionError(f"corruption must be a name, got {corruption!r}")
+    man, path = _corruption_file(d, corruption)
+    if man is not None and (verify or check_md5):
+        check_manifest(d, [path.name] + ([man.labels_file] if man.has_labels else []), cached=not check_md5)
+    try:
+        x = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise CorruptionError(f"{path}: not a readable .npy file ({e})") from None
+    if x.dtype != np.uint8 or x.ndim != 4 or x.shape[-1] != 3:
+        raise CorruptionError(f"{path}: expected uint8 (rows, H, W, 3), got {x.dtype} {x.shape}")
+    rows = int(x.shape[0])
+    sevs, n = _severity_blocks(path, man, rows, n_clean)
+    lo, hi = _block_rows(d, severity, sevs, n, rows)
+    y_all = _load_tiled_labels(d, man, path, rows, sevs, n)
+    if check_md5 and man is None:
+        _check_official_md5(d, corruption, dataset, y_all)
+
+    xs = np.array(x[lo:hi])
+    ys = None if y_all is None else np.asarray(y_all[lo:hi]).astype(np.int64)
+    return xs, ys
+
+
+def _corruption_file(d: Path, corruption: str) -> tuple[Manifest | None, Path]:
+    """The directory's manifest (None for an official one) and the file holding ``corruption`` in it."""
     man = read_manifest(d)
     path = d / (man.file_of(corruption) if man is not None else f"{corruption}.npy")
     if not path.is_file():
@@ -818,78 +889,72 @@ def load_corrupted(directory: str | os.PathLike, corruption: str, severity: int 
     if man is not None and corruption not in man.corruptions:
         raise CorruptionError(f"{path} is not listed in {man.path} (left from another run?); available: "
                               f"{', '.join(man.corruptions)}")
-    if man is not None and (verify or check_md5):
-        check_manifest(d, [path.name] + ([man.labels_file] if man.has_labels else []), cached=not check_md5)
-    try:
-        x = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise CorruptionError(f"{path}: not a readable .npy file ({e})") from None
-    if x.dtype != np.uint8 or x.ndim != 4 or x.shape[-1] != 3:
-        raise CorruptionError(f"{path}: expected uint8 (rows, H, W, 3), got {x.dtype} {x.shape}")
-    rows = int(x.shape[0])
+    return man, path
 
+
+def _severity_blocks(path: Path, man: Manifest | None, rows: int, n_clean: int | None) -> tuple[list[int], int]:
+    """``(severities, N)`` of a file with ``rows`` rows: from the manifest, or the official 5 blocks."""
     if man is not None:
         sevs, n = man.severities, man.n
         if n_clean is not None and int(n_clean) != n:
             raise CorruptionError(f"n_clean={n_clean} contradicts the manifest's n={n}")
         if rows != len(sevs) * n:
             raise CorruptionError(f"{path}: {rows} rows, the manifest says {len(sevs)} severities x {n}")
+        return sevs, n
+    sevs = list(OFFICIAL_SEVERITIES)
+    if n_clean is None:
+        if rows % len(sevs):
+            raise CorruptionError(f"{path}: {rows} rows is not 5 severity blocks of equal size (official "
+                                  f"files have 50,000 = 5 x 10,000)")
+        n = rows // len(sevs)
     else:
-        sevs = list(OFFICIAL_SEVERITIES)
-        if n_clean is None:
-            if rows % len(sevs):
-                raise CorruptionError(f"{path}: {rows} rows is not 5 severity blocks of equal size (official "
-                                      f"files have 50,000 = 5 x 10,000)")
-            n = rows // len(sevs)
-        else:
-            n = int(n_clean)
-            if n < 1 or rows != len(sevs) * n:
-                raise CorruptionError(f"{path}: {rows} rows, expected 5 severity blocks of {n} = {5 * n}")
+        n = int(n_clean)
+        if n < 1 or rows != len(sevs) * n:
+            raise CorruptionError(f"{path}: {rows} rows, expected 5 severity blocks of {n} = {5 * n}")
+    return sevs, n
 
+
+def _block_rows(d: Path, severity: int | None, sevs: list[int], n: int, rows: int) -> tuple[int, int]:
+    """Row range ``[lo, hi)`` of one severity's block (all rows for None)."""
     if severity is None:
-        lo, hi = 0, rows
-    else:
-        if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)) or int(severity) not in sevs:
-            raise CorruptionError(f"severity {severity!r} is not in {d} (it holds severities "
-                                  f"{','.join(map(str, sevs))})")
-        b = sevs.index(int(severity))
-        lo, hi = b * n, (b + 1) * n
+        return 0, rows
+    if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)) or int(severity) not in sevs:
+        raise CorruptionError(f"severity {severity!r} is not in {d} (it holds severities "
+                              f"{','.join(map(str, sevs))})")
+    b = sevs.index(int(severity))
+    return b * n, (b + 1) * n
 
+
+def _load_tiled_labels(d: Path, man: Manifest | None, path: Path, rows: int, sevs: list[int], n: int):
+    """The labels file memory-mapped (None for a regenerated set without labels), checked to hold the same N
+    labels once per severity block."""
     labels_path = d / (man.labels_file or LABELS_NAME if man is not None else LABELS_NAME)
-    y_all = None
     if man is not None and not man.has_labels:
-        y_all = None
-    elif not labels_path.is_file():
+        return None
+    if not labels_path.is_file():
         raise CorruptionError(f"{labels_path}: missing (the official layout has the labels tiled once per "
                               f"severity block)")
-    else:
-        try:
-            y_all = np.load(labels_path, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise CorruptionError(f"{labels_path}: not a readable .npy file ({e})") from None
-        if y_all.ndim != 1 or y_all.dtype.kind not in "iu":
-            raise CorruptionError(f"{labels_path}: expected a 1-D integer array, got {y_all.dtype} {y_all.shape}")
-        if len(y_all) != rows:
-            if len(y_all) == n and len(sevs) > 1:
-                raise CorruptionError(
-                    f"{labels_path} has {len(y_all)} entries, one block, but {path.name} has {rows} rows "
-                    f"({len(sevs)} severity blocks of {n}): the official labels.npy holds the labels tiled once "
-                    f"per block ({rows:,} entries for {n:,} images; not {n:,}). Replace it with the tiled "
-                    f"file, e.g. np.save('labels.npy', np.tile(labels, {len(sevs)}))")
-            raise CorruptionError(f"{labels_path} has {len(y_all)} entries but {path.name} has {rows} rows "
-                                  f"({len(sevs)} severity blocks of {n})")
-        first = np.asarray(y_all[:n])
-        for b in range(1, len(sevs)):
-            if not np.array_equal(np.asarray(y_all[b * n:(b + 1) * n]), first):
-                raise CorruptionError(f"{labels_path}: block {b + 1} differs from block 1; the labels must be the "
-                                      f"same {n} labels repeated once per severity block")
-
-    if check_md5 and man is None:
-        _check_official_md5(d, corruption, dataset, y_all)
-
-    xs = np.array(x[lo:hi])
-    ys = None if y_all is None else np.asarray(y_all[lo:hi]).astype(np.int64)
-    return xs, ys
+    try:
+        y_all = np.load(labels_path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise CorruptionError(f"{labels_path}: not a readable .npy file ({e})") from None
+    if y_all.ndim != 1 or y_all.dtype.kind not in "iu":
+        raise CorruptionError(f"{labels_path}: expected a 1-D integer array, got {y_all.dtype} {y_all.shape}")
+    if len(y_all) != rows:
+        if len(y_all) == n and len(sevs) > 1:
+            raise CorruptionError(
+                f"{labels_path} has {len(y_all)} entries, one block, but {path.name} has {rows} rows "
+                f"({len(sevs)} severity blocks of {n}): the official labels.npy holds the labels tiled once "
+                f"per block ({rows:,} entries for {n:,} images; not {n:,}). Replace it with the tiled "
+                f"file, e.g. np.save('labels.npy', np.tile(labels, {len(sevs)}))")
+        raise CorruptionError(f"{labels_path} has {len(y_all)} entries but {path.name} has {rows} rows "
+                              f"({len(sevs)} severity blocks of {n})")
+    first = np.asarray(y_all[:n])
+    for b in range(1, len(sevs)):
+        if not np.array_equal(np.asarray(y_all[b * n:(b + 1) * n]), first):
+            raise CorruptionError(f"{labels_path}: block {b + 1} differs from block 1; the labels must be the "
+                                  f"same {n} labels repeated once per severity block")
+    return y_all
 
 
 def _check_official_md5(d: Path, corruption: str, dataset: str | None, y_all) -> None:

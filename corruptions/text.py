@@ -22,8 +22,16 @@ of Hyyrö (2001) on Python integers: 2,000 reviews of ~1,300 characters took 3-5
 """
 from __future__ import annotations
 
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
 import re
+import uuid
 import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -507,14 +515,45 @@ def write_text_noise(texts: Sequence[str], labels: Sequence | None, out_dir, noi
     last; existing outputs without ``overwrite`` raise CorruptionError naming them and nothing is touched.
     ``progress``: optional wrapper ``progress(iterable, total=..., description=...)``.
     """
-    import datetime as _dt
-    import hashlib
-    import json
-    import os
-    import platform
-    import uuid
-    from pathlib import Path
+    types, sevs, texts, labels, out = _check_text_noise_args(texts, labels, out_dir, noise_types, severities)
+    conditions = [(t, s) for t in types for s in sevs]
+    names = ["clean.jsonl"] + [f"{t}_s{s}.jsonl" for t, s in conditions] + ["manifest.json"]
+    existing = [nm for nm in names if (out / nm).exists()]
+    if existing and not overwrite:
+        shown = ", ".join(existing[:6]) + (f" and {len(existing) - 6} more" if len(existing) > 6 else "")
+        raise CorruptionError(f"output exists in {out}: {shown}; pass overwrite (--overwrite) to replace it")
+    # all validation before any file exists
+    add_text_noise(texts[:1], types[0], sevs[0], seed=seed)
 
+    made_dir = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    st = _TextStaging(out, uuid.uuid4().hex[:8], labels)
+    sample = None if not max_measure else int(max_measure)
+    try:
+        st.stage("clean.jsonl", texts, {"noise": None, "severity": 0})
+        it = conditions if progress is None else progress(conditions, total=len(conditions),
+                                                          description="text noise")
+        for t, s in it:
+            noisy = add_text_noise(texts, t, s, seed=seed)
+            rates = realised_error_rates(texts, noisy, max_examples=sample)
+            st.stage(f"{t}_s{s}.jsonl", noisy, {"noise": t, "severity": s,
+                                                 "p": TEXT_NOISE_TABLE[t]["p"][s - 1], **rates})
+        manifest = _text_manifest(types, sevs, seed, texts, labels, st.files, sample, input_description)
+        st.commit(manifest)
+    except BaseException:
+        for tmp in st.staged.values():
+            tmp.unlink(missing_ok=True)
+        if made_dir:
+            try:
+                out.rmdir()  # only if empty
+            except OSError:
+                pass
+        raise
+    return manifest
+
+
+def _check_text_noise_args(texts, labels, out_dir, noise_types, severities):
+    """The checked inputs of :func:`write_text_noise`: ``(types, sevs, texts, labels, out)``."""
     types = resolve_text_noise(noise_types)
     sevs = [int(s) for s in severities]
     for s in sevs:
@@ -531,83 +570,68 @@ def write_text_noise(texts: Sequence[str], labels: Sequence | None, out_dir, noi
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise CorruptionError(f"{out} exists and is not a directory")
-    conditions = [(t, s) for t in types for s in sevs]
-    names = ["clean.jsonl"] + [f"{t}_s{s}.jsonl" for t, s in conditions] + ["manifest.json"]
-    existing = [nm for nm in names if (out / nm).exists()]
-    if existing and not overwrite:
-        shown = ", ".join(existing[:6]) + (f" and {len(existing) - 6} more" if len(existing) > 6 else "")
-        raise CorruptionError(f"output exists in {out}: {shown}; pass overwrite (--overwrite) to replace it")
-    # all validation before any file exists
-    add_text_noise(texts[:1], types[0], sevs[0], seed=seed)
+    return types, sevs, texts, labels, out
 
-    made_dir = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    token = uuid.uuid4().hex[:8]
-    staged: dict[str, Path] = {}
-    files: dict[str, dict] = {}
-    sample = None if not max_measure else int(max_measure)
 
-    def stage(name: str, rows: list[str], meta: dict) -> None:
-        tmp = out / f".{name}.{token}.partial"
-        staged[name] = tmp
+@dataclass
+class _TextStaging:
+    """The hidden partial files of one :func:`write_text_noise` run (``staged``: final name -> partial path)
+    and their manifest entries (``files``)."""
+    out: Path
+    token: str
+    labels: list | None
+    staged: dict = field(default_factory=dict)
+    files: dict = field(default_factory=dict)
+
+    def stage(self, name: str, rows: list[str], meta: dict) -> None:
+        tmp = self.out / f".{name}.{self.token}.partial"
+        self.staged[name] = tmp
         h = hashlib.sha256()
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
             for i, t in enumerate(rows):
-                line = json.dumps({"index": i, "text": t, "label": None if labels is None else labels[i]},
+                line = json.dumps({"index": i, "text": t, "label": None if self.labels is None else self.labels[i]},
                                   ensure_ascii=False) + "\n"
                 f.write(line)
                 h.update(line.encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
-        files[name] = {"sha256": h.hexdigest(), "bytes": tmp.stat().st_size, "rows": len(rows), **meta}
+        self.files[name] = {"sha256": h.hexdigest(), "bytes": tmp.stat().st_size, "rows": len(rows), **meta}
 
-    try:
-        stage("clean.jsonl", texts, {"noise": None, "severity": 0})
-        it = conditions if progress is None else progress(conditions, total=len(conditions),
-                                                          description="text noise")
-        for t, s in it:
-            noisy = add_text_noise(texts, t, s, seed=seed)
-            rates = realised_error_rates(texts, noisy, max_examples=sample)
-            stage(f"{t}_s{s}.jsonl", noisy, {"noise": t, "severity": s,
-                                              "p": TEXT_NOISE_TABLE[t]["p"][s - 1], **rates})
-        text_hash = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
-        manifest = {
-            "format": TEXT_MANIFEST_FORMAT,
-            "description": "text noise (regenerated)",
-            "text_noise_version": TEXT_NOISE_VERSION,
-            "table": {t: {"unit": TEXT_NOISE_TABLE[t]["unit"], "p": list(TEXT_NOISE_TABLE[t]["p"])} for t in types},
-            "noise_types": types,
-            "severities": sevs,
-            "seed": int(seed),
-            "n": len(texts),
-            "randomness": "keyed by (seed, noise type, severity, example index): any subset is noised identically",
-            "error_rates": "corpus-level Levenshtein CER (characters) and WER (whitespace tokens) of each noisy "
-                           "file against clean.jsonl" + (f", measured on up to {sample} examples spread evenly "
-                                                         f"over the corpus" if sample else ", all examples"),
-            "input": {"description": input_description, "n": len(texts), "texts_sha256": text_hash,
-                      "has_labels": labels is not None},
-            "files": files,
-            "library_versions": {"python": platform.python_version(), "numpy": np.__version__},
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        }
+    def commit(self, manifest: dict) -> None:
+        """Rename every staged file into place (the old manifest removed first) and write the manifest last."""
+        out = self.out
         if (out / "manifest.json").exists():
             (out / "manifest.json").unlink()
-        for name, tmp in staged.items():
+        for name, tmp in self.staged.items():
             os.replace(tmp, out / name)
-        tmp = out / f".manifest.json.{token}.partial"
-        staged["manifest.json"] = tmp
+        tmp = out / f".manifest.json.{self.token}.partial"
+        self.staged["manifest.json"] = tmp
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, out / "manifest.json")
-    except BaseException:
-        for tmp in staged.values():
-            tmp.unlink(missing_ok=True)
-        if made_dir:
-            try:
-                out.rmdir()  # only if empty
-            except OSError:
-                pass
-        raise
-    return manifest
+
+
+def _text_manifest(types: list[str], sevs: list[int], seed: int, texts: list[str], labels, files: dict,
+                   sample: int | None, input_description: str | None) -> dict:
+    text_hash = hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()
+    return {
+        "format": TEXT_MANIFEST_FORMAT,
+        "description": "text noise (regenerated)",
+        "text_noise_version": TEXT_NOISE_VERSION,
+        "table": {t: {"unit": TEXT_NOISE_TABLE[t]["unit"], "p": list(TEXT_NOISE_TABLE[t]["p"])} for t in types},
+        "noise_types": types,
+        "severities": sevs,
+        "seed": int(seed),
+        "n": len(texts),
+        "randomness": "keyed by (seed, noise type, severity, example index): any subset is noised identically",
+        "error_rates": "corpus-level Levenshtein CER (characters) and WER (whitespace tokens) of each noisy "
+                       "file against clean.jsonl" + (f", measured on up to {sample} examples spread evenly "
+                                                     f"over the corpus" if sample else ", all examples"),
+        "input": {"description": input_description, "n": len(texts), "texts_sha256": text_hash,
+                  "has_labels": labels is not None},
+        "files": files,
+        "library_versions": {"python": platform.python_version(), "numpy": np.__version__},
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
