@@ -1,7 +1,10 @@
 """Shared fixtures. Real-data tests use ../shared/data and skip cleanly when it is absent."""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 # Tiny models in tests: one intra-op thread is faster than two (no OpenMP hand-off per small matmul) and
@@ -71,3 +74,35 @@ def compile_latex(tmp_path):
                 problems[tex.name] = "overflows: " + log[log.index("Overfull \\hbox"):][:80]
         return problems
     return run
+
+
+_MAIN_LOOP = """
+import contextlib, io, json, sys
+from robustbench_dgsa.cli import main
+out = []
+for args in json.loads(sys.argv[1]):
+    sys.argv = ["dgsa-bench", *args]
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            main()
+            code = 0
+        except SystemExit as e:
+            code = e.code
+    out.append([code, buf.getvalue()])
+print(json.dumps(out))
+"""
+
+
+def _run_cli_cases(cases: list[list[str]]) -> list[tuple[int, str]]:
+    """Run each argument list through the real entry point (cli.main, error boundary included) in ONE
+    subprocess; returns (exit code, stderr) per case."""
+    p = subprocess.run([sys.executable, "-c", _MAIN_LOOP, json.dumps(cases)], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 0, p.stderr
+    return [(int(c), err) for c, err in json.loads(p.stdout)]
+
+
+@pytest.fixture(scope="session")
+def run_cli_cases():
+    return _run_cli_cases

@@ -1,7 +1,5 @@
 """The config system: presets, typed and range-checked overrides from CLI strings and files, provenance, hashing."""
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -226,33 +224,9 @@ def test_model_registry_overrides_go_through_the_same_check():
 
 # --- through the command line: exit 2, one line on stderr, no traceback, nothing written ---------------------
 
-_MAIN_LOOP = """
-import contextlib, io, json, sys
-from robustbench_dgsa.cli import main
-out = []
-for args in json.loads(sys.argv[1]):
-    sys.argv = ["dgsa-bench", *args]
-    buf = io.StringIO()
-    with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            main()
-            code = 0
-        except SystemExit as e:
-            code = e.code
-    out.append([code, buf.getvalue()])
-print(json.dumps(out))
-"""
 
 
-def run_cli_cases(cases: list[list[str]]) -> list[tuple[int, str]]:
-    """Run each argument list through the real entry point (cli.main) in one subprocess."""
-    p = subprocess.run([sys.executable, "-c", _MAIN_LOOP, json.dumps(cases)], capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr
-    return [(int(c), err) for c, err in json.loads(p.stdout)]
-
-
-def test_cli_bad_config_values_are_one_line_and_write_nothing(tmp_path):
+def test_cli_bad_config_values_are_one_line_and_write_nothing(tmp_path, run_cli_cases):
     (tmp_path / "types.toml").write_text('[train]\nepochs = "ten"\n')
     (tmp_path / "list.json").write_text("[1, 2]")
     (tmp_path / "null.json").write_text('{"train": {"batch_size": null}}')

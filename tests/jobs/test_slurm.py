@@ -217,33 +217,9 @@ def test_reproduce_quick_keeps_explicit_names_and_checks_them(tmp_path):
 
 # --- the command line -------------------------------------------------------------------------------------------
 
-_MAIN_LOOP = """
-import contextlib, io, json, sys
-from robustbench_dgsa.cli import main
-out = []
-for args in json.loads(sys.argv[1]):
-    sys.argv = ["dgsa-bench", *args]
-    buf = io.StringIO()
-    with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(io.StringIO()):
-        try:
-            main()
-            code = 0
-        except SystemExit as e:
-            code = e.code
-    out.append([code, buf.getvalue()])
-print(json.dumps(out))
-"""
 
 
-def run_cli_cases(cases: list[list[str]]) -> list[tuple[int, str]]:
-    """Run each argument list through the real entry point (cli.main) in one subprocess."""
-    p = subprocess.run([sys.executable, "-c", _MAIN_LOOP, json.dumps(cases)], capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr
-    return [(int(c), err) for c, err in json.loads(p.stdout)]
-
-
-def test_cli_bad_slurm_and_plan_values_are_one_line(sweep_dir, tmp_path):
+def test_cli_bad_slurm_and_plan_values_are_one_line(sweep_dir, tmp_path, run_cli_cases):
     new = tmp_path / "new-sweep"
     plan_args = ["sweep", "plan", str(new), "--models", "vit", "--datasets", "synthetic-vision", "--seeds", "0"]
     cases = [

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -73,25 +71,7 @@ def _cli(*args):
     return CliRunner().invoke(app, list(args))
 
 
-_MAIN_LOOP = """
-import contextlib, io, json, sys
-from robustbench_dgsa.cli import main
-out = []
-for args in json.loads(sys.argv[1]):
-    sys.argv = ["dgsa-bench", *args]
-    buf = io.StringIO()
-    with contextlib.redirect_stderr(buf):
-        try:
-            main()
-            code = 0
-        except SystemExit as e:
-            code = e.code
-    out.append([code, buf.getvalue()])
-print(json.dumps(out))
-"""
-
-
-def test_cli_bad_input_is_one_line_and_nonzero(tmp_path):
+def test_cli_bad_input_is_one_line_and_nonzero(tmp_path, run_cli_cases):
     """Through the real entry point (cli.main): one clear line on stderr, exit code 2, no traceback."""
     cases = [
         (["train", "--model", "vit", "--dataset", "no-such-data", "--out", str(tmp_path / "a")], "unknown dataset"),
@@ -103,10 +83,7 @@ def test_cli_bad_input_is_one_line_and_nonzero(tmp_path):
         (["sweep", "run", str(tmp_path / "nosweep")], "jobs.jsonl"),
     ]
     (tmp_path / "junk.safetensors").write_bytes(b"\x00" * 20)
-    p = subprocess.run([sys.executable, "-c", _MAIN_LOOP, json.dumps([a for a, _ in cases])],
-                       capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    for (args, expect), (code, err) in zip(cases, json.loads(p.stdout)):
+    for (args, expect), (code, err) in zip(cases, run_cli_cases([a for a, _ in cases])):
         err = err.strip()
         assert code == 2, (args, err)
         assert len(err.splitlines()) == 1 and "Traceback" not in err, err
