@@ -11,8 +11,8 @@ Construction (all arithmetic mod 2**64 on int64 tensors, identical on every devi
   per (image, stream), with ``mix`` the SplitMix64 finaliser (Stafford variant 13);
 * a uniform is ``(top 53 bits + 0.5) / 2**53``, so it lies strictly inside (0, 1).
 
-On the CPU the same words are computed with NumPy's uint64 (native logical shifts and wrapping multiplies,
-fewer passes); elsewhere with int64 torch tensors. Torch has no unsigned 64-bit multiply and its ``>>`` is arithmetic on int64, so ``mix`` masks after each
+On the CPU the same words are computed by a compiled uint64 loop (native logical shifts and wrapping
+multiplies, one pass); elsewhere with int64 torch tensors. Torch has no unsigned 64-bit multiply and its ``>>`` is arithmetic on int64, so ``mix`` masks after each
 shift; the multiplications rely on two's-complement wrap-around of int64 multiplication, which
 ``tests/test_corruptions_api.py`` checks against a pure-Python reference.
 """
@@ -22,6 +22,8 @@ import hashlib
 
 import numpy as np
 import torch
+
+from ._jit import kernel
 
 GOLDEN = 0x9E3779B97F4A7C15
 _M1 = 0xBF58476D1CE4E5B9
@@ -80,42 +82,29 @@ def image_keys(base: int, indices: torch.Tensor) -> torch.Tensor:
     return mix64(z)
 
 
-_U64 = np.uint64
-_CPU_BLOCK = 1 << 15  # elements per NumPy block on the CPU (two uint64 buffers stay in L2)
+@kernel
+def _uniform_kernel(keys: np.ndarray, count: int, stream: int, out: np.ndarray) -> None:
+    """Word j of stream ``stream`` of every key, as a uniform in (0, 1), into ``out`` (N, count) float64.
 
-
-def _mix64_np(z: np.ndarray, tmp: np.ndarray) -> None:
-    """:func:`mix64` on a uint64 NumPy array in place (logical shifts and wrapping multiplies are native
-    there, so no masking is needed; same values as the int64 torch version)."""
-    for shift, mult in ((30, _M1), (27, _M2), (31, None)):
-        np.right_shift(z, _U64(shift), out=tmp)
-        np.bitwise_xor(z, tmp, out=z)
-        if mult is not None:
-            np.multiply(z, _U64(mult), out=z)
+    uint64 arithmetic wraps and shifts logically, so this is the SplitMix64 construction literally."""
+    golden, m1, m2 = np.uint64(GOLDEN), np.uint64(_M1), np.uint64(_M2)
+    offset = np.uint64(stream) * np.uint64(_STREAM_STRIDE)
+    s30, s27, s31, s11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+    for i in range(keys.shape[0]):
+        key = keys[i]
+        for j in range(count):
+            z = key + (offset + np.uint64(j + 1)) * golden
+            z ^= z >> s30
+            z *= m1
+            z ^= z >> s27
+            z *= m2
+            z ^= z >> s31
+            out[i, j] = (float(z >> s11) + 0.5) * 2.0**-53   # top 53 bits: exact in float64
 
 
 def _uniform_cpu(keys: torch.Tensor, count: int, stream: int, out: torch.Tensor) -> torch.Tensor:
-    """The CPU path of :func:`uniform_from_keys` in uint64 NumPy (about 2x fewer passes than int64 torch)."""
-    n = keys.shape[0]
-    k = keys.contiguous().numpy().view(np.uint64)
-    with np.errstate(over="ignore"):
-        ctr = np.arange(1, count + 1, dtype=np.uint64)
-        ctr += _U64(stream * _STREAM_STRIDE)
-        ctr *= _U64(GOLDEN)
-        rows = max(1, _CPU_BLOCK // count)
-        z = np.empty((min(rows, n), count), dtype=np.uint64)
-        tmp = np.empty_like(z)
-        o_all = out.numpy()
-        for r0 in range(0, n, rows):
-            kk = k[r0 : r0 + rows]
-            zz, tt = z[: kk.shape[0]], tmp[: kk.shape[0]]
-            np.add(kk[:, None], ctr[None, :], out=zz)
-            _mix64_np(zz, tt)
-            np.right_shift(zz, _U64(11), out=zz)
-            o = o_all[r0 : r0 + rows]
-            np.copyto(o, zz, casting="unsafe")  # < 2**53: exact
-            o += 0.5
-            o *= 2.0**-53
+    """The CPU path of :func:`uniform_from_keys`: one compiled pass (same values as the int64 torch version)."""
+    _uniform_kernel(keys.contiguous().numpy().view(np.uint64), count, stream, out.numpy())
     return out
 
 
