@@ -77,6 +77,34 @@ def test_fused_matches_explicit_float64(attention, extra, kernel, masked):
         assert (gp_f[name] - gp_e[name]).abs().max().item() <= TOL, name
 
 
+@pytest.mark.parametrize("attention,extra", [("diff", {}), ("dgsa", {"lambda_init": "fixed", "q_residual": True})])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("queries", [None, 1])
+def test_no_grad_math_in_batch_chunks_matches_explicit(monkeypatch, attention, extra, masked, queries):
+    """Without autograd the "math" kernel runs over chunks of the batch (cache-sized score maps); forcing one
+    image per chunk must give the explicit path's outputs, with padding masks and CLS-only queries."""
+    import robustbench_dgsa.models.attention as attention_module
+
+    torch.manual_seed(1)
+    module = build_attention(_cfg(attention, **extra), layer_idx=1).double()
+    module.kernel = "math"
+    if attention == "dgsa":
+        with torch.no_grad():
+            module.gate.weight.normal_(0, 0.3)
+    x = torch.randn(3, 9, 32, dtype=torch.float64)
+    kpm = _padding_mask() if masked else None
+    with torch.no_grad():
+        module.fused = False
+        y_explicit = module(x, kpm, queries=queries)
+        module.fused = True
+        y_whole = module(x, kpm, queries=queries)
+        monkeypatch.setattr(attention_module, "_MAPS_PER_CHUNK", 1)   # one image per chunk
+        y_chunks = module(x, kpm, queries=queries)
+    assert (y_whole - y_explicit).abs().max().item() <= TOL
+    assert (y_chunks - y_explicit).abs().max().item() <= TOL
+    assert torch.equal(y_chunks, y_whole)   # same products per image: the same values exactly
+
+
 def test_maps_shapes_rows_and_padding():
     torch.manual_seed(1)
     x = torch.randn(3, 9, 32, dtype=torch.float64)
