@@ -10,13 +10,20 @@ Every kernel is compiled with the same settings:
   (and to the CUDA path, which keeps its torch implementation);
 * ``error_model="numpy"``: a division by zero gives inf/nan as in NumPy instead of raising;
 * ``cache=True``: compiled once per machine and Python (next to the module, or numba's user cache folder
-  when the package folder is read-only; ``NUMBA_CACHE_DIR`` overrides it).
+  when the package folder is read-only; ``NUMBA_CACHE_DIR`` overrides it). Where no cache folder is
+  writable at all, kernels are compiled in each process instead (about a second each, on first use).
 """
 from __future__ import annotations
 
 from numba import njit
 
 
+_SETTINGS = dict(nogil=True, fastmath=False, error_model="numpy", boundscheck=False)
+
+
 def kernel(fn):
     """Compile ``fn`` as a CPU corruption kernel (see the module docstring for the settings)."""
-    return njit(fn, nogil=True, fastmath=False, error_model="numpy", cache=True, boundscheck=False)
+    try:
+        return njit(fn, cache=True, **_SETTINGS)
+    except RuntimeError:   # numba: "cannot cache function ...: no locator available" (nothing writable)
+        return njit(fn, cache=False, **_SETTINGS)

@@ -314,3 +314,19 @@ def test_package_is_standalone():
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
+
+
+def test_kernels_compile_without_a_writable_cache(monkeypatch):
+    """A read-only install with no writable cache folder still gets working kernels (compiled per process)."""
+    import numba.core.caching as caching
+
+    from corruptions._jit import kernel
+
+    monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])
+
+    def add_one(a):
+        return a + 1.0
+
+    with pytest.raises(RuntimeError):   # what numba does with nothing writable, and what kernel() must absorb
+        caching.FunctionCache(add_one)
+    assert kernel(add_one)(1.5) == 2.5
