@@ -1,0 +1,184 @@
+"""Compiled CPU kernels of the geometric and weather corruptions (elastic_transform, snow, spatter, fog,
+frost).
+
+Each kernel reproduces, element by element, the IEEE operations of the torch implementation it replaces
+on the CPU (the torch code stays the CUDA path, and the tests compare both bit for bit): the same dtype
+for every intermediate, the same operands, and sums in the same order. Transcendentals (exp, ndtri, ...)
+stay outside the kernels, in NumPy/torch; the kernels do the cheap arithmetic, gathers, interpolation and
+blends. All kernels are single-threaded and release the GIL (see :mod:`corruptions._jit`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import kernel
+
+# ----------------------------------------------------------------------------------------------
+# shared pieces
+
+
+@kernel
+def _mirror101(i: int, n: int) -> int:
+    """``_mirror_idx`` of digital.py: whole-sample symmetric index (OpenCV BORDER_REFLECT_101)."""
+    if n == 1:
+        return 0
+    p = 2 * n - 2
+    i = i % p  # Python (floor) modulo, as torch.remainder
+    return p - i if i >= n else i
+
+
+@kernel
+def _correlate_sym_rows(src, weights, ext, out) -> None:
+    """``_ops.scipy_correlate1d_sym`` along axis 0 of a 2-D float64 array (``ext``: ``ext_index`` of the axis,
+    offset by the radius r): out[i] = src[i]*w[r], then + (src[i-k] + src[i+k]) * w[r+k] for k = r..1."""
+    r = weights.shape[0] // 2
+    h, w = src.shape
+    for i in range(h):
+        for j in range(w):
+            acc = src[i, j] * weights[r]
+            for k in range(r, 0, -1):
+                acc += (src[ext[r + i - k], j] + src[ext[r + i + k], j]) * weights[r + k]
+            out[i, j] = acc
+
+
+@kernel
+def _correlate_sym_cols(src, weights, ext, out) -> None:
+    """As :func:`_correlate_sym_rows`, along axis 1."""
+    r = weights.shape[0] // 2
+    h, w = src.shape
+    for i in range(h):
+        for j in range(w):
+            acc = src[i, j] * weights[r]
+            for k in range(r, 0, -1):
+                acc += (src[i, ext[r + j - k]] + src[i, ext[r + j + k]]) * weights[r + k]
+            out[i, j] = acc
+
+
+@kernel
+def _floor_u8_32(v) -> int:
+    """``floor_u8`` of one float32 value: clamp to [0, 1], times 255 in float32, truncate."""
+    if v < np.float32(0.0):
+        v = np.float32(0.0)
+    elif v > np.float32(1.0):
+        v = np.float32(1.0)
+    return int(v * np.float32(255.0))
+
+
+@kernel
+def _floor_u8_64(v) -> int:
+    """``floor_u8`` of one float64 value: clamp to [0, 1], times 255 in float64, truncate."""
+    if v < 0.0:
+        v = 0.0
+    elif v > 1.0:
+        v = 1.0
+    return int(v * 255.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# elastic_transform
+
+
+@kernel
+def _warp_affine_image(x, lut32, x0, y0, adelta, bdelta, out) -> None:
+    """``digital.cv2_warp_affine_linear`` of one uint8 image (H, W, C) -> float32 ``out`` (H, W, C).
+
+    Pixels are ``u8_to_unit32`` (``lut32``); the fixed-point map X = (x0[y] + adelta[x]) >> 5 (1/32 px),
+    taps mirrored (BORDER_REFLECT_101), weights wy[a] * wx[b] in float32 with wx = (1 - tx, tx),
+    tx = (X & 31) * 0.03125, and the float32 sum ((t00 + t01) + t10) + t11 of p * weight."""
+    h, w, c = x.shape
+    one, q = np.float32(1.0), np.float32(0.03125)
+    for yy in range(h):
+        for xx in range(w):
+            xf = (x0[yy] + adelta[xx]) >> 5
+            yf = (y0[yy] + bdelta[xx]) >> 5
+            tx = np.float32(xf & 31) * q
+            ty = np.float32(yf & 31) * q
+            wx0, wy0 = one - tx, one - ty
+            w00, w01, w10, w11 = wy0 * wx0, wy0 * tx, ty * wx0, ty * tx
+            c0, c1 = _mirror101(xf >> 5, w), _mirror101((xf >> 5) + 1, w)
+            r0, r1 = _mirror101(yf >> 5, h), _mirror101((yf >> 5) + 1, h)
+            for ch in range(c):
+                acc = lut32[x[r0, c0, ch]] * w00
+                acc = acc + lut32[x[r0, c1, ch]] * w01
+                acc = acc + lut32[x[r1, c0, ch]] * w10
+                out[yy, xx, ch] = acc + lut32[x[r1, c1, ch]] * w11
+
+
+@kernel
+def _scipy_reflect(cc: float, n: int) -> float:
+    """``digital._scipy_reflect_coordinate`` of one float64 coordinate (SciPy's NI_EXTEND_REFLECT fold)."""
+    if n <= 1:
+        return 0.0
+    sz2 = float(2 * n)
+    if not (cc >= -n and cc < sz2):  # far outside: reduce modulo 2n first
+        if cc < 0:
+            lo = sz2 * np.trunc(-cc / sz2) + cc if cc < -sz2 else cc
+            cc = lo + sz2 if lo < -n else lo
+        elif cc > n - 1:
+            cc = cc - sz2 * np.trunc(cc / sz2)
+    if cc < 0:
+        return (1e-15 if cc > -1e-15 else -cc) - 1
+    if cc >= n:
+        return (sz2 - cc) - 1
+    return cc
+
+
+@kernel
+def _map_coordinates_image(img, dx, dy, out) -> None:
+    """``digital.scipy_map_coordinates_reflect`` at (y + dy, x + dx) of one float32 image (H, W, C), then
+    ``floor_u8`` of the float32 result into uint8 ``out``.
+
+    Per point: coordinates folded by :func:`_scipy_reflect`, taps floor(cc), floor(cc) + 1 clamped to the
+    axis, weights (1 - (cc - floor), 1 - w0); float64 sum in order (0,0), (0,1), (1,0), (1,1) of
+    (p * wy) * wx; 0 where a folded coordinate is <= -1; cast to float32."""
+    h, w, c = img.shape
+    for yy in range(h):
+        for xx in range(w):
+            ry = _scipy_reflect(float(yy) + np.float64(dy[yy, xx]), h)
+            rx = _scipy_reflect(float(xx) + np.float64(dx[yy, xx]), w)
+            sy, sx = np.floor(ry), np.floor(rx)
+            wy0, wx0 = 1.0 - (ry - sy), 1.0 - (rx - sx)
+            wy1, wx1 = 1.0 - wy0, 1.0 - wx0
+            iy, ix = int(sy), int(sx)
+            r0, r1 = min(max(iy, 0), h - 1), min(max(iy + 1, 0), h - 1)
+            c0, c1 = min(max(ix, 0), w - 1), min(max(ix + 1, 0), w - 1)
+            valid = ry > -1.0 and rx > -1.0
+            for ch in range(c):
+                acc = (np.float64(img[r0, c0, ch]) * wy0) * wx0
+                acc = acc + (np.float64(img[r0, c1, ch]) * wy0) * wx1
+                acc = acc + (np.float64(img[r1, c0, ch]) * wy1) * wx0
+                acc = acc + (np.float64(img[r1, c1, ch]) * wy1) * wx1
+                out[yy, xx, ch] = _floor_u8_32(np.float32(acc) if valid else np.float32(0.0))
+
+
+@kernel
+def _elastic_field(noise, alpha, weights, ext_r, ext_c, tmp, tmp2, out) -> None:
+    """dx (or dy) of ``digital.elastic_apply`` into float32 ``out``: ``scipy_gaussian(noise, sigma,
+    mode='reflect')`` (rows, then columns) times ``alpha`` in float64, cast to float32."""
+    h, w = noise.shape
+    _correlate_sym_rows(noise, weights, ext_r, tmp2)
+    _correlate_sym_cols(tmp2, weights, ext_c, tmp)
+    for i in range(h):
+        for j in range(w):
+            out[i, j] = np.float32(tmp[i, j] * alpha)
+
+
+@kernel
+def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, weights, ext_r, ext_c, ndx, ndy, out) -> None:
+    """``digital.elastic_apply`` of uint8 images (N, H, W, C) into uint8 ``out``: affine warp, then (alpha
+    != 0) displacement by the smoothed noise fields ``ndx``, ``ndy`` (N, H, W) and bilinear resampling."""
+    n, h, w, c = x.shape
+    warped = np.empty((h, w, c), np.float32)
+    tmp, tmp2 = np.empty((h, w), np.float64), np.empty((h, w), np.float64)
+    dx, dy = np.empty((h, w), np.float32), np.empty((h, w), np.float32)
+    for i in range(n):
+        _warp_affine_image(x[i], lut32, x0[i], y0[i], adelta[i], bdelta[i], warped)
+        if alpha == 0.0:
+            for yy in range(h):
+                for xx in range(w):
+                    for ch in range(c):
+                        out[i, yy, xx, ch] = _floor_u8_32(warped[yy, xx, ch])
+            continue
+        _elastic_field(ndx[i], alpha, weights, ext_r, ext_c, tmp, tmp2, dx)
+        _elastic_field(ndy[i], alpha, weights, ext_r, ext_c, tmp, tmp2, dy)
+        _map_coordinates_image(warped, dx, dy, out[i])
