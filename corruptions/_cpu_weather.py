@@ -182,3 +182,80 @@ def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, weights, ext_r, ext_
         _elastic_field(ndx[i], alpha, weights, ext_r, ext_c, tmp, tmp2, dx)
         _elastic_field(ndy[i], alpha, weights, ext_r, ext_c, tmp, tmp2, dy)
         _map_coordinates_image(warped, dx, dy, out[i])
+
+
+# ----------------------------------------------------------------------------------------------
+# snow
+
+
+@kernel
+def _snow_layer(normal, mean, std, thr, zi_y, zw_y, zi_x, zw_x, zmask, out) -> None:
+    """``weather.snow_layer_u8`` of one image into uint8 ``out`` (H, W).
+
+    layer = mean + std * normal; the reference ``clipped_zoom`` (``_ops.clipped_zoom_hwb``): float64 sum
+    in order (0,0), (0,1), (1,0), (1,1) of (p * wy) * wx over the neighbour tables ``zi``/``zw`` (2, n),
+    times ``zmask`` (H, W) when it is non-empty; 0 below ``thr``; clamp to [0, 1], * 255, floor."""
+    h, w = out.shape
+    for r in range(h):
+        r0, r1, wy0, wy1 = zi_y[0, r], zi_y[1, r], zw_y[0, r], zw_y[1, r]
+        for c in range(w):
+            c0, c1, wx0, wx1 = zi_x[0, c], zi_x[1, c], zw_x[0, c], zw_x[1, c]
+            acc = ((mean + std * normal[r0, c0]) * wy0) * wx0
+            acc = acc + ((mean + std * normal[r0, c1]) * wy0) * wx1
+            acc = acc + ((mean + std * normal[r1, c0]) * wy1) * wx0
+            acc = acc + ((mean + std * normal[r1, c1]) * wy1) * wx1
+            if zmask.shape[0] != 0:
+                acc = acc * zmask[r, c]
+            if acc < thr:
+                acc = 0.0
+            out[r, c] = int(min(max(acc, 0.0), 1.0) * 255.0)
+
+
+@kernel
+def _motion_blur_plane(src, k, ox, oy, out) -> None:
+    """``_ops.im_motion_blur`` of one uint8 plane (H, W) into ``out``: v = sum over taps in order of
+    (257 * p(clamped y + oy_i, x + ox_i)) * k_i in float64; q = floor(clamp(v, 0, 65535) + 0.5); q // 257."""
+    h, w = src.shape
+    for y in range(h):
+        for x in range(w):
+            acc = (257.0 * src[min(max(y + oy[0], 0), h - 1), min(max(x + ox[0], 0), w - 1)]) * k[0]
+            for i in range(1, k.shape[0]):
+                yy, xx = min(max(y + oy[i], 0), h - 1), min(max(x + ox[i], 0), w - 1)
+                acc = acc + (257.0 * src[yy, xx]) * k[i]
+            q = np.floor(min(max(acc, 0.0), 65535.0) + 0.5)
+            out[y, x] = int(q) // 257
+
+
+@kernel
+def _snow_blend(x, s8, lut32, lut64, gray_w, blend, out) -> None:
+    """``weather.snow_apply``'s composition of one image: float32 ``snow_base`` (``rgb2gray32`` with its
+    float64 fused steps, gray * 1.5 + 0.5, blend * x + (1 - blend) * max(x, gray)), to float64, + S + rot180(S)
+    with S = s8 / 255.0, then ``floor_u8``. ``gray_w``: (R, G, B) weights; ``blend``: (blend, 1 - blend),
+    all exact float32 values."""
+    h, w, c = x.shape
+    g2y32, k15, k05 = np.float32(gray_w[1]), np.float32(1.5), np.float32(0.5)
+    b32, ib32 = np.float32(blend[0]), np.float32(blend[1])
+    for y in range(h):
+        for xx in range(w):
+            r, g, b = lut32[x[y, xx, 0]], lut32[x[y, xx, 1]], lut32[x[y, xx, 2]]
+            gray = np.float32(np.float64(r) * gray_w[0] + np.float64(g * g2y32))
+            gray = np.float32(np.float64(b) * gray_w[2] + np.float64(gray))
+            gray = gray * k15 + k05
+            s, sf = lut64[s8[y, xx]], lut64[s8[h - 1 - y, w - 1 - xx]]
+            for ch in range(c):
+                p = lut32[x[y, xx, ch]]
+                base = b32 * p + ib32 * max(p, gray)
+                out[y, xx, ch] = _floor_u8_64((np.float64(base) + s) + sf)
+
+
+@kernel
+def snow_kernel(x, normal, layer_p, zi_y, zw_y, zi_x, zw_x, zmask, k, ox, oy, lut32, lut64, gray_w, blend,
+                out) -> None:
+    """``weather.snow_apply`` of uint8 images (N, H, W, 3) into ``out``: ``layer_p`` = (mean, std, thr);
+    ``normal`` (N, H, W); motion-blur taps ``k`` and per-image offsets ``ox``, ``oy`` (N, len(k))."""
+    n, h, w, _ = x.shape
+    layer, s8 = np.empty((h, w), np.uint8), np.empty((h, w), np.uint8)
+    for i in range(n):
+        _snow_layer(normal[i], layer_p[0], layer_p[1], layer_p[2], zi_y, zw_y, zi_x, zw_x, zmask, layer)
+        _motion_blur_plane(layer, k, ox[i], oy[i], s8)
+        _snow_blend(x[i], s8, lut32, lut64, gray_w, blend, out[i])

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ._ops import (
+    clipped_zoom_axis,
     clipped_zoom_hwb,
     from_hwb,
     to_hwb,
@@ -15,6 +16,8 @@ from ._ops import (
     floor_u8_255,
     hsv2rgb,
     im_motion_blur,
+    im_motion_kernel,
+    im_motion_offsets,
     rgb2hsv,
     scipy_gaussian,
     u8_to_unit32,
@@ -206,10 +209,41 @@ def snow_apply(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.nda
     return floor_u8(y)
 
 
+def _zoom_tables_np(h: int, w: int, zoom: float):
+    """``clipped_zoom``'s neighbour tables for the compiled kernels: per axis int64 indices (2, n) and float64
+    weights (2, n), and the (H, W) float64 validity mask (empty when every coordinate is valid)."""
+    ry0, ry1, wy0, wy1, vy = clipped_zoom_axis(h, zoom)
+    rx0, rx1, wx0, wx1, vx = clipped_zoom_axis(w, zoom)
+    mask = np.empty((0, 0))
+    if not (vy.all() and vx.all()):
+        mask = vy.astype(np.float64)[:, None] * vx.astype(np.float64)[None, :]
+    return np.stack([ry0, ry1]), np.stack([wy0, wy1]), np.stack([rx0, rx1]), np.stack([wx0, wx1]), mask
+
+
+_UNIT64 = u8_to_unit64(torch.arange(256, dtype=torch.uint8)).numpy()  # x / 255. of every byte, float64
+_UNIT32 = u8_to_unit32(torch.arange(256, dtype=torch.uint8)).numpy()  # float32
+
+
+def snow_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.ndarray) -> torch.Tensor:
+    """:func:`snow_apply` on the CPU as one compiled pass per image (``_cpu_weather.snow_kernel``)."""
+    from ._cpu_weather import snow_kernel
+
+    mean, std, zoom, thr, blur_r, blur_s, blend = params
+    n, h, w, c = x.shape
+    k = im_motion_kernel(blur_r, blur_s)
+    ox, oy = im_motion_offsets(len(k), angles_deg)
+    out = np.empty((n, h, w, c), np.uint8)
+    snow_kernel(x.contiguous().numpy(), normal.contiguous().numpy(), np.array([mean, std, thr], np.float64),
+                *_zoom_tables_np(h, w, float(zoom)), k, ox, oy, _UNIT32, _UNIT64, np.array([_R2Y, _G2Y, _B2Y]),
+                np.array([float(np.float32(blend)), float(np.float32(1 - blend))]), out)
+    return torch.from_numpy(out)
+
+
 def snow(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
     n, h, w, _ = x.shape
     normal = torch.special.ndtri(rng.uniform(h * w, stream=0)).view(n, h, w)
-    return snow_apply(x, params, normal, motion_angles(rng, -135.0, -45.0))
+    apply = snow_apply_cpu if x.device.type == "cpu" else snow_apply
+    return apply(x, params, normal, motion_angles(rng, -135.0, -45.0))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import corruptions as C
-from corruptions import digital
+from corruptions import blur, digital, weather
 from corruptions.rng import KeyedRandom
 
 P = {name: spec.params for name, spec in C.CORRUPTIONS.items()}
@@ -48,3 +48,19 @@ def test_elastic_cpu_kernel_far_displacements():
         jitter, ndx, ndy = digital.elastic_draws(_draws("elastic_transform", 4, len(x)), params, 32, 32)
         ref = digital.elastic_apply(x, params, jitter, ndx, ndy)
         assert torch.equal(digital.elastic_apply_cpu(x, params, jitter, ndx, ndy), ref), params
+
+
+# ---------------------------------------------------------------------------------------------- snow
+
+
+@pytest.mark.parametrize("shape", [(32, 32), (20, 27)])
+def test_snow_cpu_kernel_equals_torch(shape):
+    h, w = shape
+    x = _images(24, h, w)
+    for s in range(1, 6):
+        rng = _draws("snow", s, len(x))
+        normal = torch.special.ndtri(rng.uniform(h * w)).view(len(x), h, w)
+        angles = blur.motion_angles(rng, -135.0, -45.0)
+        for c in (P["snow"][s - 1], P["snow"][s - 1][:2] + (2.9,) + P["snow"][s - 1][3:]):  # another zoom
+            ref = weather.snow_apply(x, c, normal, angles)
+            assert torch.equal(weather.snow_apply_cpu(x, c, normal, angles), ref), (shape, s, c)
