@@ -259,3 +259,83 @@ def snow_kernel(x, normal, layer_p, zi_y, zw_y, zi_x, zw_x, zmask, k, ox, oy, lu
         _snow_layer(normal[i], layer_p[0], layer_p[1], layer_p[2], zi_y, zw_y, zi_x, zw_x, zmask, layer)
         _motion_blur_plane(layer, k, ox[i], oy[i], s8)
         _snow_blend(x[i], s8, lut32, lut64, gray_w, blend, out[i])
+
+
+# ----------------------------------------------------------------------------------------------
+# spatter
+
+
+@kernel
+def _gaussian_2d(src, weights, ext_r, ext_c, tmp, out) -> None:
+    """``_ops.scipy_gaussian`` over both axes of one float64 plane: rows (axis 0), then columns."""
+    _correlate_sym_rows(src, weights, ext_r, tmp)
+    _correlate_sym_cols(tmp, weights, ext_c, out)
+
+
+@kernel
+def _spatter_liquid(normal, mean, std, thr, weights, ext_r, ext_c, tmp, tmp2, out) -> None:
+    """``weather.spatter_apply``'s liquid layer of one image: scipy_gaussian(mean + std * normal, 'nearest')
+    with values below ``thr`` set to 0, float64 (H, W) into ``out``."""
+    h, w = normal.shape
+    for i in range(h):
+        for j in range(w):
+            tmp2[i, j] = mean + std * normal[i, j]
+    _gaussian_2d(tmp2, weights, ext_r, ext_c, tmp, out)
+    for i in range(h):
+        for j in range(w):
+            if out[i, j] < thr:
+                out[i, j] = 0.0
+
+
+@kernel
+def water_layer_kernel(normal, lp, weights, ext_r, ext_c, out) -> None:
+    """The water liquid layer as uint8 (N, H, W): ``floor(liquid * 255)`` modulo 256, as ``spatter_apply``
+    casts it; ``lp`` = (mean, std, thr)."""
+    n, h, w = normal.shape
+    tmp, tmp2, liq = np.empty((h, w)), np.empty((h, w)), np.empty((h, w))
+    for i in range(n):
+        _spatter_liquid(normal[i], lp[0], lp[1], lp[2], weights, ext_r, ext_c, tmp, tmp2, liq)
+        for y in range(h):
+            for x in range(w):
+                out[i, y, x] = int(np.floor(liq[y, x] * 255.0)) % 256
+
+
+@kernel
+def water_blend_kernel(x, l8, dist, k, color, lut32, out) -> None:
+    """Water composition of ``spatter_apply`` (float32): m = l8 * dist; m / max(m) (0 where max(m) <= 0);
+    * k; then floor_u8(x + m * color) per channel. ``k`` and ``color`` (3,) are float32 values."""
+    n, h, w, c = x.shape
+    k32 = np.float32(k)
+    for i in range(n):
+        mx = np.float32(-np.inf)
+        for y in range(h):
+            for xx in range(w):
+                mx = max(mx, np.float32(l8[i, y, xx]) * dist[i, y, xx])
+        for y in range(h):
+            for xx in range(w):
+                m = np.float32(0.0)
+                if mx > np.float32(0.0):
+                    m = ((np.float32(l8[i, y, xx]) * dist[i, y, xx]) / mx) * k32
+                for ch in range(c):
+                    out[i, y, xx, ch] = _floor_u8_32(lut32[x[i, y, xx, ch]] + m * color[ch])
+
+
+@kernel
+def mud_kernel(x, normal, lp, weights, ext_r, ext_c, weights_m, ext_mr, ext_mc, color, lut32, out) -> None:
+    """Mud branch of ``spatter_apply`` into uint8 ``out``: mask = liquid > thr as float64, scipy_gaussian
+    (``weights_m``, 'nearest'), 0 below 0.8; then float32(color * mask) + float32(x * (1 - mask)), floor_u8
+    in float32. ``color`` (3,) float64 (exact float32 values)."""
+    n, h, w, c = x.shape
+    tmp, tmp2, liq, mm = np.empty((h, w)), np.empty((h, w)), np.empty((h, w)), np.empty((h, w))
+    for i in range(n):
+        _spatter_liquid(normal[i], lp[0], lp[1], lp[2], weights, ext_r, ext_c, tmp, tmp2, liq)
+        for y in range(h):
+            for xx in range(w):
+                tmp2[y, xx] = 1.0 if liq[y, xx] > lp[2] else 0.0
+        _gaussian_2d(tmp2, weights_m, ext_mr, ext_mc, tmp, mm)
+        for y in range(h):
+            for xx in range(w):
+                m = 0.0 if mm[y, xx] < 0.8 else mm[y, xx]
+                for ch in range(c):
+                    xm = np.float32(np.float64(lut32[x[i, y, xx, ch]]) * (1 - m))
+                    out[i, y, xx, ch] = _floor_u8_32(xm + np.float32(color[ch] * m))

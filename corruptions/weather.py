@@ -9,6 +9,7 @@ import torch
 
 from ._ops import (
     clipped_zoom_axis,
+    ext_index,
     clipped_zoom_hwb,
     from_hwb,
     to_hwb,
@@ -20,6 +21,7 @@ from ._ops import (
     im_motion_offsets,
     rgb2hsv,
     scipy_gaussian,
+    scipy_gaussian_weights,
     u8_to_unit32,
     u8_to_unit64,
 )
@@ -299,7 +301,36 @@ def spatter_apply(x: torch.Tensor, params, normal: torch.Tensor) -> torch.Tensor
     return floor_u8(xm + color)
 
 
+def _gaussian_tables(sigma: float, h: int, w: int, mode: str, truncate: float):
+    """``scipy_gaussian``'s taps for the compiled kernels: weights ([1.0], the identity, for sigma <= 1e-15)
+    and the boundary index maps of both axes, offset by the radius."""
+    weights = scipy_gaussian_weights(sigma, truncate) if sigma > 1e-15 else np.ones(1)
+    r = len(weights) // 2
+    return weights, ext_index(h, r, r, mode), ext_index(w, r, r, mode)
+
+
+def spatter_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor) -> torch.Tensor:
+    """:func:`spatter_apply` on the CPU: compiled layer and blend kernels (``_cpu_weather``); the water
+    branch's OpenCV chain runs in between, as in the torch path."""
+    from ._cpu_weather import mud_kernel, water_blend_kernel, water_layer_kernel
+
+    mean, std, sigma, thr, k, mode = params
+    n, h, w, c = x.shape
+    xn, zn, lp = x.contiguous().numpy(), normal.contiguous().numpy(), np.array([mean, std, thr], np.float64)
+    taps = _gaussian_tables(sigma, h, w, "nearest", 4.0)
+    out = np.empty((n, h, w, c), np.uint8)
+    if mode == 0:
+        l8 = np.empty((n, h, w), np.uint8)
+        water_layer_kernel(zn, lp, *taps, l8)
+        dist = np.stack([_water_distance(a) for a in l8])
+        water_blend_kernel(xn, l8, dist, float(np.float32(k)), np.array(_WATER, np.float32), _UNIT32, out)
+    else:
+        mud_kernel(xn, zn, lp, *taps, *_gaussian_tables(k, h, w, "nearest", 4.0), np.array(_MUD), _UNIT32, out)
+    return torch.from_numpy(out)
+
+
 def spatter(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
     n, h, w, _ = x.shape
     normal = torch.special.ndtri(rng.uniform(h * w)).view(n, h, w)
-    return spatter_apply(x, params, normal)
+    apply = spatter_apply_cpu if x.device.type == "cpu" else spatter_apply
+    return apply(x, params, normal)

@@ -64,3 +64,18 @@ def test_snow_cpu_kernel_equals_torch(shape):
         for c in (P["snow"][s - 1], P["snow"][s - 1][:2] + (2.9,) + P["snow"][s - 1][3:]):  # another zoom
             ref = weather.snow_apply(x, c, normal, angles)
             assert torch.equal(weather.snow_apply_cpu(x, c, normal, angles), ref), (shape, s, c)
+
+
+# ---------------------------------------------------------------------------------------------- spatter
+
+
+@pytest.mark.parametrize("shape", [(32, 32), (20, 27)])
+def test_spatter_cpu_kernels_equal_torch(shape):
+    h, w = shape
+    x = _images(24, h, w)
+    for s in range(1, 6):
+        c = P["spatter"][s - 1]
+        normal = torch.special.ndtri(_draws("spatter", s, len(x)).uniform(h * w)).view(len(x), h, w)
+        for params in (c, (c[0], c[1] * 6, c[2], c[3] - 0.1) + c[4:]):  # also layers above 1 (uint8 wrap)
+            ref = weather.spatter_apply(x, params, normal)
+            assert torch.equal(weather.spatter_apply_cpu(x, params, normal), ref), (shape, s, params)
