@@ -339,3 +339,77 @@ def mud_kernel(x, normal, lp, weights, ext_r, ext_c, weights_m, ext_mr, ext_mc, 
                 for ch in range(c):
                     xm = np.float32(np.float64(lut32[x[i, y, xx, ch]]) * (1 - m))
                     out[i, y, xx, ch] = _floor_u8_32(xm + np.float32(color[ch] * m))
+
+
+# ----------------------------------------------------------------------------------------------
+# fog
+
+
+@kernel
+def _plasma_step(m, u, pos: int, step: int, wibble: float) -> int:
+    """One diamond-square step of ``weather.plasma_fractal`` on one map (torus-periodic): squares, then the
+    two edge sets, each value ``arr / 4 + wibble * (-wibble + (wibble - -wibble) * r)`` with the uniforms r
+    taken row-major from ``u[pos:]``, and the sums grouped as the torch rolls group them. Returns the new pos."""
+    s = m.shape[0]
+    k, hs = s // step, step // 2
+    amp = wibble - -wibble
+    for i in range(k):
+        for j in range(k):
+            i1, j1 = (i + 1) % k, (j + 1) % k
+            sq = (m[i * step, j * step] + m[i1 * step, j * step]) + (m[i * step, j1 * step] + m[i1 * step, j1 * step])
+            m[hs + i * step, hs + j * step] = sq / 4 + wibble * (-wibble + amp * u[pos + i * k + j])
+    pos += k * k
+    for i in range(k):
+        for j in range(k):
+            dr, ul = m[hs + i * step, hs + j * step], m[i * step, j * step]
+            lt = (dr + m[hs + ((i - 1) % k) * step, hs + j * step]) + (ul + m[i * step, ((j + 1) % k) * step])
+            m[i * step, hs + j * step] = lt / 4 + wibble * (-wibble + amp * u[pos + i * k + j])
+    pos += k * k
+    for i in range(k):
+        for j in range(k):
+            dr, ul = m[hs + i * step, hs + j * step], m[i * step, j * step]
+            tt = (dr + m[hs + i * step, hs + ((j - 1) % k) * step]) + (ul + m[((i + 1) % k) * step, j * step])
+            m[hs + i * step, j * step] = tt / 4 + wibble * (-wibble + amp * u[pos + i * k + j])
+    return pos + k * k
+
+
+@kernel
+def _plasma(u, decay: float, m) -> None:
+    """``weather.plasma_fractal`` of one image into ``m`` (S, S): steps S, S/2, ..., 2 with wibble 100 divided
+    by ``decay`` after each; then m - min(m), divided by the max of that."""
+    s = m.shape[0]
+    m[:, :] = 0.0
+    step, wibble, pos = s, 100.0, 0
+    while step >= 2:
+        pos = _plasma_step(m, u, pos, step, wibble)
+        step //= 2
+        wibble /= decay
+    lo = m.min()
+    for i in range(s):
+        for j in range(s):
+            m[i, j] = m[i, j] - lo
+    hi = m.max()
+    for i in range(s):
+        for j in range(s):
+            m[i, j] = m[i, j] / hi
+
+
+@kernel
+def fog_kernel(x, u, mapsize: int, decay: float, c0: float, lut64, out) -> None:
+    """``weather.fog_apply`` with ``plasma_fractal(u, mapsize, decay)`` of uint8 images into ``out``:
+    xf = x / 255., y = xf + c0 * plasma[:H, :W], floor_u8((y * max(xf)) / (max(xf) + c0)) in float64."""
+    n, h, w, c = x.shape
+    m = np.empty((mapsize, mapsize))
+    for i in range(n):
+        _plasma(u[i], decay, m)
+        mx = 0
+        for y in range(h):
+            for xx in range(w):
+                for ch in range(c):
+                    mx = max(mx, x[i, y, xx, ch])
+        mv = lut64[mx]
+        for y in range(h):
+            for xx in range(w):
+                for ch in range(c):
+                    v = lut64[x[i, y, xx, ch]] + c0 * m[y, xx]
+                    out[i, y, xx, ch] = _floor_u8_64((v * mv) / (mv + c0))

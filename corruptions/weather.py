@@ -28,6 +28,10 @@ from ._ops import (
 from .blur import motion_angles
 from .rng import KeyedRandom
 
+_UNIT64 = u8_to_unit64(torch.arange(256, dtype=torch.uint8)).numpy()  # x / 255. of every byte, float64
+_UNIT32 = u8_to_unit32(torch.arange(256, dtype=torch.uint8)).numpy()  # float32
+
+
 # ----------------------------------------------------------------------------------------------
 # brightness (deterministic)
 
@@ -107,10 +111,23 @@ def fog_apply(x: torch.Tensor, params, plasma: torch.Tensor) -> torch.Tensor:
     return floor_u8(y * max_val / (max_val + c0))
 
 
+def fog_apply_cpu(x: torch.Tensor, params, u: torch.Tensor, mapsize: int) -> torch.Tensor:
+    """``fog_apply(x, params, plasma_fractal(u, mapsize, params[1]))`` on the CPU, compiled
+    (``_cpu_weather.fog_kernel``, same arithmetic)."""
+    from ._cpu_weather import fog_kernel
+
+    c0, decay = params
+    out = np.empty(tuple(x.shape), np.uint8)
+    fog_kernel(x.contiguous().numpy(), u.contiguous().numpy(), mapsize, float(decay), float(c0), _UNIT64, out)
+    return torch.from_numpy(out)
+
+
 def fog(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
     _, h, w, _ = x.shape
     size = fog_mapsize(h, w)
     u = rng.uniform(plasma_uniform_count(size), stream=_PLASMA_STREAM)
+    if x.device.type == "cpu":
+        return fog_apply_cpu(x, params, u, size)
     return fog_apply(x, params, plasma_fractal(u, size, params[1]))
 
 
@@ -220,10 +237,6 @@ def _zoom_tables_np(h: int, w: int, zoom: float):
     if not (vy.all() and vx.all()):
         mask = vy.astype(np.float64)[:, None] * vx.astype(np.float64)[None, :]
     return np.stack([ry0, ry1]), np.stack([wy0, wy1]), np.stack([rx0, rx1]), np.stack([wx0, wx1]), mask
-
-
-_UNIT64 = u8_to_unit64(torch.arange(256, dtype=torch.uint8)).numpy()  # x / 255. of every byte, float64
-_UNIT32 = u8_to_unit32(torch.arange(256, dtype=torch.uint8)).numpy()  # float32
 
 
 def snow_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.ndarray) -> torch.Tensor:

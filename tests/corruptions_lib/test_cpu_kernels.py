@@ -79,3 +79,18 @@ def test_spatter_cpu_kernels_equal_torch(shape):
         for params in (c, (c[0], c[1] * 6, c[2], c[3] - 0.1) + c[4:]):  # also layers above 1 (uint8 wrap)
             ref = weather.spatter_apply(x, params, normal)
             assert torch.equal(weather.spatter_apply_cpu(x, params, normal), ref), (shape, s, params)
+
+
+# ---------------------------------------------------------------------------------------------- fog
+
+
+@pytest.mark.parametrize("shape", [(32, 32), (20, 27), (40, 33)])
+def test_fog_cpu_kernel_equals_torch(shape):
+    h, w = shape
+    x = _images(24, h, w)
+    size = weather.fog_mapsize(h, w)
+    for s in range(1, 6):
+        c = P["fog"][s - 1]
+        u = _draws("fog", s, len(x)).uniform(weather.plasma_uniform_count(size))
+        ref = weather.fog_apply(x, c, weather.plasma_fractal(u, size, c[1]))
+        assert torch.equal(weather.fog_apply_cpu(x, c, u, size), ref), (shape, s)
