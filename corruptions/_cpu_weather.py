@@ -413,3 +413,20 @@ def fog_kernel(x, u, mapsize: int, decay: float, c0: float, lut64, out) -> None:
                 for ch in range(c):
                     v = lut64[x[i, y, xx, ch]] + c0 * m[y, xx]
                     out[i, y, xx, ch] = _floor_u8_64((v * mv) / (mv + c0))
+
+
+# ----------------------------------------------------------------------------------------------
+# frost
+
+
+@kernel
+def frost_kernel(x, stack, idx, r0, c0, table, out) -> None:
+    """``weather.frost_apply``: out = table[x * 256 + t] with t the texture byte of the crop of texture
+    ``idx[i]`` at (``r0[i]`` + y, ``c0[i]`` + x); ``table`` is ``_frost_table`` (65536,) uint8."""
+    n, h, w, c = x.shape
+    for i in range(n):
+        tex = stack[idx[i]]
+        for y in range(h):
+            for xx in range(w):
+                for ch in range(c):
+                    out[i, y, xx, ch] = table[x[i, y, xx, ch] * 256 + tex[r0[i] + y, c0[i] + xx, ch]]

@@ -175,10 +175,23 @@ def _frost_table(a: float, b: float, device: str) -> torch.Tensor:
     return floor_u8_255(y).reshape(-1).to(torch.device(device))
 
 
+def frost_apply_cpu(x: torch.Tensor, params, stack: torch.Tensor, idx, r0, c0) -> torch.Tensor:
+    """:func:`frost_apply` on the CPU, compiled (``_cpu_weather.frost_kernel``: the same table look-up)."""
+    from ._cpu_weather import frost_kernel
+
+    a, b = params
+    out = np.empty(tuple(x.shape), np.uint8)
+    frost_kernel(x.contiguous().numpy(), stack.contiguous().numpy(), np.asarray(idx, np.int64),
+                 np.asarray(r0, np.int64), np.asarray(c0, np.int64), _frost_table(float(a), float(b), "cpu").numpy(),
+                 out)
+    return torch.from_numpy(out)
+
+
 def frost(x: torch.Tensor, params, rng: KeyedRandom, textures) -> torch.Tensor:
     _, h, w, _ = x.shape
     idx, r0, c0 = frost_draws(rng, textures.shapes, h, w)
-    return frost_apply(x, params, textures.stacked(x.device), idx, r0, c0)
+    apply = frost_apply_cpu if x.device.type == "cpu" else frost_apply
+    return apply(x, params, textures.stacked(x.device), idx, r0, c0)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import corruptions as C
-from corruptions import blur, digital, weather
+from corruptions import blur, digital, frost, weather
 from corruptions.rng import KeyedRandom
 
 P = {name: spec.params for name, spec in C.CORRUPTIONS.items()}
@@ -94,3 +94,19 @@ def test_fog_cpu_kernel_equals_torch(shape):
         u = _draws("fog", s, len(x)).uniform(weather.plasma_uniform_count(size))
         ref = weather.fog_apply(x, c, weather.plasma_fractal(u, size, c[1]))
         assert torch.equal(weather.fog_apply_cpu(x, c, u, size), ref), (shape, s)
+
+
+# ---------------------------------------------------------------------------------------------- frost
+
+
+@pytest.mark.parametrize("shape", [(32, 32), (20, 27)])
+def test_frost_cpu_kernel_equals_torch(shape):
+    h, w = shape
+    x = _images(24, h, w)
+    textures = frost.FrostTextures(source="procedural", textures=frost.procedural_textures())
+    stack = textures.stacked("cpu")
+    for s in range(1, 6):
+        c = P["frost"][s - 1]
+        idx, r0, c0 = weather.frost_draws(_draws("frost", s, len(x)), textures.shapes, h, w)
+        ref = weather.frost_apply(x, c, stack, idx, r0, c0)
+        assert torch.equal(weather.frost_apply_cpu(x, c, stack, idx, r0, c0), ref), (shape, s)
