@@ -20,6 +20,8 @@ from ._jit import kernel
 @kernel
 def _mirror101(i: int, n: int) -> int:
     """``_mirror_idx`` of digital.py: whole-sample symmetric index (OpenCV BORDER_REFLECT_101)."""
+    if 0 <= i < n:
+        return i
     if n == 1:
         return 0
     p = 2 * n - 2
@@ -30,28 +32,34 @@ def _mirror101(i: int, n: int) -> int:
 @kernel
 def _correlate_sym_rows(src, weights, ext, out) -> None:
     """``_ops.scipy_correlate1d_sym`` along axis 0 of a 2-D float64 array (``ext``: ``ext_index`` of the axis,
-    offset by the radius r): out[i] = src[i]*w[r], then + (src[i-k] + src[i+k]) * w[r+k] for k = r..1."""
+    offset by the radius r): out[i] = src[i]*w[r], then + (src[i-k] + src[i+k]) * w[r+k] for k = r..1.
+    (The loops run over k outside j, so each element's operations keep that order.)"""
     r = weights.shape[0] // 2
     h, w = src.shape
     for i in range(h):
         for j in range(w):
-            acc = src[i, j] * weights[r]
-            for k in range(r, 0, -1):
-                acc += (src[ext[r + i - k], j] + src[ext[r + i + k], j]) * weights[r + k]
-            out[i, j] = acc
+            out[i, j] = src[i, j] * weights[r]
+        for k in range(r, 0, -1):
+            lo, hi, wk = ext[r + i - k], ext[r + i + k], weights[r + k]
+            for j in range(w):
+                out[i, j] += (src[lo, j] + src[hi, j]) * wk
 
 
 @kernel
 def _correlate_sym_cols(src, weights, ext, out) -> None:
-    """As :func:`_correlate_sym_rows`, along axis 1."""
+    """As :func:`_correlate_sym_rows`, along axis 1 (each row first extended through ``ext``)."""
     r = weights.shape[0] // 2
     h, w = src.shape
+    pad = np.empty(w + 2 * r)
     for i in range(h):
+        for t in range(w + 2 * r):
+            pad[t] = src[i, ext[t]]
         for j in range(w):
-            acc = src[i, j] * weights[r]
-            for k in range(r, 0, -1):
-                acc += (src[i, ext[r + j - k]] + src[i, ext[r + j + k]]) * weights[r + k]
-            out[i, j] = acc
+            out[i, j] = pad[r + j] * weights[r]
+        for k in range(r, 0, -1):
+            wk = weights[r + k]
+            for j in range(w):
+                out[i, j] += (pad[r + j - k] + pad[r + j + k]) * wk
 
 
 @kernel
@@ -212,17 +220,30 @@ def _snow_layer(normal, mean, std, thr, zi_y, zw_y, zi_x, zw_x, zmask, out) -> N
 
 
 @kernel
-def _motion_blur_plane(src, k, ox, oy, out) -> None:
+def _motion_blur_plane(src, k, ox, oy, pv, acc, out) -> None:
     """``_ops.im_motion_blur`` of one uint8 plane (H, W) into ``out``: v = sum over taps in order of
-    (257 * p(clamped y + oy_i, x + ox_i)) * k_i in float64; q = floor(clamp(v, 0, 65535) + 0.5); q // 257."""
+    (257 * p(clamped y + oy_i, x + ox_i)) * k_i in float64; q = floor(clamp(v, 0, 65535) + 0.5); q // 257.
+
+    The clamping is an edge-replicated padding by P = len(k) (``pv``, 257 * p, (H + 2P, W + 2P)); the taps
+    run outside the pixels, so each pixel still sums its taps in order (``acc``: (H, W) scratch)."""
     h, w = src.shape
+    pp = k.shape[0]
+    for y in range(h + 2 * pp):
+        ys = min(max(y - pp, 0), h - 1)
+        for x in range(w + 2 * pp):
+            pv[y, x] = 257.0 * src[ys, min(max(x - pp, 0), w - 1)]
+    for i in range(k.shape[0]):
+        ki, dy, dx = k[i], pp + oy[i], pp + ox[i]
+        for y in range(h):
+            if i == 0:
+                for x in range(w):
+                    acc[y, x] = pv[y + dy, x + dx] * ki
+            else:
+                for x in range(w):
+                    acc[y, x] += pv[y + dy, x + dx] * ki
     for y in range(h):
         for x in range(w):
-            acc = (257.0 * src[min(max(y + oy[0], 0), h - 1), min(max(x + ox[0], 0), w - 1)]) * k[0]
-            for i in range(1, k.shape[0]):
-                yy, xx = min(max(y + oy[i], 0), h - 1), min(max(x + ox[i], 0), w - 1)
-                acc = acc + (257.0 * src[yy, xx]) * k[i]
-            q = np.floor(min(max(acc, 0.0), 65535.0) + 0.5)
+            q = np.floor(min(max(acc[y, x], 0.0), 65535.0) + 0.5)
             out[y, x] = int(q) // 257
 
 
@@ -255,9 +276,11 @@ def snow_kernel(x, normal, layer_p, zi_y, zw_y, zi_x, zw_x, zmask, k, ox, oy, lu
     ``normal`` (N, H, W); motion-blur taps ``k`` and per-image offsets ``ox``, ``oy`` (N, len(k))."""
     n, h, w, _ = x.shape
     layer, s8 = np.empty((h, w), np.uint8), np.empty((h, w), np.uint8)
+    pp = k.shape[0]
+    pv, acc = np.empty((h + 2 * pp, w + 2 * pp)), np.empty((h, w))
     for i in range(n):
         _snow_layer(normal[i], layer_p[0], layer_p[1], layer_p[2], zi_y, zw_y, zi_x, zw_x, zmask, layer)
-        _motion_blur_plane(layer, k, ox[i], oy[i], s8)
+        _motion_blur_plane(layer, k, ox[i], oy[i], pv, acc, s8)
         _snow_blend(x[i], s8, lut32, lut64, gray_w, blend, out[i])
 
 
