@@ -87,14 +87,19 @@ def _floor_u8_64(v) -> int:
 
 
 @kernel
-def _warp_affine_image(x, lut32, x0, y0, adelta, bdelta, out) -> None:
-    """``digital.cv2_warp_affine_linear`` of one uint8 image (H, W, C) -> float32 ``out`` (H, W, C).
+def _warp_affine_image(x, lut32, x0, y0, adelta, bdelta, xf32, out) -> None:
+    """``digital.cv2_warp_affine_linear`` of one uint8 image (H, W, C) -> ``out`` (H, W, C) (float32 values;
+    ``out`` may be float64, which holds them exactly).
 
-    Pixels are ``u8_to_unit32`` (``lut32``); the fixed-point map X = (x0[y] + adelta[x]) >> 5 (1/32 px),
+    Pixels are ``u8_to_unit32`` (``lut32``, into the (H, W, C) float32 scratch ``xf32``); the fixed-point map X = (x0[y] + adelta[x]) >> 5 (1/32 px),
     taps mirrored (BORDER_REFLECT_101), weights wy[a] * wx[b] in float32 with wx = (1 - tx, tx),
     tx = (X & 31) * 0.03125, and the float32 sum ((t00 + t01) + t10) + t11 of p * weight."""
     h, w, c = x.shape
     one, q = np.float32(1.0), np.float32(0.03125)
+    for yy in range(h):
+        for xx in range(w):
+            for ch in range(c):
+                xf32[yy, xx, ch] = lut32[x[yy, xx, ch]]
     for yy in range(h):
         for xx in range(w):
             xf = (x0[yy] + adelta[xx]) >> 5
@@ -106,15 +111,17 @@ def _warp_affine_image(x, lut32, x0, y0, adelta, bdelta, out) -> None:
             c0, c1 = _mirror101(xf >> 5, w), _mirror101((xf >> 5) + 1, w)
             r0, r1 = _mirror101(yf >> 5, h), _mirror101((yf >> 5) + 1, h)
             for ch in range(c):
-                acc = lut32[x[r0, c0, ch]] * w00
-                acc = acc + lut32[x[r0, c1, ch]] * w01
-                acc = acc + lut32[x[r1, c0, ch]] * w10
-                out[yy, xx, ch] = acc + lut32[x[r1, c1, ch]] * w11
+                acc = xf32[r0, c0, ch] * w00
+                acc = acc + xf32[r0, c1, ch] * w01
+                acc = acc + xf32[r1, c0, ch] * w10
+                out[yy, xx, ch] = acc + xf32[r1, c1, ch] * w11
 
 
 @kernel
 def _scipy_reflect(cc: float, n: int) -> float:
     """``digital._scipy_reflect_coordinate`` of one float64 coordinate (SciPy's NI_EXTEND_REFLECT fold)."""
+    if 0.0 <= cc < n and n > 1:
+        return cc
     if n <= 1:
         return 0.0
     sz2 = float(2 * n)
@@ -133,8 +140,8 @@ def _scipy_reflect(cc: float, n: int) -> float:
 
 @kernel
 def _map_coordinates_image(img, dx, dy, out) -> None:
-    """``digital.scipy_map_coordinates_reflect`` at (y + dy, x + dx) of one float32 image (H, W, C), then
-    ``floor_u8`` of the float32 result into uint8 ``out``.
+    """``digital.scipy_map_coordinates_reflect`` at (y + dy, x + dx) of one float32 image (H, W, C) (given as
+    float64, the exact same values), then ``floor_u8`` of the float32 result into uint8 ``out``.
 
     Per point: coordinates folded by :func:`_scipy_reflect`, taps floor(cc), floor(cc) + 1 clamped to the
     axis, weights (1 - (cc - floor), 1 - w0); float64 sum in order (0,0), (0,1), (1,0), (1,1) of
@@ -152,10 +159,10 @@ def _map_coordinates_image(img, dx, dy, out) -> None:
             c0, c1 = min(max(ix, 0), w - 1), min(max(ix + 1, 0), w - 1)
             valid = ry > -1.0 and rx > -1.0
             for ch in range(c):
-                acc = (np.float64(img[r0, c0, ch]) * wy0) * wx0
-                acc = acc + (np.float64(img[r0, c1, ch]) * wy0) * wx1
-                acc = acc + (np.float64(img[r1, c0, ch]) * wy1) * wx0
-                acc = acc + (np.float64(img[r1, c1, ch]) * wy1) * wx1
+                acc = (img[r0, c0, ch] * wy0) * wx0
+                acc = acc + (img[r0, c1, ch] * wy0) * wx1
+                acc = acc + (img[r1, c0, ch] * wy1) * wx0
+                acc = acc + (img[r1, c1, ch] * wy1) * wx1
                 out[yy, xx, ch] = _floor_u8_32(np.float32(acc) if valid else np.float32(0.0))
 
 
@@ -176,16 +183,16 @@ def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, weights, ext_r, ext_
     """``digital.elastic_apply`` of uint8 images (N, H, W, C) into uint8 ``out``: affine warp, then (alpha
     != 0) displacement by the smoothed noise fields ``ndx``, ``ndy`` (N, H, W) and bilinear resampling."""
     n, h, w, c = x.shape
-    warped = np.empty((h, w, c), np.float32)
+    warped, xf32 = np.empty((h, w, c), np.float64), np.empty((h, w, c), np.float32)  # both float32 values
     tmp, tmp2 = np.empty((h, w), np.float64), np.empty((h, w), np.float64)
     dx, dy = np.empty((h, w), np.float32), np.empty((h, w), np.float32)
     for i in range(n):
-        _warp_affine_image(x[i], lut32, x0[i], y0[i], adelta[i], bdelta[i], warped)
+        _warp_affine_image(x[i], lut32, x0[i], y0[i], adelta[i], bdelta[i], xf32, warped)
         if alpha == 0.0:
             for yy in range(h):
                 for xx in range(w):
                     for ch in range(c):
-                        out[i, yy, xx, ch] = _floor_u8_32(warped[yy, xx, ch])
+                        out[i, yy, xx, ch] = _floor_u8_32(np.float32(warped[yy, xx, ch]))
             continue
         _elastic_field(ndx[i], alpha, weights, ext_r, ext_c, tmp, tmp2, dx)
         _elastic_field(ndy[i], alpha, weights, ext_r, ext_c, tmp, tmp2, dy)
@@ -197,21 +204,25 @@ def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, weights, ext_r, ext_
 
 
 @kernel
-def _snow_layer(normal, mean, std, thr, zi_y, zw_y, zi_x, zw_x, zmask, out) -> None:
+def _snow_layer(normal, mean, std, thr, zi_y, zw_y, zi_x, zw_x, zmask, lay, out) -> None:
     """``weather.snow_layer_u8`` of one image into uint8 ``out`` (H, W).
 
-    layer = mean + std * normal; the reference ``clipped_zoom`` (``_ops.clipped_zoom_hwb``): float64 sum
-    in order (0,0), (0,1), (1,0), (1,1) of (p * wy) * wx over the neighbour tables ``zi``/``zw`` (2, n),
-    times ``zmask`` (H, W) when it is non-empty; 0 below ``thr``; clamp to [0, 1], * 255, floor."""
+    layer = mean + std * normal (into the float64 scratch ``lay``); the reference ``clipped_zoom``
+    (``_ops.clipped_zoom_hwb``): float64 sum in order (0,0), (0,1), (1,0), (1,1) of (p * wy) * wx over the
+    neighbour tables ``zi``/``zw`` (2, n), times ``zmask`` (H, W) when it is non-empty; 0 below ``thr``;
+    clamp to [0, 1], * 255, floor."""
     h, w = out.shape
+    for r in range(h):
+        for c in range(w):
+            lay[r, c] = mean + std * normal[r, c]
     for r in range(h):
         r0, r1, wy0, wy1 = zi_y[0, r], zi_y[1, r], zw_y[0, r], zw_y[1, r]
         for c in range(w):
             c0, c1, wx0, wx1 = zi_x[0, c], zi_x[1, c], zw_x[0, c], zw_x[1, c]
-            acc = ((mean + std * normal[r0, c0]) * wy0) * wx0
-            acc = acc + ((mean + std * normal[r0, c1]) * wy0) * wx1
-            acc = acc + ((mean + std * normal[r1, c0]) * wy1) * wx0
-            acc = acc + ((mean + std * normal[r1, c1]) * wy1) * wx1
+            acc = (lay[r0, c0] * wy0) * wx0
+            acc = acc + (lay[r0, c1] * wy0) * wx1
+            acc = acc + (lay[r1, c0] * wy1) * wx0
+            acc = acc + (lay[r1, c1] * wy1) * wx1
             if zmask.shape[0] != 0:
                 acc = acc * zmask[r, c]
             if acc < thr:
@@ -279,7 +290,7 @@ def snow_kernel(x, normal, layer_p, zi_y, zw_y, zi_x, zw_x, zmask, k, ox, oy, lu
     pp = k.shape[0]
     pv, acc = np.empty((h + 2 * pp, w + 2 * pp)), np.empty((h, w))
     for i in range(n):
-        _snow_layer(normal[i], layer_p[0], layer_p[1], layer_p[2], zi_y, zw_y, zi_x, zw_x, zmask, layer)
+        _snow_layer(normal[i], layer_p[0], layer_p[1], layer_p[2], zi_y, zw_y, zi_x, zw_x, zmask, acc, layer)
         _motion_blur_plane(layer, k, ox[i], oy[i], pv, acc, s8)
         _snow_blend(x[i], s8, lut32, lut64, gray_w, blend, out[i])
 
