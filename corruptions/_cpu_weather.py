@@ -12,9 +12,22 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import kernel
+from ._ops import ext_index, scipy_gaussian_weights
 
 # ----------------------------------------------------------------------------------------------
 # shared pieces
+
+UNIT32 = np.arange(256, dtype=np.float32) / np.float32(255.0)  # ``u8_to_unit32`` of every byte
+UNIT64 = np.arange(256, dtype=np.float64) / 255.0  # ``u8_to_unit64`` of every byte
+
+
+def gaussian_taps(sigma: float, h: int, w: int, mode: str, truncate: float):
+    """``_ops.scipy_gaussian``'s taps for the kernels: the weights (``[1.0]``, the identity, for sigma <=
+    1e-15, where SciPy skips the filter) and the boundary index maps of both axes, offset by the radius."""
+    weights = scipy_gaussian_weights(sigma, truncate) if sigma > 1e-15 else np.ones(1)
+    r = len(weights) // 2
+    return weights, ext_index(h, r, r, mode), ext_index(w, r, r, mode)
+
 
 
 @kernel

@@ -9,13 +9,11 @@ import numpy as np
 import torch
 
 from ._ops import (
-    ext_index,
     floor_u8,
     from_hwb,
     hsv2rgb,
     rgb2hsv,
     scipy_gaussian,
-    scipy_gaussian_weights,
     take_pixels_hwc,
     to_hwb,
     u8_to_unit32,
@@ -410,26 +408,18 @@ def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy):
     return floor_u8(out)
 
 
-_UNIT32 = u8_to_unit32(torch.arange(256, dtype=torch.uint8)).numpy()  # u8_to_unit32 of every byte
-
-
 def elastic_apply_cpu(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy) -> torch.Tensor:
     """:func:`elastic_apply` on the CPU as one compiled pass per image (``_cpu_weather.elastic_kernel``)."""
-    from ._cpu_weather import elastic_kernel
+    from ._cpu_weather import UNIT32, elastic_kernel, gaussian_taps
 
     alpha, sigma, _ = params
     n, h, w, c = x.shape
     x0, y0, adelta, bdelta = warp_affine_fixed_point(_elastic_mats(jitter, h, w), h, w)
-    if alpha == 0:
-        weights, ndx = np.ones(1), torch.zeros((n, h, w), dtype=torch.float64)
-        ndy = ndx
-    else:  # sigma <= 1e-15 skips SciPy's filter: the 1-tap kernel (1.0) is the identity
-        weights = scipy_gaussian_weights(sigma, 3) if sigma > 1e-15 else np.ones(1)
-    r = len(weights) // 2
+    if alpha == 0:  # no fields drawn; the kernel only warps
+        ndx = ndy = torch.zeros((n, h, w), dtype=torch.float64)
     out = np.empty((n, h, w, c), np.uint8)
-    elastic_kernel(x.contiguous().numpy(), _UNIT32, x0, y0, adelta, bdelta, float(alpha),
-                   weights, ext_index(h, r, r, "reflect"), ext_index(w, r, r, "reflect"),
-                   ndx.contiguous().numpy(), ndy.contiguous().numpy(), out)
+    elastic_kernel(x.contiguous().numpy(), UNIT32, x0, y0, adelta, bdelta, float(alpha),
+                   *gaussian_taps(sigma, h, w, "reflect", 3), ndx.contiguous().numpy(), ndy.contiguous().numpy(), out)
     return torch.from_numpy(out)
 
 

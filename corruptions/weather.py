@@ -9,7 +9,6 @@ import torch
 
 from ._ops import (
     clipped_zoom_axis,
-    ext_index,
     clipped_zoom_hwb,
     from_hwb,
     to_hwb,
@@ -21,16 +20,11 @@ from ._ops import (
     im_motion_offsets,
     rgb2hsv,
     scipy_gaussian,
-    scipy_gaussian_weights,
     u8_to_unit32,
     u8_to_unit64,
 )
 from .blur import motion_angles
 from .rng import KeyedRandom
-
-_UNIT64 = u8_to_unit64(torch.arange(256, dtype=torch.uint8)).numpy()  # x / 255. of every byte, float64
-_UNIT32 = u8_to_unit32(torch.arange(256, dtype=torch.uint8)).numpy()  # float32
-
 
 # ----------------------------------------------------------------------------------------------
 # brightness (deterministic)
@@ -114,11 +108,11 @@ def fog_apply(x: torch.Tensor, params, plasma: torch.Tensor) -> torch.Tensor:
 def fog_apply_cpu(x: torch.Tensor, params, u: torch.Tensor, mapsize: int) -> torch.Tensor:
     """``fog_apply(x, params, plasma_fractal(u, mapsize, params[1]))`` on the CPU, compiled
     (``_cpu_weather.fog_kernel``, same arithmetic)."""
-    from ._cpu_weather import fog_kernel
+    from ._cpu_weather import UNIT64, fog_kernel
 
     c0, decay = params
     out = np.empty(tuple(x.shape), np.uint8)
-    fog_kernel(x.contiguous().numpy(), u.contiguous().numpy(), mapsize, float(decay), float(c0), _UNIT64, out)
+    fog_kernel(x.contiguous().numpy(), u.contiguous().numpy(), mapsize, float(decay), float(c0), UNIT64, out)
     return torch.from_numpy(out)
 
 
@@ -254,7 +248,7 @@ def _zoom_tables_np(h: int, w: int, zoom: float):
 
 def snow_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.ndarray) -> torch.Tensor:
     """:func:`snow_apply` on the CPU as one compiled pass per image (``_cpu_weather.snow_kernel``)."""
-    from ._cpu_weather import snow_kernel
+    from ._cpu_weather import UNIT32, UNIT64, snow_kernel
 
     mean, std, zoom, thr, blur_r, blur_s, blend = params
     n, h, w, c = x.shape
@@ -262,7 +256,7 @@ def snow_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np
     ox, oy = im_motion_offsets(len(k), angles_deg)
     out = np.empty((n, h, w, c), np.uint8)
     snow_kernel(x.contiguous().numpy(), normal.contiguous().numpy(), np.array([mean, std, thr], np.float64),
-                *_zoom_tables_np(h, w, float(zoom)), k, ox, oy, _UNIT32, _UNIT64, np.array([_R2Y, _G2Y, _B2Y]),
+                *_zoom_tables_np(h, w, float(zoom)), k, ox, oy, UNIT32, UNIT64, np.array([_R2Y, _G2Y, _B2Y]),
                 np.array([float(np.float32(blend)), float(np.float32(1 - blend))]), out)
     return torch.from_numpy(out)
 
@@ -327,31 +321,23 @@ def spatter_apply(x: torch.Tensor, params, normal: torch.Tensor) -> torch.Tensor
     return floor_u8(xm + color)
 
 
-def _gaussian_tables(sigma: float, h: int, w: int, mode: str, truncate: float):
-    """``scipy_gaussian``'s taps for the compiled kernels: weights ([1.0], the identity, for sigma <= 1e-15)
-    and the boundary index maps of both axes, offset by the radius."""
-    weights = scipy_gaussian_weights(sigma, truncate) if sigma > 1e-15 else np.ones(1)
-    r = len(weights) // 2
-    return weights, ext_index(h, r, r, mode), ext_index(w, r, r, mode)
-
-
 def spatter_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor) -> torch.Tensor:
     """:func:`spatter_apply` on the CPU: compiled layer and blend kernels (``_cpu_weather``); the water
     branch's OpenCV chain runs in between, as in the torch path."""
-    from ._cpu_weather import mud_kernel, water_blend_kernel, water_layer_kernel
+    from ._cpu_weather import UNIT32, gaussian_taps, mud_kernel, water_blend_kernel, water_layer_kernel
 
     mean, std, sigma, thr, k, mode = params
     n, h, w, c = x.shape
     xn, zn, lp = x.contiguous().numpy(), normal.contiguous().numpy(), np.array([mean, std, thr], np.float64)
-    taps = _gaussian_tables(sigma, h, w, "nearest", 4.0)
+    taps = gaussian_taps(sigma, h, w, "nearest", 4.0)
     out = np.empty((n, h, w, c), np.uint8)
     if mode == 0:
         l8 = np.empty((n, h, w), np.uint8)
         water_layer_kernel(zn, lp, *taps, l8)
         dist = np.stack([_water_distance(a) for a in l8])
-        water_blend_kernel(xn, l8, dist, float(np.float32(k)), np.array(_WATER, np.float32), _UNIT32, out)
+        water_blend_kernel(xn, l8, dist, float(np.float32(k)), np.array(_WATER, np.float32), UNIT32, out)
     else:
-        mud_kernel(xn, zn, lp, *taps, *_gaussian_tables(k, h, w, "nearest", 4.0), np.array(_MUD), _UNIT32, out)
+        mud_kernel(xn, zn, lp, *taps, *gaussian_taps(k, h, w, "nearest", 4.0), np.array(_MUD), UNIT32, out)
     return torch.from_numpy(out)
 
 
