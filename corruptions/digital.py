@@ -259,16 +259,11 @@ def elastic_control_points(h: int, w: int) -> np.ndarray:
     return np.float32([center + sq, [center[0] + sq, center[1] - sq], center - sq])
 
 
-def cv2_warp_affine_linear(x32: torch.Tensor, mats: np.ndarray) -> torch.Tensor:
-    """``cv2.warpAffine(img, M, (W, H))`` with INTER_LINEAR and BORDER_REFLECT_101, float32, batched.
-
-    Emulates OpenCV's fixed-point path (OpenCV <= 4.10, and what the 2019 generator ran): the inverse map
-    is evaluated in 1/1024 px with cvRound, reduced to 1/32 px (INTER_BITS = 5), and the float32 bilinear
-    weights come from the 32x32 table: w = (1 - ty, ty) x (1 - tx, tx) multiplied in float32, summed in
-    float32 left to right. (Checked bit for bit against OpenCV 4.10. OpenCV >= 4.11 switched to
-    unquantised float coordinates, which differ by up to 1/64 px of interpolation.)
-    """
-    n, h, w, c = x32.shape
+def warp_affine_fixed_point(mats: np.ndarray, h: int, w: int):
+    """OpenCV's fixed-point inverse map of :func:`cv2_warp_affine_linear`: int64 (x0, y0) of shape (N, H)
+    and (adelta, bdelta) of shape (N, W), in 1/1024 px (x0, y0 include the + 16 rounding term); the
+    sampled position of pixel (y, x) is ((x0[y] + adelta[x]) >> 5, (y0[y] + bdelta[x]) >> 5) in 1/32 px."""
+    n = len(mats)
     m = np.asarray(mats, dtype=np.float64).reshape(n, 6).copy()
     d = m[:, 0] * m[:, 4] - m[:, 1] * m[:, 3]
     d = np.where(d != 0, 1.0 / np.where(d != 0, d, 1.0), 0.0)
@@ -288,6 +283,20 @@ def cv2_warp_affine_linear(x32: torch.Tensor, mats: np.ndarray) -> torch.Tensor:
     bdelta = np.rint(m[:, 3:4] * xs * 1024).astype(np.int64)
     x0 = np.rint((m[:, 1:2] * ys + m[:, 2:3]) * 1024).astype(np.int64) + 16  # (N, H)
     y0 = np.rint((m[:, 4:5] * ys + m[:, 5:6]) * 1024).astype(np.int64) + 16
+    return x0, y0, adelta, bdelta
+
+
+def cv2_warp_affine_linear(x32: torch.Tensor, mats: np.ndarray) -> torch.Tensor:
+    """``cv2.warpAffine(img, M, (W, H))`` with INTER_LINEAR and BORDER_REFLECT_101, float32, batched.
+
+    Emulates OpenCV's fixed-point path (OpenCV <= 4.10, and what the 2019 generator ran): the inverse map
+    is evaluated in 1/1024 px with cvRound, reduced to 1/32 px (INTER_BITS = 5), and the float32 bilinear
+    weights come from the 32x32 table: w = (1 - ty, ty) x (1 - tx, tx) multiplied in float32, summed in
+    float32 left to right. (Checked bit for bit against OpenCV 4.10. OpenCV >= 4.11 switched to
+    unquantised float coordinates, which differ by up to 1/64 px of interpolation.)
+    """
+    n, h, w, c = x32.shape
+    x0, y0, adelta, bdelta = warp_affine_fixed_point(mats, h, w)
     dev = x32.device
     X = (torch.as_tensor(x0, device=dev)[:, :, None] + torch.as_tensor(adelta, device=dev)[:, None, :]) >> 5
     Y = (torch.as_tensor(y0, device=dev)[:, :, None] + torch.as_tensor(bdelta, device=dev)[:, None, :]) >> 5
@@ -372,13 +381,19 @@ def elastic_draws(rng: KeyedRandom, params, h: int, w: int):
     return jitter, ndx, ndy
 
 
-def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy):
+def _elastic_mats(jitter: np.ndarray, h: int, w: int) -> np.ndarray:
+    """The reference's ``cv2.getAffineTransform(pts1, pts1 + jitter)`` per image, (N, 2, 3) float64."""
     import cv2
 
+    pts1 = elastic_control_points(h, w)
+    return np.stack([cv2.getAffineTransform(pts1, pts1 + jitter[i]) for i in range(len(jitter))])
+
+
+def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy):
+    """The torch implementation (CUDA path; :func:`elastic_apply_cpu` is the same arithmetic compiled)."""
     alpha, sigma, _ = params
     n, h, w, c = x.shape
-    pts1 = elastic_control_points(h, w)
-    mats = np.stack([cv2.getAffineTransform(pts1, pts1 + jitter[i]) for i in range(n)])
+    mats = _elastic_mats(jitter, h, w)
     warped = cv2_warp_affine_linear(u8_to_unit32(x), mats)
     if alpha == 0:
         # zero displacement: map_coordinates samples integer coordinates with weights (1, 0), which
@@ -393,18 +408,24 @@ def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy):
     return floor_u8(out)
 
 
-_ELASTIC_SUBCHUNK = 32  # images per step on the CPU (the float64 gathers stay in L2)
+def elastic_apply_cpu(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy) -> torch.Tensor:
+    """:func:`elastic_apply` on the CPU as one compiled pass per image (``_cpu_weather.elastic_kernel``)."""
+    from ._cpu_weather import UNIT32, elastic_kernel, gaussian_taps
+
+    alpha, sigma, _ = params
+    n, h, w, c = x.shape
+    x0, y0, adelta, bdelta = warp_affine_fixed_point(_elastic_mats(jitter, h, w), h, w)
+    if alpha == 0:  # no fields drawn; the kernel only warps
+        ndx = ndy = torch.zeros((n, h, w), dtype=torch.float64)
+    out = np.empty((n, h, w, c), np.uint8)
+    elastic_kernel(x.contiguous().numpy(), UNIT32, x0, y0, adelta, bdelta, float(alpha),
+                   *gaussian_taps(sigma, h, w, "reflect", 3), ndx.contiguous().numpy(), ndy.contiguous().numpy(), out)
+    return torch.from_numpy(out)
 
 
 def elastic_transform(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
     n, h, w, _ = x.shape
     jitter, ndx, ndy = elastic_draws(rng, params, h, w)
-    step = _ELASTIC_SUBCHUNK if x.device.type == "cpu" else n
-    if n <= step:
-        return elastic_apply(x, params, jitter, ndx, ndy)
-    parts = []
-    for s in range(0, n, step):
-        sl = slice(s, s + step)
-        parts.append(elastic_apply(x[sl], params, jitter[sl], None if ndx is None else ndx[sl],
-                                   None if ndy is None else ndy[sl]))
-    return torch.cat(parts)
+    if x.device.type == "cpu":
+        return elastic_apply_cpu(x, params, jitter, ndx, ndy)
+    return elastic_apply(x, params, jitter, ndx, ndy)

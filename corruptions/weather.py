@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ._ops import (
+    clipped_zoom_axis,
     clipped_zoom_hwb,
     from_hwb,
     to_hwb,
@@ -15,6 +16,8 @@ from ._ops import (
     floor_u8_255,
     hsv2rgb,
     im_motion_blur,
+    im_motion_kernel,
+    im_motion_offsets,
     rgb2hsv,
     scipy_gaussian,
     u8_to_unit32,
@@ -102,10 +105,23 @@ def fog_apply(x: torch.Tensor, params, plasma: torch.Tensor) -> torch.Tensor:
     return floor_u8(y * max_val / (max_val + c0))
 
 
+def fog_apply_cpu(x: torch.Tensor, params, u: torch.Tensor, mapsize: int) -> torch.Tensor:
+    """``fog_apply(x, params, plasma_fractal(u, mapsize, params[1]))`` on the CPU, compiled
+    (``_cpu_weather.fog_kernel``, same arithmetic)."""
+    from ._cpu_weather import UNIT64, fog_kernel
+
+    c0, decay = params
+    out = np.empty(tuple(x.shape), np.uint8)
+    fog_kernel(x.contiguous().numpy(), u.contiguous().numpy(), mapsize, float(decay), float(c0), UNIT64, out)
+    return torch.from_numpy(out)
+
+
 def fog(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
     _, h, w, _ = x.shape
     size = fog_mapsize(h, w)
     u = rng.uniform(plasma_uniform_count(size), stream=_PLASMA_STREAM)
+    if x.device.type == "cpu":
+        return fog_apply_cpu(x, params, u, size)
     return fog_apply(x, params, plasma_fractal(u, size, params[1]))
 
 
@@ -153,10 +169,23 @@ def _frost_table(a: float, b: float, device: str) -> torch.Tensor:
     return floor_u8_255(y).reshape(-1).to(torch.device(device))
 
 
+def frost_apply_cpu(x: torch.Tensor, params, stack: torch.Tensor, idx, r0, c0) -> torch.Tensor:
+    """:func:`frost_apply` on the CPU, compiled (``_cpu_weather.frost_kernel``: the same table look-up)."""
+    from ._cpu_weather import frost_kernel
+
+    a, b = params
+    out = np.empty(tuple(x.shape), np.uint8)
+    frost_kernel(x.contiguous().numpy(), stack.contiguous().numpy(), np.asarray(idx, np.int64),
+                 np.asarray(r0, np.int64), np.asarray(c0, np.int64), _frost_table(float(a), float(b), "cpu").numpy(),
+                 out)
+    return torch.from_numpy(out)
+
+
 def frost(x: torch.Tensor, params, rng: KeyedRandom, textures) -> torch.Tensor:
     _, h, w, _ = x.shape
     idx, r0, c0 = frost_draws(rng, textures.shapes, h, w)
-    return frost_apply(x, params, textures.stacked(x.device), idx, r0, c0)
+    apply = frost_apply_cpu if x.device.type == "cpu" else frost_apply
+    return apply(x, params, textures.stacked(x.device), idx, r0, c0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -206,10 +235,37 @@ def snow_apply(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.nda
     return floor_u8(y)
 
 
+def _zoom_tables_np(h: int, w: int, zoom: float):
+    """``clipped_zoom``'s neighbour tables for the compiled kernels: per axis int64 indices (2, n) and float64
+    weights (2, n), and the (H, W) float64 validity mask (empty when every coordinate is valid)."""
+    ry0, ry1, wy0, wy1, vy = clipped_zoom_axis(h, zoom)
+    rx0, rx1, wx0, wx1, vx = clipped_zoom_axis(w, zoom)
+    mask = np.empty((0, 0))
+    if not (vy.all() and vx.all()):
+        mask = vy.astype(np.float64)[:, None] * vx.astype(np.float64)[None, :]
+    return np.stack([ry0, ry1]), np.stack([wy0, wy1]), np.stack([rx0, rx1]), np.stack([wx0, wx1]), mask
+
+
+def snow_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.ndarray) -> torch.Tensor:
+    """:func:`snow_apply` on the CPU as one compiled pass per image (``_cpu_weather.snow_kernel``)."""
+    from ._cpu_weather import UNIT32, UNIT64, snow_kernel
+
+    mean, std, zoom, thr, blur_r, blur_s, blend = params
+    n, h, w, c = x.shape
+    k = im_motion_kernel(blur_r, blur_s)
+    ox, oy = im_motion_offsets(len(k), angles_deg)
+    out = np.empty((n, h, w, c), np.uint8)
+    snow_kernel(x.contiguous().numpy(), normal.contiguous().numpy(), np.array([mean, std, thr], np.float64),
+                *_zoom_tables_np(h, w, float(zoom)), k, ox, oy, UNIT32, UNIT64, np.array([_R2Y, _G2Y, _B2Y]),
+                np.array([float(np.float32(blend)), float(np.float32(1 - blend))]), out)
+    return torch.from_numpy(out)
+
+
 def snow(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
     n, h, w, _ = x.shape
     normal = torch.special.ndtri(rng.uniform(h * w, stream=0)).view(n, h, w)
-    return snow_apply(x, params, normal, motion_angles(rng, -135.0, -45.0))
+    apply = snow_apply_cpu if x.device.type == "cpu" else snow_apply
+    return apply(x, params, normal, motion_angles(rng, -135.0, -45.0))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -265,7 +321,28 @@ def spatter_apply(x: torch.Tensor, params, normal: torch.Tensor) -> torch.Tensor
     return floor_u8(xm + color)
 
 
+def spatter_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor) -> torch.Tensor:
+    """:func:`spatter_apply` on the CPU: compiled layer and blend kernels (``_cpu_weather``); the water
+    branch's OpenCV chain runs in between, as in the torch path."""
+    from ._cpu_weather import UNIT32, gaussian_taps, mud_kernel, water_blend_kernel, water_layer_kernel
+
+    mean, std, sigma, thr, k, mode = params
+    n, h, w, c = x.shape
+    xn, zn, lp = x.contiguous().numpy(), normal.contiguous().numpy(), np.array([mean, std, thr], np.float64)
+    taps = gaussian_taps(sigma, h, w, "nearest", 4.0)
+    out = np.empty((n, h, w, c), np.uint8)
+    if mode == 0:
+        l8 = np.empty((n, h, w), np.uint8)
+        water_layer_kernel(zn, lp, *taps, l8)
+        dist = np.stack([_water_distance(a) for a in l8])
+        water_blend_kernel(xn, l8, dist, float(np.float32(k)), np.array(_WATER, np.float32), UNIT32, out)
+    else:
+        mud_kernel(xn, zn, lp, *taps, *gaussian_taps(k, h, w, "nearest", 4.0), np.array(_MUD), UNIT32, out)
+    return torch.from_numpy(out)
+
+
 def spatter(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
     n, h, w, _ = x.shape
     normal = torch.special.ndtri(rng.uniform(h * w)).view(n, h, w)
-    return spatter_apply(x, params, normal)
+    apply = spatter_apply_cpu if x.device.type == "cpu" else spatter_apply
+    return apply(x, params, normal)

@@ -1,0 +1,479 @@
+"""Compiled CPU kernels of the geometric and weather corruptions (elastic_transform, snow, spatter, fog,
+frost).
+
+Each kernel reproduces, element by element, the IEEE operations of the torch implementation it replaces
+on the CPU (the torch code stays the CUDA path, and the tests compare both bit for bit): the same dtype
+for every intermediate, the same operands, and sums in the same order. Transcendentals (exp, ndtri, ...)
+stay outside the kernels, in NumPy/torch; the kernels do the cheap arithmetic, gathers, interpolation and
+blends. All kernels are single-threaded and release the GIL (see :mod:`corruptions._jit`).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import kernel
+from ._ops import ext_index, scipy_gaussian_weights
+
+# ----------------------------------------------------------------------------------------------
+# shared pieces
+
+UNIT32 = np.arange(256, dtype=np.float32) / np.float32(255.0)  # ``u8_to_unit32`` of every byte
+UNIT64 = np.arange(256, dtype=np.float64) / 255.0  # ``u8_to_unit64`` of every byte
+
+
+def gaussian_taps(sigma: float, h: int, w: int, mode: str, truncate: float):
+    """``_ops.scipy_gaussian``'s taps for the kernels: the weights (``[1.0]``, the identity, for sigma <=
+    1e-15, where SciPy skips the filter) and the boundary index maps of both axes, offset by the radius."""
+    weights = scipy_gaussian_weights(sigma, truncate) if sigma > 1e-15 else np.ones(1)
+    r = len(weights) // 2
+    return weights, ext_index(h, r, r, mode), ext_index(w, r, r, mode)
+
+
+
+@kernel
+def _mirror101(i: int, n: int) -> int:
+    """``_mirror_idx`` of digital.py: whole-sample symmetric index (OpenCV BORDER_REFLECT_101)."""
+    if 0 <= i < n:
+        return i
+    if n == 1:
+        return 0
+    p = 2 * n - 2
+    i = i % p  # Python (floor) modulo, as torch.remainder
+    return p - i if i >= n else i
+
+
+@kernel
+def _correlate_sym_rows(src, weights, ext, out) -> None:
+    """``_ops.scipy_correlate1d_sym`` along axis 0 of a 2-D float64 array (``ext``: ``ext_index`` of the axis,
+    offset by the radius r): out[i] = src[i]*w[r], then + (src[i-k] + src[i+k]) * w[r+k] for k = r..1.
+    (The loops run over k outside j, so each element's operations keep that order.)"""
+    r = weights.shape[0] // 2
+    h, w = src.shape
+    for i in range(h):
+        for j in range(w):
+            out[i, j] = src[i, j] * weights[r]
+        for k in range(r, 0, -1):
+            lo, hi, wk = ext[r + i - k], ext[r + i + k], weights[r + k]
+            for j in range(w):
+                out[i, j] += (src[lo, j] + src[hi, j]) * wk
+
+
+@kernel
+def _correlate_sym_cols(src, weights, ext, out) -> None:
+    """As :func:`_correlate_sym_rows`, along axis 1 (each row first extended through ``ext``)."""
+    r = weights.shape[0] // 2
+    h, w = src.shape
+    pad = np.empty(w + 2 * r)
+    for i in range(h):
+        for t in range(w + 2 * r):
+            pad[t] = src[i, ext[t]]
+        for j in range(w):
+            out[i, j] = pad[r + j] * weights[r]
+        for k in range(r, 0, -1):
+            wk = weights[r + k]
+            for j in range(w):
+                out[i, j] += (pad[r + j - k] + pad[r + j + k]) * wk
+
+
+@kernel
+def _floor_u8_32(v) -> int:
+    """``floor_u8`` of one float32 value: clamp to [0, 1], times 255 in float32, truncate."""
+    if v < np.float32(0.0):
+        v = np.float32(0.0)
+    elif v > np.float32(1.0):
+        v = np.float32(1.0)
+    return int(v * np.float32(255.0))
+
+
+@kernel
+def _floor_u8_64(v) -> int:
+    """``floor_u8`` of one float64 value: clamp to [0, 1], times 255 in float64, truncate."""
+    if v < 0.0:
+        v = 0.0
+    elif v > 1.0:
+        v = 1.0
+    return int(v * 255.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# elastic_transform
+
+
+@kernel
+def _warp_affine_image(x, lut32, x0, y0, adelta, bdelta, xf32, out) -> None:
+    """``digital.cv2_warp_affine_linear`` of one uint8 image (H, W, C) -> ``out`` (H, W, C) (float32 values;
+    ``out`` may be float64, which holds them exactly).
+
+    Pixels are ``u8_to_unit32`` (``lut32``, into the (H, W, C) float32 scratch ``xf32``); the fixed-point map X = (x0[y] + adelta[x]) >> 5 (1/32 px),
+    taps mirrored (BORDER_REFLECT_101), weights wy[a] * wx[b] in float32 with wx = (1 - tx, tx),
+    tx = (X & 31) * 0.03125, and the float32 sum ((t00 + t01) + t10) + t11 of p * weight."""
+    h, w, c = x.shape
+    one, q = np.float32(1.0), np.float32(0.03125)
+    for yy in range(h):
+        for xx in range(w):
+            for ch in range(c):
+                xf32[yy, xx, ch] = lut32[x[yy, xx, ch]]
+    for yy in range(h):
+        for xx in range(w):
+            xf = (x0[yy] + adelta[xx]) >> 5
+            yf = (y0[yy] + bdelta[xx]) >> 5
+            tx = np.float32(xf & 31) * q
+            ty = np.float32(yf & 31) * q
+            wx0, wy0 = one - tx, one - ty
+            w00, w01, w10, w11 = wy0 * wx0, wy0 * tx, ty * wx0, ty * tx
+            c0, c1 = _mirror101(xf >> 5, w), _mirror101((xf >> 5) + 1, w)
+            r0, r1 = _mirror101(yf >> 5, h), _mirror101((yf >> 5) + 1, h)
+            for ch in range(c):
+                acc = xf32[r0, c0, ch] * w00
+                acc = acc + xf32[r0, c1, ch] * w01
+                acc = acc + xf32[r1, c0, ch] * w10
+                out[yy, xx, ch] = acc + xf32[r1, c1, ch] * w11
+
+
+@kernel
+def _scipy_reflect(cc: float, n: int) -> float:
+    """``digital._scipy_reflect_coordinate`` of one float64 coordinate (SciPy's NI_EXTEND_REFLECT fold)."""
+    if 0.0 <= cc < n and n > 1:
+        return cc
+    if n <= 1:
+        return 0.0
+    sz2 = float(2 * n)
+    if not (cc >= -n and cc < sz2):  # far outside: reduce modulo 2n first
+        if cc < 0:
+            lo = sz2 * np.trunc(-cc / sz2) + cc if cc < -sz2 else cc
+            cc = lo + sz2 if lo < -n else lo
+        elif cc > n - 1:
+            cc = cc - sz2 * np.trunc(cc / sz2)
+    if cc < 0:
+        return (1e-15 if cc > -1e-15 else -cc) - 1
+    if cc >= n:
+        return (sz2 - cc) - 1
+    return cc
+
+
+@kernel
+def _map_coordinates_image(img, dx, dy, out) -> None:
+    """``digital.scipy_map_coordinates_reflect`` at (y + dy, x + dx) of one float32 image (H, W, C) (given as
+    float64, the exact same values), then ``floor_u8`` of the float32 result into uint8 ``out``.
+
+    Per point: coordinates folded by :func:`_scipy_reflect`, taps floor(cc), floor(cc) + 1 clamped to the
+    axis, weights (1 - (cc - floor), 1 - w0); float64 sum in order (0,0), (0,1), (1,0), (1,1) of
+    (p * wy) * wx; 0 where a folded coordinate is <= -1; cast to float32."""
+    h, w, c = img.shape
+    for yy in range(h):
+        for xx in range(w):
+            ry = _scipy_reflect(float(yy) + np.float64(dy[yy, xx]), h)
+            rx = _scipy_reflect(float(xx) + np.float64(dx[yy, xx]), w)
+            sy, sx = np.floor(ry), np.floor(rx)
+            wy0, wx0 = 1.0 - (ry - sy), 1.0 - (rx - sx)
+            wy1, wx1 = 1.0 - wy0, 1.0 - wx0
+            iy, ix = int(sy), int(sx)
+            r0, r1 = min(max(iy, 0), h - 1), min(max(iy + 1, 0), h - 1)
+            c0, c1 = min(max(ix, 0), w - 1), min(max(ix + 1, 0), w - 1)
+            valid = ry > -1.0 and rx > -1.0
+            for ch in range(c):
+                acc = (img[r0, c0, ch] * wy0) * wx0
+                acc = acc + (img[r0, c1, ch] * wy0) * wx1
+                acc = acc + (img[r1, c0, ch] * wy1) * wx0
+                acc = acc + (img[r1, c1, ch] * wy1) * wx1
+                out[yy, xx, ch] = _floor_u8_32(np.float32(acc) if valid else np.float32(0.0))
+
+
+@kernel
+def _elastic_field(noise, alpha, weights, ext_r, ext_c, tmp, tmp2, out) -> None:
+    """dx (or dy) of ``digital.elastic_apply`` into float32 ``out``: ``scipy_gaussian(noise, sigma,
+    mode='reflect')`` (rows, then columns) times ``alpha`` in float64, cast to float32."""
+    h, w = noise.shape
+    _correlate_sym_rows(noise, weights, ext_r, tmp2)
+    _correlate_sym_cols(tmp2, weights, ext_c, tmp)
+    for i in range(h):
+        for j in range(w):
+            out[i, j] = np.float32(tmp[i, j] * alpha)
+
+
+@kernel
+def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, weights, ext_r, ext_c, ndx, ndy, out) -> None:
+    """``digital.elastic_apply`` of uint8 images (N, H, W, C) into uint8 ``out``: affine warp, then (alpha
+    != 0) displacement by the smoothed noise fields ``ndx``, ``ndy`` (N, H, W) and bilinear resampling."""
+    n, h, w, c = x.shape
+    warped, xf32 = np.empty((h, w, c), np.float64), np.empty((h, w, c), np.float32)  # both float32 values
+    tmp, tmp2 = np.empty((h, w), np.float64), np.empty((h, w), np.float64)
+    dx, dy = np.empty((h, w), np.float32), np.empty((h, w), np.float32)
+    for i in range(n):
+        _warp_affine_image(x[i], lut32, x0[i], y0[i], adelta[i], bdelta[i], xf32, warped)
+        if alpha == 0.0:
+            for yy in range(h):
+                for xx in range(w):
+                    for ch in range(c):
+                        out[i, yy, xx, ch] = _floor_u8_32(np.float32(warped[yy, xx, ch]))
+            continue
+        _elastic_field(ndx[i], alpha, weights, ext_r, ext_c, tmp, tmp2, dx)
+        _elastic_field(ndy[i], alpha, weights, ext_r, ext_c, tmp, tmp2, dy)
+        _map_coordinates_image(warped, dx, dy, out[i])
+
+
+# ----------------------------------------------------------------------------------------------
+# snow
+
+
+@kernel
+def _snow_layer(normal, mean, std, thr, zi_y, zw_y, zi_x, zw_x, zmask, lay, out) -> None:
+    """``weather.snow_layer_u8`` of one image into uint8 ``out`` (H, W).
+
+    layer = mean + std * normal (into the float64 scratch ``lay``); the reference ``clipped_zoom``
+    (``_ops.clipped_zoom_hwb``): float64 sum in order (0,0), (0,1), (1,0), (1,1) of (p * wy) * wx over the
+    neighbour tables ``zi``/``zw`` (2, n), times ``zmask`` (H, W) when it is non-empty; 0 below ``thr``;
+    clamp to [0, 1], * 255, floor."""
+    h, w = out.shape
+    for r in range(h):
+        for c in range(w):
+            lay[r, c] = mean + std * normal[r, c]
+    for r in range(h):
+        r0, r1, wy0, wy1 = zi_y[0, r], zi_y[1, r], zw_y[0, r], zw_y[1, r]
+        for c in range(w):
+            c0, c1, wx0, wx1 = zi_x[0, c], zi_x[1, c], zw_x[0, c], zw_x[1, c]
+            acc = (lay[r0, c0] * wy0) * wx0
+            acc = acc + (lay[r0, c1] * wy0) * wx1
+            acc = acc + (lay[r1, c0] * wy1) * wx0
+            acc = acc + (lay[r1, c1] * wy1) * wx1
+            if zmask.shape[0] != 0:
+                acc = acc * zmask[r, c]
+            if acc < thr:
+                acc = 0.0
+            out[r, c] = int(min(max(acc, 0.0), 1.0) * 255.0)
+
+
+@kernel
+def _motion_blur_plane(src, k, ox, oy, pv, acc, out) -> None:
+    """``_ops.im_motion_blur`` of one uint8 plane (H, W) into ``out``: v = sum over taps in order of
+    (257 * p(clamped y + oy_i, x + ox_i)) * k_i in float64; q = floor(clamp(v, 0, 65535) + 0.5); q // 257.
+
+    The clamping is an edge-replicated padding by P = len(k) (``pv``, 257 * p, (H + 2P, W + 2P)); the taps
+    run outside the pixels, so each pixel still sums its taps in order (``acc``: (H, W) scratch)."""
+    h, w = src.shape
+    pp = k.shape[0]
+    for y in range(h + 2 * pp):
+        ys = min(max(y - pp, 0), h - 1)
+        for x in range(w + 2 * pp):
+            pv[y, x] = 257.0 * src[ys, min(max(x - pp, 0), w - 1)]
+    for i in range(k.shape[0]):
+        ki, dy, dx = k[i], pp + oy[i], pp + ox[i]
+        for y in range(h):
+            if i == 0:
+                for x in range(w):
+                    acc[y, x] = pv[y + dy, x + dx] * ki
+            else:
+                for x in range(w):
+                    acc[y, x] += pv[y + dy, x + dx] * ki
+    for y in range(h):
+        for x in range(w):
+            q = np.floor(min(max(acc[y, x], 0.0), 65535.0) + 0.5)
+            out[y, x] = int(q) // 257
+
+
+@kernel
+def _snow_blend(x, s8, lut32, lut64, gray_w, blend, out) -> None:
+    """``weather.snow_apply``'s composition of one image: float32 ``snow_base`` (``rgb2gray32`` with its
+    float64 fused steps, gray * 1.5 + 0.5, blend * x + (1 - blend) * max(x, gray)), to float64, + S + rot180(S)
+    with S = s8 / 255.0, then ``floor_u8``. ``gray_w``: (R, G, B) weights; ``blend``: (blend, 1 - blend),
+    all exact float32 values."""
+    h, w, c = x.shape
+    g2y32, k15, k05 = np.float32(gray_w[1]), np.float32(1.5), np.float32(0.5)
+    b32, ib32 = np.float32(blend[0]), np.float32(blend[1])
+    for y in range(h):
+        for xx in range(w):
+            r, g, b = lut32[x[y, xx, 0]], lut32[x[y, xx, 1]], lut32[x[y, xx, 2]]
+            gray = np.float32(np.float64(r) * gray_w[0] + np.float64(g * g2y32))
+            gray = np.float32(np.float64(b) * gray_w[2] + np.float64(gray))
+            gray = gray * k15 + k05
+            s, sf = lut64[s8[y, xx]], lut64[s8[h - 1 - y, w - 1 - xx]]
+            for ch in range(c):
+                p = lut32[x[y, xx, ch]]
+                base = b32 * p + ib32 * max(p, gray)
+                out[y, xx, ch] = _floor_u8_64((np.float64(base) + s) + sf)
+
+
+@kernel
+def snow_kernel(x, normal, layer_p, zi_y, zw_y, zi_x, zw_x, zmask, k, ox, oy, lut32, lut64, gray_w, blend,
+                out) -> None:
+    """``weather.snow_apply`` of uint8 images (N, H, W, 3) into ``out``: ``layer_p`` = (mean, std, thr);
+    ``normal`` (N, H, W); motion-blur taps ``k`` and per-image offsets ``ox``, ``oy`` (N, len(k))."""
+    n, h, w, _ = x.shape
+    layer, s8 = np.empty((h, w), np.uint8), np.empty((h, w), np.uint8)
+    pp = k.shape[0]
+    pv, acc = np.empty((h + 2 * pp, w + 2 * pp)), np.empty((h, w))
+    for i in range(n):
+        _snow_layer(normal[i], layer_p[0], layer_p[1], layer_p[2], zi_y, zw_y, zi_x, zw_x, zmask, acc, layer)
+        _motion_blur_plane(layer, k, ox[i], oy[i], pv, acc, s8)
+        _snow_blend(x[i], s8, lut32, lut64, gray_w, blend, out[i])
+
+
+# ----------------------------------------------------------------------------------------------
+# spatter
+
+
+@kernel
+def _gaussian_2d(src, weights, ext_r, ext_c, tmp, out) -> None:
+    """``_ops.scipy_gaussian`` over both axes of one float64 plane: rows (axis 0), then columns."""
+    _correlate_sym_rows(src, weights, ext_r, tmp)
+    _correlate_sym_cols(tmp, weights, ext_c, out)
+
+
+@kernel
+def _spatter_liquid(normal, mean, std, thr, weights, ext_r, ext_c, tmp, tmp2, out) -> None:
+    """``weather.spatter_apply``'s liquid layer of one image: scipy_gaussian(mean + std * normal, 'nearest')
+    with values below ``thr`` set to 0, float64 (H, W) into ``out``."""
+    h, w = normal.shape
+    for i in range(h):
+        for j in range(w):
+            tmp2[i, j] = mean + std * normal[i, j]
+    _gaussian_2d(tmp2, weights, ext_r, ext_c, tmp, out)
+    for i in range(h):
+        for j in range(w):
+            if out[i, j] < thr:
+                out[i, j] = 0.0
+
+
+@kernel
+def water_layer_kernel(normal, lp, weights, ext_r, ext_c, out) -> None:
+    """The water liquid layer as uint8 (N, H, W): ``floor(liquid * 255)`` modulo 256, as ``spatter_apply``
+    casts it; ``lp`` = (mean, std, thr)."""
+    n, h, w = normal.shape
+    tmp, tmp2, liq = np.empty((h, w)), np.empty((h, w)), np.empty((h, w))
+    for i in range(n):
+        _spatter_liquid(normal[i], lp[0], lp[1], lp[2], weights, ext_r, ext_c, tmp, tmp2, liq)
+        for y in range(h):
+            for x in range(w):
+                out[i, y, x] = int(np.floor(liq[y, x] * 255.0)) % 256
+
+
+@kernel
+def water_blend_kernel(x, l8, dist, k, color, lut32, out) -> None:
+    """Water composition of ``spatter_apply`` (float32): m = l8 * dist; m / max(m) (0 where max(m) <= 0);
+    * k; then floor_u8(x + m * color) per channel. ``k`` and ``color`` (3,) are float32 values."""
+    n, h, w, c = x.shape
+    k32 = np.float32(k)
+    for i in range(n):
+        mx = np.float32(-np.inf)
+        for y in range(h):
+            for xx in range(w):
+                mx = max(mx, np.float32(l8[i, y, xx]) * dist[i, y, xx])
+        for y in range(h):
+            for xx in range(w):
+                m = np.float32(0.0)
+                if mx > np.float32(0.0):
+                    m = ((np.float32(l8[i, y, xx]) * dist[i, y, xx]) / mx) * k32
+                for ch in range(c):
+                    out[i, y, xx, ch] = _floor_u8_32(lut32[x[i, y, xx, ch]] + m * color[ch])
+
+
+@kernel
+def mud_kernel(x, normal, lp, weights, ext_r, ext_c, weights_m, ext_mr, ext_mc, color, lut32, out) -> None:
+    """Mud branch of ``spatter_apply`` into uint8 ``out``: mask = liquid > thr as float64, scipy_gaussian
+    (``weights_m``, 'nearest'), 0 below 0.8; then float32(color * mask) + float32(x * (1 - mask)), floor_u8
+    in float32. ``color`` (3,) float64 (exact float32 values)."""
+    n, h, w, c = x.shape
+    tmp, tmp2, liq, mm = np.empty((h, w)), np.empty((h, w)), np.empty((h, w)), np.empty((h, w))
+    for i in range(n):
+        _spatter_liquid(normal[i], lp[0], lp[1], lp[2], weights, ext_r, ext_c, tmp, tmp2, liq)
+        for y in range(h):
+            for xx in range(w):
+                tmp2[y, xx] = 1.0 if liq[y, xx] > lp[2] else 0.0
+        _gaussian_2d(tmp2, weights_m, ext_mr, ext_mc, tmp, mm)
+        for y in range(h):
+            for xx in range(w):
+                m = 0.0 if mm[y, xx] < 0.8 else mm[y, xx]
+                for ch in range(c):
+                    xm = np.float32(np.float64(lut32[x[i, y, xx, ch]]) * (1 - m))
+                    out[i, y, xx, ch] = _floor_u8_32(xm + np.float32(color[ch] * m))
+
+
+# ----------------------------------------------------------------------------------------------
+# fog
+
+
+@kernel
+def _plasma_step(m, u, pos: int, step: int, wibble: float) -> int:
+    """One diamond-square step of ``weather.plasma_fractal`` on one map (torus-periodic): squares, then the
+    two edge sets, each value ``arr / 4 + wibble * (-wibble + (wibble - -wibble) * r)`` with the uniforms r
+    taken row-major from ``u[pos:]``, and the sums grouped as the torch rolls group them. Returns the new pos."""
+    s = m.shape[0]
+    k, hs = s // step, step // 2
+    amp = wibble - -wibble
+    for i in range(k):
+        for j in range(k):
+            i1, j1 = (i + 1) % k, (j + 1) % k
+            sq = (m[i * step, j * step] + m[i1 * step, j * step]) + (m[i * step, j1 * step] + m[i1 * step, j1 * step])
+            m[hs + i * step, hs + j * step] = sq / 4 + wibble * (-wibble + amp * u[pos + i * k + j])
+    pos += k * k
+    for i in range(k):
+        for j in range(k):
+            dr, ul = m[hs + i * step, hs + j * step], m[i * step, j * step]
+            lt = (dr + m[hs + ((i - 1) % k) * step, hs + j * step]) + (ul + m[i * step, ((j + 1) % k) * step])
+            m[i * step, hs + j * step] = lt / 4 + wibble * (-wibble + amp * u[pos + i * k + j])
+    pos += k * k
+    for i in range(k):
+        for j in range(k):
+            dr, ul = m[hs + i * step, hs + j * step], m[i * step, j * step]
+            tt = (dr + m[hs + i * step, hs + ((j - 1) % k) * step]) + (ul + m[((i + 1) % k) * step, j * step])
+            m[hs + i * step, j * step] = tt / 4 + wibble * (-wibble + amp * u[pos + i * k + j])
+    return pos + k * k
+
+
+@kernel
+def _plasma(u, decay: float, m) -> None:
+    """``weather.plasma_fractal`` of one image into ``m`` (S, S): steps S, S/2, ..., 2 with wibble 100 divided
+    by ``decay`` after each; then m - min(m), divided by the max of that."""
+    s = m.shape[0]
+    m[:, :] = 0.0
+    step, wibble, pos = s, 100.0, 0
+    while step >= 2:
+        pos = _plasma_step(m, u, pos, step, wibble)
+        step //= 2
+        wibble /= decay
+    lo = m.min()
+    for i in range(s):
+        for j in range(s):
+            m[i, j] = m[i, j] - lo
+    hi = m.max()
+    for i in range(s):
+        for j in range(s):
+            m[i, j] = m[i, j] / hi
+
+
+@kernel
+def fog_kernel(x, u, mapsize: int, decay: float, c0: float, lut64, out) -> None:
+    """``weather.fog_apply`` with ``plasma_fractal(u, mapsize, decay)`` of uint8 images into ``out``:
+    xf = x / 255., y = xf + c0 * plasma[:H, :W], floor_u8((y * max(xf)) / (max(xf) + c0)) in float64."""
+    n, h, w, c = x.shape
+    m = np.empty((mapsize, mapsize))
+    for i in range(n):
+        _plasma(u[i], decay, m)
+        mx = 0
+        for y in range(h):
+            for xx in range(w):
+                for ch in range(c):
+                    mx = max(mx, x[i, y, xx, ch])
+        mv = lut64[mx]
+        for y in range(h):
+            for xx in range(w):
+                for ch in range(c):
+                    v = lut64[x[i, y, xx, ch]] + c0 * m[y, xx]
+                    out[i, y, xx, ch] = _floor_u8_64((v * mv) / (mv + c0))
+
+
+# ----------------------------------------------------------------------------------------------
+# frost
+
+
+@kernel
+def frost_kernel(x, stack, idx, r0, c0, table, out) -> None:
+    """``weather.frost_apply``: out = table[x * 256 + t] with t the texture byte of the crop of texture
+    ``idx[i]`` at (``r0[i]`` + y, ``c0[i]`` + x); ``table`` is ``_frost_table`` (65536,) uint8."""
+    n, h, w, c = x.shape
+    for i in range(n):
+        tex = stack[idx[i]]
+        for y in range(h):
+            for xx in range(w):
+                for ch in range(c):
+                    out[i, y, xx, ch] = table[x[i, y, xx, ch] * 256 + tex[r0[i] + y, c0[i] + xx, ch]]
