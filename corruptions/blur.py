@@ -6,7 +6,9 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from ._cpu_blur import zoom_blur_kernel
 from ._ops import (
+    clipped_zoom_axis,
     clipped_zoom_hwb,
     ext_index,
     floor_u8,
@@ -157,17 +159,59 @@ def motion_blur(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
 _ZOOM_SUBCHUNK = 8  # images per step in the batch-innermost layout (the five float64 buffers stay in L2)
 
 
+@lru_cache(maxsize=None)
+def _zoom_cpu_tables(h: int, w: int, factors: tuple):
+    """Tables of :func:`_cpu_blur.zoom_blur_kernel`: the factor -> geometry sequence (-1: identity) and,
+    per distinct geometry, ``clipped_zoom_axis`` of both axes stacked as (neighbour 0, neighbour 1)."""
+    keys, seq, axes = [], [], []
+    for z in factors:
+        key = zoom_geometry(h, w, z)
+        if is_identity_zoom(h, w, z):
+            seq.append(-1)
+            continue
+        if key not in keys:
+            keys.append(key)
+            axes.append((clipped_zoom_axis(h, float(z)), clipped_zoom_axis(w, float(z))))
+        seq.append(keys.index(key))
+    g, m = max(1, len(axes)), max(h, w)
+    rows, cols = np.zeros((g, 2, h), np.int64), np.zeros((g, 2, w), np.int64)
+    wrows, wcols = np.zeros((g, 2, h)), np.zeros((g, 2, w))
+    valid = np.ones((g, 2, m))
+    for i, ((ry0, ry1, wy0, wy1, vy), (rx0, rx1, wx0, wx1, vx)) in enumerate(axes):
+        rows[i], wrows[i], cols[i], wcols[i] = (ry0, ry1), (wy0, wy1), (rx0, rx1), (wx0, wx1)
+        valid[i, 0, :h], valid[i, 1, :w] = vy, vx
+        if vy.all() and vx.all():
+            valid[i, 0, 0] = -1.0  # no mask multiply (the torch path multiplies only when one is invalid)
+    return np.array(seq, np.int64), rows, wrows, cols, wcols, valid
+
+
+def _zoom_blur_cpu(x: torch.Tensor, factors) -> torch.Tensor:
+    n, h, w, c = x.shape
+    tables = _zoom_cpu_tables(h, w, tuple(float(z) for z in factors))
+    out = np.empty((n, h, w, c), np.uint8)
+    zoom_blur_kernel(x.contiguous().numpy(), *tables, np.float32(len(factors) + 1), out)
+    return torch.from_numpy(out)
+
+
 def zoom_blur(x: torch.Tensor, factors, rng=None) -> torch.Tensor:
     """float32 pipeline: out = sum of clipped_zoom(x, z) over the factors (float32 accumulation in order),
     (x + out) / (n + 1), clip, x255, floor. Each zoom is SciPy's order-1 zoom of a top-left-anchored crop
     (computed in float64, rounded to float32 like SciPy's float32 output). Bit-exact.
 
     Factors with the same crop/output sizes (e.g. 1.02 and 1.03) give identical zooms; each distinct
-    one is computed once and added as often as the reference adds it, in the reference's order.
+    one is computed once and added as often as the reference adds it, in the reference's order. On the
+    CPU a compiled kernel (``_cpu_blur.zoom_blur_kernel``) does the same arithmetic.
     """
+    if x.device.type == "cpu" and x.numel() > 0:
+        return _zoom_blur_cpu(x, factors)
+    return zoom_blur_torch(x, factors)
+
+
+def zoom_blur_torch(x: torch.Tensor, factors) -> torch.Tensor:
+    """:func:`zoom_blur` with torch operations (the CUDA path; on CPU, the tests' reference)."""
     n, h, w, c = x.shape
     if n > _ZOOM_SUBCHUNK and x.device.type == "cpu":
-        return torch.cat([zoom_blur(x[s : s + _ZOOM_SUBCHUNK], factors) for s in range(0, n, _ZOOM_SUBCHUNK)])
+        return torch.cat([zoom_blur_torch(x[s : s + _ZOOM_SUBCHUNK], factors) for s in range(0, n, _ZOOM_SUBCHUNK)])
     x32 = to_hwb((x.to(torch.float64) / 255.0).to(torch.float32))  # (np.array(x) / 255.).astype(np.float32)
     x64 = x32.to(torch.float64)
     cache = {}

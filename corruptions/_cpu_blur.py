@@ -1,0 +1,105 @@
+"""Compiled CPU loops of the blur corruptions (and of the ``_ops`` helpers they share).
+
+Each kernel reproduces, element by element, the IEEE operations of the torch implementation it replaces
+(which stays the CUDA path): the same operands, the same rounding steps and the same summation order, so
+the outputs are bit-identical (``tests/corruptions_lib/test_cpu_blur.py`` compares both on CPU tensors).
+Kernels take NumPy arrays (no torch), write into a caller-provided ``out`` and are single-threaded and
+nogil (``corrupt`` runs one chunk per worker thread). No transcendental is evaluated here: weights and
+offsets come precomputed from the Python side, as in the torch code.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import kernel
+
+# ----------------------------------------------------------------------------------------------
+# zoom_blur
+
+ZOOM_SUB = 16  # images per step in the batch-innermost layout (the float64 copy stays in L2)
+
+
+@kernel
+def _zoom_load(x, s0, nb, x32, x64):
+    """Images s0 .. s0+nb of x (N, H, W, C) uint8 into the batch-innermost (H, W, nb*C) buffers:
+    x32 = float32(x / 255.) (float64 true division, then rounded), x64 = x32 widened."""
+    _, h, w, c = x.shape
+    for i in range(nb):
+        for r in range(h):
+            for q in range(w):
+                for k in range(c):
+                    v = np.float32(x[s0 + i, r, q, k] / 255.0)
+                    x32[r, q, i * c + k] = v
+                    x64[r, q, i * c + k] = np.float64(v)
+
+
+@kernel
+def _zoom_row(x64, nbc, g, r, rows, wrows, cols, wcols, valid, zrow):
+    """Row r of SciPy's order-1 ``clipped_zoom`` (``_ops.clipped_zoom_hwb``) for geometry g, as float32.
+
+    Per output (r, q): with p = x64[row, col], t = ((p00*wy0)*wx0 + (p01*wy0)*wx1) + (p10*wy1)*wx0, then
+    + (p11*wy1)*wx1 (neighbours in C order), times vy*vx if the geometry has an invalid coordinate
+    (``valid[g, 0]`` < 0 means all valid), rounded to float32."""
+    r0, r1 = rows[g, 0, r], rows[g, 1, r]
+    a0, a1 = wrows[g, 0, r], wrows[g, 1, r]
+    for q in range(zrow.shape[0]):
+        c0, c1 = cols[g, 0, q], cols[g, 1, q]
+        u0, u1 = wcols[g, 0, q], wcols[g, 1, q]
+        p00, p01, p10, p11 = x64[r0, c0], x64[r0, c1], x64[r1, c0], x64[r1, c1]
+        zq = zrow[q]
+        if valid[g, 0, 0] < 0.0:
+            for b in range(nbc):
+                t = (p00[b] * a0) * u0 + (p01[b] * a0) * u1
+                t = t + (p10[b] * a1) * u0
+                zq[b] = np.float32(t + (p11[b] * a1) * u1)
+        else:
+            m = valid[g, 0, r] * valid[g, 1, q]
+            for b in range(nbc):
+                t = (p00[b] * a0) * u0 + (p01[b] * a0) * u1
+                t = t + (p10[b] * a1) * u0
+                zq[b] = np.float32((t + (p11[b] * a1) * u1) * m)
+
+
+@kernel
+def _zoom_finish(x32, acc, r, nbc, div, s0, c, out):
+    """``floor_u8((x32 + acc) / div)`` in float32 for row r, written back to (N, H, W, C) at image s0."""
+    one, zero, scale = np.float32(1.0), np.float32(0.0), np.float32(255.0)
+    for q in range(acc.shape[0]):
+        for b in range(nbc):
+            y = (x32[r, q, b] + acc[q, b]) / div
+            y = min(max(y, zero), one) * scale
+            out[s0 + b // c, r, q, b % c] = np.uint8(np.int32(y))
+
+
+@kernel
+def zoom_blur_kernel(x, seq, rows, wrows, cols, wcols, valid, div, out):
+    """``blur.zoom_blur`` on (N, H, W, C) uint8 x, into out (same shape, uint8).
+
+    seq[f] is the geometry of factor f (-1: identity, the image itself); rows/cols (G, 2, H|W) int64 and
+    wrows/wcols (G, 2, H|W) float64 are ``_ops.clipped_zoom_axis`` (neighbour 0, neighbour 1), valid
+    (G, 2, max(H, W)) its validity as 0/1 (-1 in [g, 0, 0]: all valid). Per row, out = float32 sum over
+    the factors in order (from 0) of each zoom; a zoom repeated by consecutive factors is computed once.
+    ``div`` = float32(number of factors + 1)."""
+    n, h, w, c = x.shape
+    sub = min(n, ZOOM_SUB)
+    x32 = np.empty((h, w, sub * c), np.float32)
+    x64 = np.empty((h, w, sub * c), np.float64)
+    acc = np.empty((w, sub * c), np.float32)
+    zrow = np.empty((w, sub * c), np.float32)
+    for s0 in range(0, n, sub):
+        nb = min(sub, n - s0)
+        nbc = nb * c
+        _zoom_load(x, s0, nb, x32, x64)
+        for r in range(h):
+            acc[:, :] = 0.0
+            prev = -2
+            for f in range(seq.shape[0]):
+                g = seq[f]
+                if g >= 0 and g != prev:
+                    _zoom_row(x64, nbc, g, r, rows, wrows, cols, wcols, valid, zrow)
+                src = x32[r] if g < 0 else zrow
+                for q in range(w):
+                    for b in range(nbc):
+                        acc[q, b] += src[q, b]
+                prev = g
+            _zoom_finish(x32, acc, r, nbc, div, s0, c, out)

@@ -1,0 +1,61 @@
+"""The compiled CPU kernels of the blur corruptions (``corruptions/_cpu_blur.py``) against the torch
+implementations they replace on the CPU (still the CUDA path), called directly on CPU tensors: bit for bit,
+on random, structured and (when available) real CIFAR-10 images, at odd batch sizes and shapes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import corruptions as C
+from corruptions import _ops, blur
+
+P = {name: spec.params for name, spec in C.CORRUPTIONS.items()}
+
+
+def _inputs(n: int = 37, h: int = 32, w: int = 32, c: int = 3, seed: int = 0) -> torch.Tensor:
+    """Random bytes, constants (0, 1, 77, 254, 255), 8x8 blocks and ramps: n images (n >= 8)."""
+    g = np.random.default_rng(seed)
+    x = g.integers(0, 256, (n, h, w, c)).astype(np.uint8)
+    for i, v in enumerate((0, 1, 77, 254, 255)):
+        x[i] = v
+    blocks = g.integers(0, 256, (1, -(-h // 8), -(-w // 8), c))
+    x[5] = np.kron(blocks, np.ones((1, 8, 8, 1)))[0, :h, :w].astype(np.uint8)
+    x[6] = (np.arange(w) * 255 // max(1, w - 1)).astype(np.uint8)[None, :, None]
+    x[7] = (np.arange(h) * 255 // max(1, h - 1)).astype(np.uint8)[:, None, None]
+    return torch.from_numpy(x)
+
+
+@pytest.fixture(scope="module")
+def real(shared_data) -> torch.Tensor:
+    path = shared_data / "cifar10" / "cifar10-test-exact-first1017.npz"
+    if not path.is_file():
+        pytest.skip("CIFAR-10 exact test subset not available")
+    return torch.from_numpy(np.load(path)["x"][:200])
+
+
+SHAPES = [(37, 32, 32, 3), (8, 32, 32, 1), (9, 24, 40, 3)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_zoom_blur_kernel_equals_torch(shape):
+    x = _inputs(*shape)
+    for factors in P["zoom_blur"]:
+        assert torch.equal(blur.zoom_blur(x, factors), blur.zoom_blur_torch(x, factors))
+    assert torch.equal(blur.zoom_blur(x[:1], P["zoom_blur"][4]), blur.zoom_blur_torch(x[:1], P["zoom_blur"][4]))
+
+
+def test_zoom_blur_kernel_equals_torch_real(real):
+    for factors in P["zoom_blur"]:
+        assert torch.equal(blur.zoom_blur(real, factors), blur.zoom_blur_torch(real, factors))
+
+
+def test_zoom_blur_kernel_masked_geometry():
+    """Where a coordinate rounds beyond the crop (SciPy's constant 0; never at the CIFAR constants): the
+    kernel's masked branch. Found by search: 36 px at 1.20, 26 px at 1.74, 30 px at 1.88."""
+    z120, z174, z188 = 1.2000000000000002, 1.7400000000000007, 1.8800000000000008
+    assert not _ops.clipped_zoom_axis(36, z120)[4].all()
+    x = _inputs(9, 36, 36)
+    assert torch.equal(blur.zoom_blur(x, (1.0, z120, z120, 1.1)), blur.zoom_blur_torch(x, (1.0, z120, z120, 1.1)))
+    x = _inputs(9, 26, 30)
+    assert torch.equal(blur.zoom_blur(x, (z174, 1.3, z188)), blur.zoom_blur_torch(x, (z174, 1.3, z188)))
