@@ -103,3 +103,56 @@ def zoom_blur_kernel(x, seq, rows, wrows, cols, wcols, valid, div, out):
                         acc[q, b] += src[q, b]
                 prev = g
             _zoom_finish(x32, acc, r, nbc, div, s0, c, out)
+
+
+# ----------------------------------------------------------------------------------------------
+# ImageMagick motion blur (motion_blur; snow's layer)
+
+
+@kernel
+def _motion_pad(x, i, pt, pb, pl, pr, m, pad):
+    """Image i of x (N, H, W, C) uint8 as 257 * p (float64, exact), edge-replicated by pt/pb rows and
+    pl/pr columns, into pad (H + 2m, (W + 2m) * C) with the image's (0, 0) at [m, m * C]."""
+    _, h, w, c = x.shape
+    for rr in range(-pt, h + pb):
+        sr = min(max(rr, 0), h - 1)
+        for qq in range(-pl, w + pr):
+            sq = min(max(qq, 0), w - 1)
+            for k in range(c):
+                pad[m + rr, (m + qq) * c + k] = np.float64(x[i, sr, sq, k]) * 257.0
+
+
+@kernel
+def motion_blur_kernel(x, k, ox, oy, out):
+    """``_ops.im_motion_blur`` (torch: ``im_motion_blur_torch``) on (N, H, W, C) uint8 x into out.
+
+    Per pixel and channel: v = p_0 * k_0, then v = v + p_i * k_i for taps i = 1 .. width-1 in order,
+    p_i = 257 * x[clamp(y + oy[n, i]), clamp(x + ox[n, i])] (edge clamping); q = floor(clamp(v, 0, 65535)
+    + 0.5) (Q16 ClampToQuantum); output q // 257 (8-bit). Offsets come from ``_ops.im_motion_offsets``."""
+    n, h, w, c = x.shape
+    width = k.shape[0]
+    m = 0
+    for i in range(n):
+        for t in range(width):
+            m = max(m, abs(ox[i, t]), abs(oy[i, t]))
+    pad = np.empty((h + 2 * m, (w + 2 * m) * c), np.float64)
+    acc = np.empty(w * c, np.float64)
+    wc = w * c
+    for i in range(n):
+        pt, pb = max(0, -oy[i].min()), max(0, oy[i].max())
+        pl, pr = max(0, -ox[i].min()), max(0, ox[i].max())
+        _motion_pad(x, i, pt, pb, pl, pr, m, pad)
+        for r in range(h):
+            for t in range(width):
+                row = pad[m + r + oy[i, t]]
+                b0 = (m + ox[i, t]) * c
+                kt = k[t]
+                if t == 0:
+                    for j in range(wc):
+                        acc[j] = row[b0 + j] * kt
+                else:
+                    for j in range(wc):
+                        acc[j] = acc[j] + row[b0 + j] * kt
+            for j in range(wc):
+                q = np.floor(min(max(acc[j], 0.0), 65535.0) + 0.5)
+                out[i, r, j // c, j % c] = np.uint8(np.int64(q) // 257)

@@ -14,6 +14,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from ._cpu_blur import motion_blur_kernel
+
 # ----------------------------------------------------------------------------------------------
 # conversions
 
@@ -309,14 +311,25 @@ def im_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.
 
     Per pixel: v = sum_i k_i * 257*p(x + ox_i, y + oy_i) with edge clamping, accumulated in IM's order in
     float64; Q16 ClampToQuantum q = floor(v + 0.5); 8-bit output floor(q * 255 / 65535) = q // 257.
+    On the CPU a compiled kernel (``_cpu_blur.motion_blur_kernel``), elsewhere :func:`im_motion_blur_torch`.
     """
+    if x.device.type != "cpu" or x.numel() == 0:
+        return im_motion_blur_torch(x, radius, sigma, angles_deg)
+    k = im_motion_kernel(radius, sigma)
+    ox, oy = im_motion_offsets(len(k), np.asarray(angles_deg, dtype=np.float64).reshape(-1))
+    out = np.empty(tuple(x.shape), np.uint8)
+    motion_blur_kernel(x.contiguous().numpy(), k, ox, oy, out)
+    return torch.from_numpy(out)
+
+
+def im_motion_blur_torch(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.ndarray) -> torch.Tensor:
+    """:func:`im_motion_blur` with torch operations (the CUDA path; on CPU, the tests' reference)."""
     n, h, w, c = x.shape
-    if x.device.type == "cpu":
-        return _im_motion_blur_runs(x, radius, sigma, angles_deg)
     step = max(1, _MOTION_SUBCHUNK_PX // (h * w * c))
     if n > step and x.device.type == "cpu":
         a = np.asarray(angles_deg)
-        return torch.cat([im_motion_blur(x[s : s + step], radius, sigma, a[s : s + step]) for s in range(0, n, step)])
+        return torch.cat([im_motion_blur_torch(x[s : s + step], radius, sigma, a[s : s + step])
+                          for s in range(0, n, step)])
     k = im_motion_kernel(radius, sigma)
     ox, oy = im_motion_offsets(len(k), angles_deg)
     dev = x.device
@@ -337,54 +350,6 @@ def im_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.
     q = acc.clamp_(0.0, 65535.0).add_(0.5).floor_()
     out = torch.div(q, 257.0, rounding_mode="floor").to(torch.uint8)  # (N, C, H, W)
     return out.permute(0, 2, 3, 1).contiguous()
-
-
-def _im_motion_blur_runs(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.ndarray) -> torch.Tensor:
-    """:func:`im_motion_blur` on the CPU, same arithmetic (v = sum over taps in order of k_i * 257*p, then
-    the same quantisation), without a per-element gather.
-
-    Edge clamping is an edge-replicated padding; tap i of an image is then a plain shifted window. Images
-    are sorted by angle, so images whose tap i has the same offset form contiguous runs, and each run is
-    one strided multiply and one add per tap.
-    """
-    n, h, w, c = x.shape
-    k = im_motion_kernel(radius, sigma)
-    a = np.asarray(angles_deg, dtype=np.float64)
-    ox, oy = im_motion_offsets(len(k), a)
-    perm = np.argsort(a, kind="stable")
-    ox, oy = ox[perm], oy[perm]
-    pt, pb = max(0, -int(oy.min())), max(0, int(oy.max()))
-    pl, pr = max(0, -int(ox.min())), max(0, int(ox.max()))
-    xs = x.index_select(0, torch.as_tensor(perm)).permute(0, 3, 1, 2).contiguous()
-    xs = _lut("u257", x.device).take(xs.to(torch.int64))  # 257 * p as float64 (exact)
-    pad = torch.nn.functional.pad(xs, (pl, pr, pt, pb), mode="replicate")  # (N, C, H + pt + pb, W + pl + pr)
-    hp, wp = pad.shape[2], pad.shape[3]
-    acc = pad[:, :, pt : pt + h, pl : pl + w].mul(float(k[0]))  # tap 0 is the pixel itself
-    tmp = torch.empty_like(acc)
-    flat = pad.reshape(-1)
-    pattern = (torch.arange(h).view(h, 1) * wp + torch.arange(w).view(1, w)).view(1, 1, h * w)
-    base = torch.arange(n * c).view(n, c, 1) * (hp * wp) + pattern  # (N, C, H*W) window at offset (0, 0)
-    idx = torch.empty_like(base)
-    max_runs = n * c * h * w // 6000  # beyond this many runs one gather is cheaper than the run ops
-    for i in range(1, len(k)):
-        oxi, oyi = ox[:, i], oy[:, i]
-        cuts = np.flatnonzero((oxi[1:] != oxi[:-1]) | (oyi[1:] != oyi[:-1])) + 1
-        ki = float(k[i])
-        if len(cuts) >= max_runs:
-            off = torch.as_tensor((pt + oyi) * wp + (pl + oxi)).view(n, 1, 1)
-            torch.take(flat, torch.add(base, off, out=idx), out=tmp.view(n, c, h * w)).mul_(ki)
-            acc.add_(tmp)
-            continue
-        bounds = [0, *cuts.tolist(), n]
-        for s0, s1 in zip(bounds[:-1], bounds[1:]):
-            r0, c0 = pt + int(oyi[s0]), pl + int(oxi[s0])
-            t = torch.mul(pad[s0:s1, :, r0 : r0 + h, c0 : c0 + w], ki, out=tmp[s0:s1])
-            acc[s0:s1].add_(t)
-    q = acc.clamp_(0.0, 65535.0).add_(0.5).floor_()
-    out = torch.div(q, 257.0, rounding_mode="floor").to(torch.uint8)  # (N, C, H, W), sorted order
-    inv = np.empty_like(perm)
-    inv[perm] = np.arange(n)
-    return out.index_select(0, torch.as_tensor(inv)).permute(0, 2, 3, 1).contiguous()
 
 
 # ----------------------------------------------------------------------------------------------

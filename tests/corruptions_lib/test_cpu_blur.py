@@ -59,3 +59,26 @@ def test_zoom_blur_kernel_masked_geometry():
     assert torch.equal(blur.zoom_blur(x, (1.0, z120, z120, 1.1)), blur.zoom_blur_torch(x, (1.0, z120, z120, 1.1)))
     x = _inputs(9, 26, 30)
     assert torch.equal(blur.zoom_blur(x, (z174, 1.3, z188)), blur.zoom_blur_torch(x, (z174, 1.3, z188)))
+
+
+def _angles(n: int, seed: int = 1, low: float = -45.0, high: float = 45.0) -> np.ndarray:
+    a = np.random.default_rng(seed).uniform(low, high, n)
+    a[:4] = (low, high, 0.0, (low + high) / 2)[: min(4, n)]
+    return a
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_motion_blur_kernel_equals_torch(shape):
+    x = _inputs(*shape)
+    for radius, sigma in P["motion_blur"] + ((3, 1.0),):
+        a = _angles(len(x))
+        assert torch.equal(_ops.im_motion_blur(x, radius, sigma, a), _ops.im_motion_blur_torch(x, radius, sigma, a))
+    a = _angles(len(x), 2, -135.0, -45.0)  # snow's angles: offsets of both signs on both axes
+    assert torch.equal(_ops.im_motion_blur(x, 9, 2.5, a), _ops.im_motion_blur_torch(x, 9, 2.5, a))
+
+
+def test_motion_blur_kernel_equals_torch_real(real):
+    for radius, sigma in P["motion_blur"]:
+        a = _angles(len(real), 3)
+        assert torch.equal(_ops.im_motion_blur(real, radius, sigma, a),
+                           _ops.im_motion_blur_torch(real, radius, sigma, a))
