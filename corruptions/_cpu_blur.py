@@ -156,3 +156,82 @@ def motion_blur_kernel(x, k, ox, oy, out):
             for j in range(wc):
                 q = np.floor(min(max(acc[j], 0.0), 65535.0) + 0.5)
                 out[i, r, j // c, j % c] = np.uint8(np.int64(q) // 257)
+
+
+# ----------------------------------------------------------------------------------------------
+# SciPy gaussian_filter over (H, W): gaussian_blur, glass_blur, and ``_ops.scipy_gaussian``
+
+
+@kernel
+def _unit64(x, i, src):
+    """Image i of uint8 x (N, H, W, C) as ``u8_to_unit64`` (p / 255., true division) into src (H, W * C)."""
+    _, h, w, c = x.shape
+    xi = x[i].reshape((h, w * c))
+    for a in range(h):
+        for j in range(w * c):
+            src[a, j] = xi[a, j] / 255.0
+
+
+@kernel
+def _gauss_filter(src, wts, iy, ix, c, mid, res):
+    """``_ops.scipy_correlate1d_sym`` along H, then along W: src (H, W * C) float64 to res (H, W * C).
+
+    Each pass is SciPy's symmetric path: y = x[i] * w[r], then y = y + (x[i-k] + x[i+k]) * w[r+k] for
+    k = r .. 1 (outermost pair first); x[i +- k] beyond the edge is read through the boundary index maps
+    iy (H + 2r), ix (W + 2r) of ``_ops.ext_index``. The H pass writes the columns of mid (H, (W + 2r) * C)
+    from r on; the W-padding columns are then copies of filtered columns (the H pass filters each
+    column on its own, so this equals filtering the padded image)."""
+    r = wts.shape[0] // 2
+    h, wc = src.shape
+    w = wc // c
+    off = r * c
+    for a in range(h):
+        m = mid[a]
+        p0 = src[iy[a + r]]
+        for j in range(wc):
+            m[off + j] = p0[j] * wts[r]
+        for k in range(r, 0, -1):
+            lo, hi, wk = src[iy[a + r - k]], src[iy[a + r + k]], wts[r + k]
+            for j in range(wc):
+                m[off + j] = m[off + j] + (lo[j] + hi[j]) * wk
+        for b in range(r):
+            for q in range(c):
+                m[b * c + q] = m[(ix[b] + r) * c + q]
+                m[(w + r + b) * c + q] = m[(ix[w + r + b] + r) * c + q]
+        o = res[a]
+        for j in range(wc):
+            o[j] = m[j + off] * wts[r]
+        for k in range(r, 0, -1):
+            lo_o, hi_o, wk = (r - k) * c, (r + k) * c, wts[r + k]
+            for j in range(wc):
+                o[j] = o[j] + (m[j + lo_o] + m[j + hi_o]) * wk
+
+
+@kernel
+def gaussian_f64_kernel(x, wts, iy, ix, out):
+    """``_ops.scipy_gaussian`` over axes (1, 2) of float64 x (N, H, W, C) into out (same shape)."""
+    n, h, w, c = x.shape
+    mid = np.empty((h, ix.shape[0] * c), np.float64)
+    for i in range(n):
+        _gauss_filter(x[i].reshape((h, w * c)), wts, iy, ix, c, mid, out[i].reshape((h, w * c)))
+
+
+@kernel
+def _floor_u8(res, out):
+    """``floor_u8``: min(max(y, 0), 1) * 255, truncated to uint8; res and out (H, W * C)."""
+    for a in range(res.shape[0]):
+        for j in range(res.shape[1]):
+            out[a, j] = np.uint8(np.int32(min(max(res[a, j], 0.0), 1.0) * 255.0))
+
+
+@kernel
+def gaussian_blur_kernel(x, wts, iy, ix, out):
+    """``blur.gaussian_blur`` on uint8 x (N, H, W, C): p / 255., the SciPy filter, ``floor_u8``."""
+    n, h, w, c = x.shape
+    src = np.empty((h, w * c), np.float64)
+    mid = np.empty((h, ix.shape[0] * c), np.float64)
+    res = np.empty((h, w * c), np.float64)
+    for i in range(n):
+        _unit64(x, i, src)
+        _gauss_filter(src, wts, iy, ix, c, mid, res)
+        _floor_u8(res, out[i].reshape((h, w * c)))

@@ -6,16 +6,18 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ._cpu_blur import zoom_blur_kernel
+from ._cpu_blur import gaussian_blur_kernel, zoom_blur_kernel
 from ._ops import (
     clipped_zoom_axis,
     clipped_zoom_hwb,
     ext_index,
     floor_u8,
     from_hwb,
+    gaussian_tables,
     im_motion_blur,
     is_identity_zoom,
     scipy_gaussian,
+    scipy_gaussian_torch,
     take_pixels_hwc,
     to_hwb,
     u8_to_unit64,
@@ -29,8 +31,17 @@ from .rng import KeyedRandom
 
 def gaussian_blur(x: torch.Tensor, sigma: float, rng=None) -> torch.Tensor:
     """skimage ``gaussian(x/255., sigma, multichannel=True)``: SciPy separable Gaussian over H then W
-    (mode 'nearest', truncate 4, float64, SciPy's summation order), clip, x255, floor. Bit-exact."""
-    return floor_u8(scipy_gaussian(u8_to_unit64(x), sigma, dims=(1, 2), mode="nearest", truncate=4.0))
+    (mode 'nearest', truncate 4, float64, SciPy's summation order), clip, x255, floor. Bit-exact.
+    On the CPU one compiled pass (``_cpu_blur.gaussian_blur_kernel``), elsewhere :func:`gaussian_blur_torch`."""
+    if x.device.type != "cpu" or x.numel() == 0 or sigma <= 1e-15:
+        return gaussian_blur_torch(x, sigma)
+    out = np.empty(tuple(x.shape), np.uint8)
+    gaussian_blur_kernel(x.contiguous().numpy(), *gaussian_tables(float(sigma), 4.0, x.shape[1], x.shape[2], "nearest"), out)
+    return torch.from_numpy(out)
+
+
+def gaussian_blur_torch(x: torch.Tensor, sigma: float) -> torch.Tensor:
+    return floor_u8(scipy_gaussian_torch(u8_to_unit64(x), sigma, dims=(1, 2), mode="nearest", truncate=4.0))
 
 
 # ----------------------------------------------------------------------------------------------

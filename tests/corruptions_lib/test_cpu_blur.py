@@ -82,3 +82,30 @@ def test_motion_blur_kernel_equals_torch_real(real):
         a = _angles(len(real), 3)
         assert torch.equal(_ops.im_motion_blur(real, radius, sigma, a),
                            _ops.im_motion_blur_torch(real, radius, sigma, a))
+
+
+@pytest.mark.parametrize("shape", SHAPES + [(3, 5, 7, 2)])
+def test_gaussian_blur_kernel_equals_torch(shape):
+    x = _inputs(max(8, shape[0]), *shape[1:])
+    for sigma in P["gaussian_blur"] + (0.1, 2.5):
+        assert torch.equal(blur.gaussian_blur(x, sigma), blur.gaussian_blur_torch(x, sigma))
+
+
+def test_gaussian_blur_kernel_equals_torch_real(real):
+    for sigma in P["gaussian_blur"]:
+        assert torch.equal(blur.gaussian_blur(real, sigma), blur.gaussian_blur_torch(real, sigma))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "reflect", "mirror"])
+def test_scipy_gaussian_kernel_equals_torch(mode):
+    """The float64 filter as weather/digital call it: (N, H, W) and (N, H, W, C), any sigma and truncate,
+    including radius 0 and radii beyond the image (the boundary maps wrap)."""
+    g = torch.Generator().manual_seed(3)
+    planes = [torch.rand(5, 32, 32, dtype=torch.float64, generator=g) * 2 - 1,
+              torch.randn(4, 9, 13, 2, dtype=torch.float64, generator=g) * 1e3,
+              (torch.rand(6, 32, 32, generator=g) > 0.7).to(torch.float64)]
+    for x in planes:
+        for sigma, truncate in ((0.1, 4.0), (0.5, 3.0), (1.0, 4.0), (1.75, 4.0), (3.2, 3.0), (6.0, 4.0)):
+            ours = _ops.scipy_gaussian(x, sigma, dims=(1, 2), mode=mode, truncate=truncate)
+            ref = _ops.scipy_gaussian_torch(x, sigma, dims=(1, 2), mode=mode, truncate=truncate)
+            assert ours.shape == x.shape and torch.equal(ours, ref)
