@@ -235,3 +235,43 @@ def gaussian_blur_kernel(x, wts, iy, ix, out):
         _unit64(x, i, src)
         _gauss_filter(src, wts, iy, ix, c, mid, res)
         _floor_u8(res, out[i].reshape((h, w * c)))
+
+
+@kernel
+def _glass_shuffle(img, choices, i, tmp):
+    """``blur.glass_shuffle`` of image i in place, img (H, W * C) uint8: per pass it, every pixel (h, w)
+    with h, w >= 2 takes the old pixel (h - (c >> 1), w - (c & 1)), c = choices[i, it, h - 2, w - 2]."""
+    hh, ww = choices.shape[2], choices.shape[3]
+    c = img.shape[1] // (ww + 2)
+    for it in range(choices.shape[1]):
+        tmp[:, :] = img
+        for a in range(hh):
+            for b in range(ww):
+                ch = choices[i, it, a, b]
+                sa, sb = a + 2 - (ch >> 1), b + 2 - (ch & 1)
+                for q in range(c):
+                    img[a + 2, (b + 2) * c + q] = tmp[sa, sb * c + q]
+
+
+@kernel
+def glass_blur_kernel(x, wts, iy, ix, choices, out):
+    """``blur.glass_blur_apply`` on uint8 x (N, H, W, C): y = the SciPy filter of p / 255.; the uint8
+    min(max(floor(y * 255), 0), 255); :func:`_glass_shuffle` with choices (N, iterations, H-2, W-2) int64;
+    the filter of that / 255.; ``floor_u8``."""
+    n, h, w, c = x.shape
+    src = np.empty((h, w * c), np.float64)
+    mid = np.empty((h, ix.shape[0] * c), np.float64)
+    res = np.empty((h, w * c), np.float64)
+    img = np.empty((1, h, w, c), np.uint8)
+    img2 = img[0].reshape((h, w * c))
+    tmp = np.empty((h, w * c), np.uint8)
+    for i in range(n):
+        _unit64(x, i, src)
+        _gauss_filter(src, wts, iy, ix, c, mid, res)
+        for a in range(h):
+            for j in range(w * c):
+                img2[a, j] = np.uint8(np.int32(min(max(np.floor(res[a, j] * 255.0), 0.0), 255.0)))
+        _glass_shuffle(img2, choices, i, tmp)
+        _unit64(img, 0, src)
+        _gauss_filter(src, wts, iy, ix, c, mid, res)
+        _floor_u8(res, out[i].reshape((h, w * c)))

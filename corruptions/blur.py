@@ -6,7 +6,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ._cpu_blur import gaussian_blur_kernel, zoom_blur_kernel
+from ._cpu_blur import gaussian_blur_kernel, glass_blur_kernel, zoom_blur_kernel
 from ._ops import (
     clipped_zoom_axis,
     clipped_zoom_hwb,
@@ -16,7 +16,6 @@ from ._ops import (
     gaussian_tables,
     im_motion_blur,
     is_identity_zoom,
-    scipy_gaussian,
     scipy_gaussian_torch,
     take_pixels_hwc,
     to_hwb,
@@ -76,16 +75,30 @@ def glass_shuffle(x: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
 def glass_choices(rng: KeyedRandom, iterations: int, h: int, w: int) -> torch.Tensor:
     """(N, iterations, H-2, W-2) uniform choices in 0..3 (two fair {-1, 0} offsets per pixel and pass)."""
     u = rng.uniform(iterations * (h - 2) * (w - 2))
+    if u.device.type == "cpu":  # u > 0, so truncation is the floor: the same integers in one NumPy pass
+        return torch.from_numpy((u.numpy() * 4.0).astype(np.int64)).view(rng.n, iterations, h - 2, w - 2)
     return torch.floor(u * 4.0).to(torch.int64).view(rng.n, iterations, h - 2, w - 2)
 
 
 def glass_blur_apply(x: torch.Tensor, params, choices: torch.Tensor) -> torch.Tensor:
+    """Gaussian, uint8 truncation, :func:`glass_shuffle` with ``choices``, Gaussian, ``floor_u8``. On the
+    CPU one compiled pass (``_cpu_blur.glass_blur_kernel``), elsewhere :func:`glass_blur_apply_torch`."""
+    sigma = params[0]
+    if x.device.type != "cpu" or x.numel() == 0 or sigma <= 1e-15:
+        return glass_blur_apply_torch(x, params, choices)
+    out = np.empty(tuple(x.shape), np.uint8)
+    tables = gaussian_tables(float(sigma), 4.0, x.shape[1], x.shape[2], "nearest")
+    glass_blur_kernel(x.contiguous().numpy(), *tables, choices.to(torch.int64).contiguous().numpy(), out)
+    return torch.from_numpy(out)
+
+
+def glass_blur_apply_torch(x: torch.Tensor, params, choices: torch.Tensor) -> torch.Tensor:
     sigma, _max_delta, _iterations = params
     # np.uint8(gaussian(x/255., sigma) * 255): truncation to uint8 *before* the shuffle
-    y = scipy_gaussian(u8_to_unit64(x), sigma, dims=(1, 2), mode="nearest", truncate=4.0)
+    y = scipy_gaussian_torch(u8_to_unit64(x), sigma, dims=(1, 2), mode="nearest", truncate=4.0)
     y = (y * 255.0).floor_().clamp_(0, 255).to(torch.uint8)
     y = glass_shuffle(y, choices)
-    return floor_u8(scipy_gaussian(u8_to_unit64(y), sigma, dims=(1, 2), mode="nearest", truncate=4.0))
+    return floor_u8(scipy_gaussian_torch(u8_to_unit64(y), sigma, dims=(1, 2), mode="nearest", truncate=4.0))
 
 
 def glass_blur(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:

@@ -9,6 +9,7 @@ import torch
 
 import corruptions as C
 from corruptions import _ops, blur
+from corruptions.rng import KeyedRandom
 
 P = {name: spec.params for name, spec in C.CORRUPTIONS.items()}
 
@@ -109,3 +110,20 @@ def test_scipy_gaussian_kernel_equals_torch(mode):
             ours = _ops.scipy_gaussian(x, sigma, dims=(1, 2), mode=mode, truncate=truncate)
             ref = _ops.scipy_gaussian_torch(x, sigma, dims=(1, 2), mode=mode, truncate=truncate)
             assert ours.shape == x.shape and torch.equal(ours, ref)
+
+
+@pytest.mark.parametrize("shape", SHAPES + [(8, 5, 7, 2)])
+def test_glass_blur_kernel_equals_torch(shape):
+    x = _inputs(*shape)
+    n, h, w, _ = x.shape
+    g = torch.Generator().manual_seed(5)
+    for params in P["glass_blur"] + ((0.7, 1, 3),):
+        choices = torch.randint(0, 4, (n, params[2], h - 2, w - 2), generator=g)
+        assert torch.equal(blur.glass_blur_apply(x, params, choices), blur.glass_blur_apply_torch(x, params, choices))
+
+
+def test_glass_blur_kernel_equals_torch_real(real):
+    for s, params in enumerate(P["glass_blur"], 1):
+        choices = blur.glass_choices(KeyedRandom(7, "glass_blur", s, np.arange(len(real))), params[2], 32, 32)
+        assert torch.equal(blur.glass_blur_apply(real, params, choices),
+                           blur.glass_blur_apply_torch(real, params, choices))
