@@ -184,27 +184,27 @@ def _gauss_filter(src, wts, iy, ix, c, mid, res):
     r = wts.shape[0] // 2
     h, wc = src.shape
     w = wc // c
-    off = r * c
     for a in range(h):
-        m = mid[a]
-        p0 = src[iy[a + r]]
+        m = mid[a, r * c : r * c + wc]  # slices: the inner loops index from 0 (no negative-index checks)
+        p0, w0 = src[iy[a + r]], wts[r]
         for j in range(wc):
-            m[off + j] = p0[j] * wts[r]
+            m[j] = p0[j] * w0
         for k in range(r, 0, -1):
             lo, hi, wk = src[iy[a + r - k]], src[iy[a + r + k]], wts[r + k]
             for j in range(wc):
-                m[off + j] = m[off + j] + (lo[j] + hi[j]) * wk
+                m[j] = m[j] + (lo[j] + hi[j]) * wk
+        mp = mid[a]
         for b in range(r):
             for q in range(c):
-                m[b * c + q] = m[(ix[b] + r) * c + q]
-                m[(w + r + b) * c + q] = m[(ix[w + r + b] + r) * c + q]
-        o = res[a]
+                mp[b * c + q] = mp[(ix[b] + r) * c + q]
+                mp[(w + r + b) * c + q] = mp[(ix[w + r + b] + r) * c + q]
+        o, m0 = res[a], mp[r * c : r * c + wc]
         for j in range(wc):
-            o[j] = m[j + off] * wts[r]
+            o[j] = m0[j] * w0
         for k in range(r, 0, -1):
-            lo_o, hi_o, wk = (r - k) * c, (r + k) * c, wts[r + k]
+            lo, hi, wk = mp[(r - k) * c : (r - k) * c + wc], mp[(r + k) * c : (r + k) * c + wc], wts[r + k]
             for j in range(wc):
-                o[j] = o[j] + (m[j + lo_o] + m[j + hi_o]) * wk
+                o[j] = o[j] + (lo[j] + hi[j]) * wk
 
 
 @kernel
@@ -239,18 +239,21 @@ def gaussian_blur_kernel(x, wts, iy, ix, out):
 
 @kernel
 def _glass_shuffle(img, choices, i, tmp):
-    """``blur.glass_shuffle`` of image i in place, img (H, W * C) uint8: per pass it, every pixel (h, w)
+    """``blur.glass_shuffle`` of image i in place, img (H * W * C,) uint8: per pass it, every pixel (h, w)
     with h, w >= 2 takes the old pixel (h - (c >> 1), w - (c & 1)), c = choices[i, it, h - 2, w - 2]."""
     hh, ww = choices.shape[2], choices.shape[3]
-    c = img.shape[1] // (ww + 2)
+    w = ww + 2
+    c = img.shape[0] // ((hh + 2) * w)
     for it in range(choices.shape[1]):
-        tmp[:, :] = img
+        tmp[:] = img
         for a in range(hh):
+            cr = choices[i, it, a]
+            dst = img[((a + 2) * w + 2) * c : ((a + 3) * w) * c]
             for b in range(ww):
-                ch = choices[i, it, a, b]
-                sa, sb = a + 2 - (ch >> 1), b + 2 - (ch & 1)
+                ch = cr[b]
+                src = np.uint64(((a + 2 - (ch >> 1)) * w + b + 2 - (ch & 1)) * c)  # >= 0: no wrap-around check
                 for q in range(c):
-                    img[a + 2, (b + 2) * c + q] = tmp[sa, sb * c + q]
+                    dst[b * c + q] = tmp[src + np.uint64(q)]
 
 
 @kernel
@@ -264,14 +267,15 @@ def glass_blur_kernel(x, wts, iy, ix, choices, out):
     res = np.empty((h, w * c), np.float64)
     img = np.empty((1, h, w, c), np.uint8)
     img2 = img[0].reshape((h, w * c))
-    tmp = np.empty((h, w * c), np.uint8)
+    tmp = np.empty(h * w * c, np.uint8)
     for i in range(n):
         _unit64(x, i, src)
         _gauss_filter(src, wts, iy, ix, c, mid, res)
         for a in range(h):
             for j in range(w * c):
                 img2[a, j] = np.uint8(np.int32(min(max(np.floor(res[a, j] * 255.0), 0.0), 255.0)))
-        _glass_shuffle(img2, choices, i, tmp)
+        _glass_shuffle(img2.reshape(h * w * c), choices, i, tmp)
         _unit64(img, 0, src)
         _gauss_filter(src, wts, iy, ix, c, mid, res)
         _floor_u8(res, out[i].reshape((h, w * c)))
+

@@ -127,3 +127,4 @@ def test_glass_blur_kernel_equals_torch_real(real):
         choices = blur.glass_choices(KeyedRandom(7, "glass_blur", s, np.arange(len(real))), params[2], 32, 32)
         assert torch.equal(blur.glass_blur_apply(real, params, choices),
                            blur.glass_blur_apply_torch(real, params, choices))
+
