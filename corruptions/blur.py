@@ -6,7 +6,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ._cpu_blur import gaussian_blur_kernel, glass_blur_kernel, zoom_blur_kernel
+from ._cpu_blur import defocus_blur_kernel, gaussian_blur_kernel, glass_blur_kernel, zoom_blur_kernel
 from ._ops import (
     clipped_zoom_axis,
     clipped_zoom_hwb,
@@ -128,6 +128,14 @@ def defocus_kernel(radius: float, alias_blur: float) -> np.ndarray:
     return cv2.GaussianBlur(disk, ksize=ksize, sigmaX=alias_blur)
 
 
+@lru_cache(maxsize=None)
+def defocus_taps(radius: float, alias_blur: float):
+    """The non-zero entries of :func:`defocus_kernel` in ``np.nonzero`` order: (dy, dx, float64 value)."""
+    k = defocus_kernel(radius, alias_blur)
+    r = k.shape[0] // 2
+    return tuple((int(i) - r, int(j) - r, float(k[i, j])) for i, j in zip(*np.nonzero(k)))
+
+
 def defocus_blur(x: torch.Tensor, params, rng=None) -> torch.Tensor:
     """cv2.filter2D(x/255., -1, kernel) per channel (BORDER_REFLECT_101), clip, x255, floor.
 
@@ -135,11 +143,25 @@ def defocus_blur(x: torch.Tensor, params, rng=None) -> torch.Tensor:
     filters a 17x17 kernel on CV_64F data through its DFT path, so the two sums differ by ~1e-16
     relative: a floor can differ only where 255*y lies within ~1e-13 of an integer. The kernels sum to
     1 + 1.4e-9 .. 1 + 4.5e-8 (float32 normalisation), which keeps flat regions clear of that edge; on
-    real CIFAR images no value differed (test bounds the rate).
+    real CIFAR images no value differed (test bounds the rate). On the CPU a compiled kernel
+    (``_cpu_blur.defocus_blur_kernel``), elsewhere :func:`defocus_blur_torch`: the same sums.
     """
-    k = defocus_kernel(*params)
-    r = k.shape[0] // 2
-    taps = [(i - r, j - r, float(k[i, j])) for i, j in zip(*np.nonzero(k))]
+    if x.device.type != "cpu" or x.numel() == 0:
+        return defocus_blur_torch(x, params)
+    taps = defocus_taps(*params)
+    pad = max(max(abs(dy), abs(dx)) for dy, dx, _ in taps)
+    n, h, w, c = x.shape
+    dys, dxs, vs = (np.array(col) for col in zip(*taps))
+    iy, ix = ext_index(h, pad, pad, "mirror"), ext_index(w, pad, pad, "mirror")
+    out = np.empty((n, h, w, c), np.uint8)
+    defocus_blur_kernel(x.contiguous().numpy(), dys.astype(np.int64), dxs.astype(np.int64), vs.astype(np.float64),
+                        iy.astype(np.int64), ix.astype(np.int64), out)
+    return torch.from_numpy(out)
+
+
+def defocus_blur_torch(x: torch.Tensor, params) -> torch.Tensor:
+    """:func:`defocus_blur` with torch operations (the CUDA path; on CPU, the tests' reference)."""
+    taps = defocus_taps(*params)
     pad = max(max(abs(dy), abs(dx)) for dy, dx, _ in taps)
     n, h, w, c = x.shape
     xt = to_hwb(u8_to_unit64(x))  # batch-innermost: every shifted window is a contiguous block

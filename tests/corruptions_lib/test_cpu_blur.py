@@ -128,3 +128,14 @@ def test_glass_blur_kernel_equals_torch_real(real):
         assert torch.equal(blur.glass_blur_apply(real, params, choices),
                            blur.glass_blur_apply_torch(real, params, choices))
 
+
+@pytest.mark.parametrize("shape", SHAPES + [(8, 5, 7, 2)])
+def test_defocus_blur_kernel_equals_torch(shape):
+    x = _inputs(*shape)
+    for params in P["defocus_blur"] + ((2, 0.5), (3, 0.3)):
+        assert torch.equal(blur.defocus_blur(x, params), blur.defocus_blur_torch(x, params))
+
+
+def test_defocus_blur_kernel_equals_torch_real(real):
+    for params in P["defocus_blur"]:
+        assert torch.equal(blur.defocus_blur(real, params), blur.defocus_blur_torch(real, params))
