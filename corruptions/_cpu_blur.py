@@ -114,12 +114,34 @@ def _motion_pad(x, i, pt, pb, pl, pr, m, pad):
     """Image i of x (N, H, W, C) uint8 as 257 * p (float64, exact), edge-replicated by pt/pb rows and
     pl/pr columns, into pad (H + 2m, (W + 2m) * C) with the image's (0, 0) at [m, m * C]."""
     _, h, w, c = x.shape
-    for rr in range(-pt, h + pb):
-        sr = min(max(rr, 0), h - 1)
-        for qq in range(-pl, w + pr):
-            sq = min(max(qq, 0), w - 1)
+    wc = w * c
+    xi = x[i].reshape((h, wc))
+    for rr in range(h):
+        src, row = xi[rr], pad[m + rr]
+        inner = row[m * c : m * c + wc]
+        for j in range(wc):
+            inner[j] = np.float64(src[j]) * 257.0
+        left, right = row[(m - pl) * c : m * c], row[(m + w) * c : (m + w + pr) * c]
+        first, last = row[m * c : (m + 1) * c], row[(m + w - 1) * c : (m + w) * c]
+        for q in range(pl):
             for k in range(c):
-                pad[m + rr, (m + qq) * c + k] = np.float64(x[i, sr, sq, k]) * 257.0
+                left[q * c + k] = first[k]
+        for q in range(pr):
+            for k in range(c):
+                right[q * c + k] = last[k]
+    lo, hi = (m - pl) * c, (m + w + pr) * c
+    for rr in range(pt):
+        pad[m - 1 - rr, lo:hi] = pad[m, lo:hi]
+    for rr in range(pb):
+        pad[m + h + rr, lo:hi] = pad[m + h - 1, lo:hi]
+
+
+@kernel
+def _quantize_q16(acc, out_row):
+    """q = floor(min(max(v, 0), 65535) + 0.5) (Q16 ClampToQuantum), then q // 257 (8-bit)."""
+    for j in range(acc.shape[0]):
+        q = np.floor(min(max(acc[j], 0.0), 65535.0) + 0.5)
+        out_row[j] = np.uint8(np.int32(q) // 257)
 
 
 @kernel
@@ -142,20 +164,19 @@ def motion_blur_kernel(x, k, ox, oy, out):
         pt, pb = max(0, -oy[i].min()), max(0, oy[i].max())
         pl, pr = max(0, -ox[i].min()), max(0, ox[i].max())
         _motion_pad(x, i, pt, pb, pl, pr, m, pad)
+        oi = out[i].reshape((h, wc))
         for r in range(h):
             for t in range(width):
-                row = pad[m + r + oy[i, t]]
                 b0 = (m + ox[i, t]) * c
+                seg = pad[m + r + oy[i, t], b0 : b0 + wc]
                 kt = k[t]
                 if t == 0:
                     for j in range(wc):
-                        acc[j] = row[b0 + j] * kt
+                        acc[j] = seg[j] * kt
                 else:
                     for j in range(wc):
-                        acc[j] = acc[j] + row[b0 + j] * kt
-            for j in range(wc):
-                q = np.floor(min(max(acc[j], 0.0), 65535.0) + 0.5)
-                out[i, r, j // c, j % c] = np.uint8(np.int64(q) // 257)
+                        acc[j] = acc[j] + seg[j] * kt
+            _quantize_q16(acc, oi[r])
 
 
 # ----------------------------------------------------------------------------------------------
