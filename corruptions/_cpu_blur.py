@@ -20,17 +20,19 @@ ZOOM_SUB = 16  # images per step in the batch-innermost layout (the float64 copy
 
 
 @kernel
-def _zoom_load(x, s0, nb, x32, x64):
+def _zoom_load(x, s0, nb, lut32, x32, x64):
     """Images s0 .. s0+nb of x (N, H, W, C) uint8 into the batch-innermost (H, W, nb*C) buffers:
-    x32 = float32(x / 255.) (float64 true division, then rounded), x64 = x32 widened."""
+    x32 = float32(x / 255.) (``lut32``: float64 true division, then rounded), x64 = x32 widened."""
     _, h, w, c = x.shape
-    for i in range(nb):
-        for r in range(h):
-            for q in range(w):
+    for r in range(h):
+        for q in range(w):
+            d32, d64 = x32[r, q], x64[r, q]
+            for i in range(nb):
+                px = x[s0 + i, r, q]
                 for k in range(c):
-                    v = np.float32(x[s0 + i, r, q, k] / 255.0)
-                    x32[r, q, i * c + k] = v
-                    x64[r, q, i * c + k] = np.float64(v)
+                    v = lut32[px[k]]
+                    d32[i * c + k] = v
+                    d64[i * c + k] = np.float64(v)
 
 
 @kernel
@@ -61,35 +63,41 @@ def _zoom_row(x64, nbc, g, r, rows, wrows, cols, wcols, valid, zrow):
 
 
 @kernel
-def _zoom_finish(x32, acc, r, nbc, div, s0, c, out):
+def _zoom_finish(x32, acc, r, nb, div, s0, tmp, out):
     """``floor_u8((x32 + acc) / div)`` in float32 for row r, written back to (N, H, W, C) at image s0."""
     one, zero, scale = np.float32(1.0), np.float32(0.0), np.float32(255.0)
+    c = out.shape[3]
     for q in range(acc.shape[0]):
-        for b in range(nbc):
-            y = (x32[r, q, b] + acc[q, b]) / div
-            y = min(max(y, zero), one) * scale
-            out[s0 + b // c, r, q, b % c] = np.uint8(np.int32(y))
+        xq, aq = x32[r, q], acc[q]
+        for b in range(nb * c):
+            y = (xq[b] + aq[b]) / div
+            tmp[b] = np.uint8(np.int32(min(max(y, zero), one) * scale))
+        for i in range(nb):
+            px = out[s0 + i, r, q]
+            for k in range(c):
+                px[k] = tmp[i * c + k]
 
 
 @kernel
-def zoom_blur_kernel(x, seq, rows, wrows, cols, wcols, valid, div, out):
+def zoom_blur_kernel(x, lut32, seq, rows, wrows, cols, wcols, valid, div, out):
     """``blur.zoom_blur`` on (N, H, W, C) uint8 x, into out (same shape, uint8).
 
     seq[f] is the geometry of factor f (-1: identity, the image itself); rows/cols (G, 2, H|W) int64 and
     wrows/wcols (G, 2, H|W) float64 are ``_ops.clipped_zoom_axis`` (neighbour 0, neighbour 1), valid
     (G, 2, max(H, W)) its validity as 0/1 (-1 in [g, 0, 0]: all valid). Per row, out = float32 sum over
     the factors in order (from 0) of each zoom; a zoom repeated by consecutive factors is computed once.
-    ``div`` = float32(number of factors + 1)."""
+    ``div`` = float32(number of factors + 1); ``lut32[v]`` = float32(v / 255.)."""
     n, h, w, c = x.shape
     sub = min(n, ZOOM_SUB)
     x32 = np.empty((h, w, sub * c), np.float32)
     x64 = np.empty((h, w, sub * c), np.float64)
     acc = np.empty((w, sub * c), np.float32)
     zrow = np.empty((w, sub * c), np.float32)
+    tmp = np.empty(sub * c, np.uint8)
     for s0 in range(0, n, sub):
         nb = min(sub, n - s0)
         nbc = nb * c
-        _zoom_load(x, s0, nb, x32, x64)
+        _zoom_load(x, s0, nb, lut32, x32, x64)
         for r in range(h):
             acc[:, :] = 0.0
             prev = -2
@@ -102,7 +110,7 @@ def zoom_blur_kernel(x, seq, rows, wrows, cols, wcols, valid, div, out):
                     for b in range(nbc):
                         acc[q, b] += src[q, b]
                 prev = g
-            _zoom_finish(x32, acc, r, nbc, div, s0, c, out)
+            _zoom_finish(x32, acc, r, nb, div, s0, tmp, out)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -231,11 +231,14 @@ def _zoom_cpu_tables(h: int, w: int, factors: tuple):
     return np.array(seq, np.int64), rows, wrows, cols, wcols, valid
 
 
+_UNIT32 = (np.arange(256) / 255.0).astype(np.float32)  # float32(v / 255.) for every byte v
+
+
 def _zoom_blur_cpu(x: torch.Tensor, factors) -> torch.Tensor:
     n, h, w, c = x.shape
     tables = _zoom_cpu_tables(h, w, tuple(float(z) for z in factors))
     out = np.empty((n, h, w, c), np.uint8)
-    zoom_blur_kernel(x.contiguous().numpy(), *tables, np.float32(len(factors) + 1), out)
+    zoom_blur_kernel(x.contiguous().numpy(), _UNIT32, *tables, np.float32(len(factors) + 1), out)
     return torch.from_numpy(out)
 
 
