@@ -35,7 +35,8 @@ def gaussian_blur(x: torch.Tensor, sigma: float, rng=None) -> torch.Tensor:
     if x.device.type != "cpu" or x.numel() == 0 or sigma <= 1e-15:
         return gaussian_blur_torch(x, sigma)
     out = np.empty(tuple(x.shape), np.uint8)
-    gaussian_blur_kernel(x.contiguous().numpy(), *gaussian_tables(float(sigma), 4.0, x.shape[1], x.shape[2], "nearest"), out)
+    tables = gaussian_tables(float(sigma), 4.0, x.shape[1], x.shape[2], "nearest")
+    gaussian_blur_kernel(x.contiguous().numpy(), *tables, out)
     return torch.from_numpy(out)
 
 
