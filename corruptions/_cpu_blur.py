@@ -99,7 +99,7 @@ def zoom_blur_kernel(x, lut32, seq, rows, wrows, cols, wcols, valid, div, out):
         nbc = nb * c
         _zoom_load(x, s0, nb, lut32, x32, x64)
         for r in range(h):
-            acc[:, :] = 0.0
+            acc.fill(0.0)
             prev = -2
             for f in range(seq.shape[0]):
                 g = seq[f]
@@ -138,10 +138,15 @@ def _motion_pad(x, i, pt, pb, pl, pr, m, pad):
             for k in range(c):
                 right[q * c + k] = last[k]
     lo, hi = (m - pl) * c, (m + w + pr) * c
+    top, bottom = pad[m, lo:hi], pad[m + h - 1, lo:hi]
     for rr in range(pt):
-        pad[m - 1 - rr, lo:hi] = pad[m, lo:hi]
+        row = pad[m - 1 - rr, lo:hi]
+        for j in range(hi - lo):
+            row[j] = top[j]
     for rr in range(pb):
-        pad[m + h + rr, lo:hi] = pad[m + h - 1, lo:hi]
+        row = pad[m + h + rr, lo:hi]
+        for j in range(hi - lo):
+            row[j] = bottom[j]
 
 
 @kernel
@@ -169,8 +174,10 @@ def motion_blur_kernel(x, k, ox, oy, out):
     acc = np.empty(w * c, np.float64)
     wc = w * c
     for i in range(n):
-        pt, pb = max(0, -oy[i].min()), max(0, oy[i].max())
-        pl, pr = max(0, -ox[i].min()), max(0, ox[i].max())
+        pt = pb = pl = pr = 0
+        for t in range(width):
+            pt, pb = max(pt, -oy[i, t]), max(pb, oy[i, t])
+            pl, pr = max(pl, -ox[i, t]), max(pr, ox[i, t])
         _motion_pad(x, i, pt, pb, pl, pr, m, pad)
         oi = out[i].reshape((h, wc))
         for r in range(h):
@@ -274,7 +281,8 @@ def _glass_shuffle(img, choices, i, tmp):
     w = ww + 2
     c = img.shape[0] // ((hh + 2) * w)
     for it in range(choices.shape[1]):
-        tmp[:] = img
+        for j in range(img.shape[0]):
+            tmp[j] = img[j]
         for a in range(hh):
             cr = choices[i, it, a]
             dst = img[((a + 2) * w + 2) * c : ((a + 3) * w) * c]
