@@ -41,7 +41,7 @@ def _zoom_row(x64, nbc, g, r, rows, wrows, cols, wcols, valid, zrow):
 
     Per output (r, q): with p = x64[row, col], t = ((p00*wy0)*wx0 + (p01*wy0)*wx1) + (p10*wy1)*wx0, then
     + (p11*wy1)*wx1 (neighbours in C order), times vy*vx if the geometry has an invalid coordinate
-    (``valid[g, 0]`` < 0 means all valid), rounded to float32."""
+    (``valid[g, 0, 0]`` < 0 means all valid), rounded to float32."""
     r0, r1 = rows[g, 0, r], rows[g, 1, r]
     a0, a1 = wrows[g, 0, r], wrows[g, 1, r]
     for q in range(zrow.shape[0]):
