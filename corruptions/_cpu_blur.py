@@ -37,11 +37,12 @@ def _zoom_load(x, s0, nb, lut32, x32, x64):
 
 @kernel
 def _zoom_row(x64, nbc, g, r, rows, wrows, cols, wcols, valid, zrow):
-    """Row r of SciPy's order-1 ``clipped_zoom`` (``_ops.clipped_zoom_hwb``) for geometry g, as float32.
+    """Row r of SciPy's order-1 ``clipped_zoom`` (``_ops.clipped_zoom_hwb``) for geometry g into zrow (W, B),
+    rounded to zrow's dtype (float32 for zoom_blur, like SciPy's float32 output; float64: exact).
 
     Per output (r, q): with p = x64[row, col], t = ((p00*wy0)*wx0 + (p01*wy0)*wx1) + (p10*wy1)*wx0, then
     + (p11*wy1)*wx1 (neighbours in C order), times vy*vx if the geometry has an invalid coordinate
-    (``valid[g, 0, 0]`` < 0 means all valid), rounded to float32."""
+    (``valid[g, 0, 0]`` < 0 means all valid)."""
     r0, r1 = rows[g, 0, r], rows[g, 1, r]
     a0, a1 = wrows[g, 0, r], wrows[g, 1, r]
     for q in range(zrow.shape[0]):
@@ -53,13 +54,21 @@ def _zoom_row(x64, nbc, g, r, rows, wrows, cols, wcols, valid, zrow):
             for b in range(nbc):
                 t = (p00[b] * a0) * u0 + (p01[b] * a0) * u1
                 t = t + (p10[b] * a1) * u0
-                zq[b] = np.float32(t + (p11[b] * a1) * u1)
+                zq[b] = t + (p11[b] * a1) * u1  # the store rounds to zq's dtype
         else:
             m = valid[g, 0, r] * valid[g, 1, q]
             for b in range(nbc):
                 t = (p00[b] * a0) * u0 + (p01[b] * a0) * u1
                 t = t + (p10[b] * a1) * u0
-                zq[b] = np.float32((t + (p11[b] * a1) * u1) * m)
+                zq[b] = (t + (p11[b] * a1) * u1) * m
+
+
+@kernel
+def clipped_zoom_kernel(xt, rows, wrows, cols, wcols, valid, out):
+    """``_ops.clipped_zoom_hwb`` of float64 xt (H, W, B) into out (same shape, float64): geometry 0 of the
+    tables (``_ops.clipped_zoom_tables``), row by row with :func:`_zoom_row`."""
+    for r in range(out.shape[0]):
+        _zoom_row(xt, out.shape[2], 0, r, rows, wrows, cols, wcols, valid, out[r])
 
 
 @kernel

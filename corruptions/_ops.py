@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ._cpu_blur import gaussian_f64_kernel, motion_blur_kernel
+from ._cpu_blur import clipped_zoom_kernel, gaussian_f64_kernel, motion_blur_kernel
 
 # ----------------------------------------------------------------------------------------------
 # conversions
@@ -262,16 +262,46 @@ def _zoom_tables(h: int, w: int, zoom: float, device: str):
     return rows, wrows, cols, wcols, mask
 
 
+@lru_cache(maxsize=None)
+def clipped_zoom_tables(h: int, w: int, zooms: tuple):
+    """``clipped_zoom_axis`` of both axes for each zoom, as the compiled kernels take them: rows, cols
+    (G, 2, H|W) int64 and wrows, wcols (G, 2, H|W) float64, stacked as (neighbour 0, neighbour 1); valid
+    (G, 2, max(H, W)) the validity as 0/1, with -1 in [g, 0, 0] where all are valid (no mask multiply)."""
+    g, m = max(1, len(zooms)), max(h, w)
+    rows, cols = np.zeros((g, 2, h), np.int64), np.zeros((g, 2, w), np.int64)
+    wrows, wcols = np.zeros((g, 2, h)), np.zeros((g, 2, w))
+    valid = np.ones((g, 2, m))
+    for i, z in enumerate(zooms):
+        ry0, ry1, wy0, wy1, vy = clipped_zoom_axis(h, z)
+        rx0, rx1, wx0, wx1, vx = clipped_zoom_axis(w, z)
+        rows[i], wrows[i], cols[i], wcols[i] = (ry0, ry1), (wy0, wy1), (rx0, rx1), (wx0, wx1)
+        valid[i, 0, :h], valid[i, 1, :w] = vy, vx
+        if vy.all() and vx.all():
+            valid[i, 0, 0] = -1.0
+    return rows, wrows, cols, wcols, valid
+
+
 def clipped_zoom_hwb(xt: torch.Tensor, zoom: float) -> torch.Tensor:
     """Reference ``clipped_zoom`` on a batch-innermost float64 tensor (H, W, B), B = images x channels.
 
     For square images this is the reference exactly (it uses the row count for both axes; non-square
     images are cropped per axis). The interpolation reproduces SciPy's order-1 ``zoom``: in float64,
     t = sum over the 2x2 neighbours in C order of ((p * wy) * wx). The caller casts the result to the
-    input dtype (SciPy writes float32 output for float32 input). Batch-innermost layout makes both
-    gathers contiguous block copies; both row neighbours (and both column neighbours) are gathered and
-    weighted in one call each.
+    input dtype (SciPy writes float32 output for float32 input). On the CPU a compiled kernel
+    (``_cpu_blur.clipped_zoom_kernel``), elsewhere :func:`clipped_zoom_hwb_torch`.
     """
+    if xt.device.type != "cpu" or xt.dtype != torch.float64 or xt.numel() == 0:
+        return clipped_zoom_hwb_torch(xt, zoom)
+    h, w, _ = xt.shape
+    out = np.empty(tuple(xt.shape), np.float64)
+    clipped_zoom_kernel(xt.contiguous().numpy(), *clipped_zoom_tables(h, w, (float(zoom),)), out)
+    return torch.from_numpy(out)
+
+
+def clipped_zoom_hwb_torch(xt: torch.Tensor, zoom: float) -> torch.Tensor:
+    """:func:`clipped_zoom_hwb` with torch operations (the CUDA path; on CPU, the tests' reference).
+    Batch-innermost layout makes both gathers contiguous block copies; both row neighbours (and both
+    column neighbours) are gathered and weighted in one call each."""
     h, w, _ = xt.shape
     rows, wrows, cols, wcols, mask = _zoom_tables(h, w, float(zoom), str(xt.device))
     a = xt.index_select(0, rows).mul_(wrows)  # (2H, W, B): p * wy for neighbour rows 0 and 1

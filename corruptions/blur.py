@@ -8,8 +8,8 @@ import torch
 
 from ._cpu_blur import defocus_blur_kernel, gaussian_blur_kernel, glass_blur_kernel, zoom_blur_kernel
 from ._ops import (
-    clipped_zoom_axis,
-    clipped_zoom_hwb,
+    clipped_zoom_hwb_torch,
+    clipped_zoom_tables,
     ext_index,
     floor_u8,
     from_hwb,
@@ -208,9 +208,9 @@ _ZOOM_SUBCHUNK = 8  # images per step in the batch-innermost layout (the five fl
 
 @lru_cache(maxsize=None)
 def _zoom_cpu_tables(h: int, w: int, factors: tuple):
-    """Tables of :func:`_cpu_blur.zoom_blur_kernel`: the factor -> geometry sequence (-1: identity) and,
-    per distinct geometry, ``clipped_zoom_axis`` of both axes stacked as (neighbour 0, neighbour 1)."""
-    keys, seq, axes = [], [], []
+    """Tables of :func:`_cpu_blur.zoom_blur_kernel`: the factor -> geometry sequence (-1: identity) and
+    ``clipped_zoom_tables`` of one factor per distinct geometry (equal geometries sample identically)."""
+    keys, seq, reps = [], [], []
     for z in factors:
         key = zoom_geometry(h, w, z)
         if is_identity_zoom(h, w, z):
@@ -218,18 +218,9 @@ def _zoom_cpu_tables(h: int, w: int, factors: tuple):
             continue
         if key not in keys:
             keys.append(key)
-            axes.append((clipped_zoom_axis(h, float(z)), clipped_zoom_axis(w, float(z))))
+            reps.append(float(z))
         seq.append(keys.index(key))
-    g, m = max(1, len(axes)), max(h, w)
-    rows, cols = np.zeros((g, 2, h), np.int64), np.zeros((g, 2, w), np.int64)
-    wrows, wcols = np.zeros((g, 2, h)), np.zeros((g, 2, w))
-    valid = np.ones((g, 2, m))
-    for i, ((ry0, ry1, wy0, wy1, vy), (rx0, rx1, wx0, wx1, vx)) in enumerate(axes):
-        rows[i], wrows[i], cols[i], wcols[i] = (ry0, ry1), (wy0, wy1), (rx0, rx1), (wx0, wx1)
-        valid[i, 0, :h], valid[i, 1, :w] = vy, vx
-        if vy.all() and vx.all():
-            valid[i, 0, 0] = -1.0  # no mask multiply (the torch path multiplies only when one is invalid)
-    return np.array(seq, np.int64), rows, wrows, cols, wcols, valid
+    return (np.array(seq, np.int64),) + clipped_zoom_tables(h, w, tuple(reps))
 
 
 _UNIT32 = (np.arange(256) / 255.0).astype(np.float32)  # float32(v / 255.) for every byte v
@@ -269,7 +260,7 @@ def zoom_blur_torch(x: torch.Tensor, factors) -> torch.Tensor:
     for z in factors:
         key = zoom_geometry(h, w, z)
         if key not in cache:
-            cache[key] = x32 if is_identity_zoom(h, w, z) else clipped_zoom_hwb(x64, z).to(torch.float32)
+            cache[key] = x32 if is_identity_zoom(h, w, z) else clipped_zoom_hwb_torch(x64, z).to(torch.float32)
         out.add_(cache[key])
     y = (x32 + out) / float(len(factors) + 1)
     return floor_u8(from_hwb(y, n, c))

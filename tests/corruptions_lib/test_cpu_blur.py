@@ -139,3 +139,14 @@ def test_defocus_blur_kernel_equals_torch(shape):
 def test_defocus_blur_kernel_equals_torch_real(real):
     for params in P["defocus_blur"]:
         assert torch.equal(blur.defocus_blur(real, params), blur.defocus_blur_torch(real, params))
+
+
+def test_clipped_zoom_kernel_equals_torch():
+    """``_ops.clipped_zoom_hwb`` (snow's layer) on float64 (H, W, B) of any sign, including a geometry
+    with coordinates beyond the crop (the mask) and non-square planes."""
+    g = torch.Generator().manual_seed(11)
+    for h, w, zooms in ((32, 32, (1.0, 1.02, 1.05, 1.5, 2.0, 4.0)), (36, 36, (1.2000000000000002,)),
+                        (26, 30, (1.7400000000000007, 1.3)), (7, 5, (1.1, 2.5))):
+        xt = torch.randn(h, w, 40, dtype=torch.float64, generator=g) * 0.3 + 0.4
+        for z in zooms:
+            assert torch.equal(_ops.clipped_zoom_hwb(xt, z), _ops.clipped_zoom_hwb_torch(xt, z))
