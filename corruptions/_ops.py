@@ -14,6 +14,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from ._cpu_blur import clipped_zoom_kernel, gaussian_f64_kernel, motion_blur_kernel
+
 # ----------------------------------------------------------------------------------------------
 # conversions
 
@@ -145,11 +147,33 @@ def scipy_correlate1d_sym(x: torch.Tensor, weights: np.ndarray, dim: int, mode: 
     return out
 
 
+@lru_cache(maxsize=None)
+def gaussian_tables(sigma: float, truncate: float, h: int, w: int, mode: str):
+    """Weights and the (H + 2r) / (W + 2r) boundary index maps of the compiled SciPy filter."""
+    wts = scipy_gaussian_weights(sigma, truncate)
+    r = len(wts) // 2
+    return wts, ext_index(h, r, r, mode).astype(np.int64), ext_index(w, r, r, mode).astype(np.int64)
+
+
 def scipy_gaussian(x: torch.Tensor, sigma: float, dims=(1, 2), mode: str = "nearest", truncate: float = 4.0):
     """``scipy.ndimage.gaussian_filter`` (as called by ``skimage.filters.gaussian``) over ``dims``, float64.
 
     Axes are filtered in increasing order; sigma <= 1e-15 skips the filter (identity), as SciPy does.
+    On the CPU, (N, H, W[, C]) float64 over (1, 2) runs as ``_cpu_blur.gaussian_f64_kernel``.
     """
+    if sigma <= 1e-15:
+        return x
+    if (x.device.type == "cpu" and tuple(dims) == (1, 2) and x.dim() in (3, 4) and x.dtype == torch.float64
+            and x.numel() > 0):
+        x4 = x.contiguous().numpy().reshape(tuple(x.shape[:3]) + (-1,))
+        out = np.empty_like(x4)
+        gaussian_f64_kernel(x4, *gaussian_tables(float(sigma), float(truncate), x4.shape[1], x4.shape[2], mode), out)
+        return torch.from_numpy(out.reshape(tuple(x.shape)))
+    return scipy_gaussian_torch(x, sigma, dims, mode, truncate)
+
+
+def scipy_gaussian_torch(x: torch.Tensor, sigma: float, dims=(1, 2), mode: str = "nearest", truncate: float = 4.0):
+    """:func:`scipy_gaussian` with torch operations (the CUDA path; on CPU, the tests' reference)."""
     if sigma <= 1e-15:
         return x
     w = scipy_gaussian_weights(sigma, truncate)
@@ -238,16 +262,46 @@ def _zoom_tables(h: int, w: int, zoom: float, device: str):
     return rows, wrows, cols, wcols, mask
 
 
+@lru_cache(maxsize=None)
+def clipped_zoom_tables(h: int, w: int, zooms: tuple):
+    """``clipped_zoom_axis`` of both axes for each zoom, as the compiled kernels take them: rows, cols
+    (G, 2, H|W) int64 and wrows, wcols (G, 2, H|W) float64, stacked as (neighbour 0, neighbour 1); valid
+    (G, 2, max(H, W)) the validity as 0/1, with -1 in [g, 0, 0] where all are valid (no mask multiply)."""
+    g, m = max(1, len(zooms)), max(h, w)
+    rows, cols = np.zeros((g, 2, h), np.int64), np.zeros((g, 2, w), np.int64)
+    wrows, wcols = np.zeros((g, 2, h)), np.zeros((g, 2, w))
+    valid = np.ones((g, 2, m))
+    for i, z in enumerate(zooms):
+        ry0, ry1, wy0, wy1, vy = clipped_zoom_axis(h, z)
+        rx0, rx1, wx0, wx1, vx = clipped_zoom_axis(w, z)
+        rows[i], wrows[i], cols[i], wcols[i] = (ry0, ry1), (wy0, wy1), (rx0, rx1), (wx0, wx1)
+        valid[i, 0, :h], valid[i, 1, :w] = vy, vx
+        if vy.all() and vx.all():
+            valid[i, 0, 0] = -1.0
+    return rows, wrows, cols, wcols, valid
+
+
 def clipped_zoom_hwb(xt: torch.Tensor, zoom: float) -> torch.Tensor:
     """Reference ``clipped_zoom`` on a batch-innermost float64 tensor (H, W, B), B = images x channels.
 
     For square images this is the reference exactly (it uses the row count for both axes; non-square
     images are cropped per axis). The interpolation reproduces SciPy's order-1 ``zoom``: in float64,
     t = sum over the 2x2 neighbours in C order of ((p * wy) * wx). The caller casts the result to the
-    input dtype (SciPy writes float32 output for float32 input). Batch-innermost layout makes both
-    gathers contiguous block copies; both row neighbours (and both column neighbours) are gathered and
-    weighted in one call each.
+    input dtype (SciPy writes float32 output for float32 input). On the CPU a compiled kernel
+    (``_cpu_blur.clipped_zoom_kernel``), elsewhere :func:`clipped_zoom_hwb_torch`.
     """
+    if xt.device.type != "cpu" or xt.dtype != torch.float64 or xt.numel() == 0:
+        return clipped_zoom_hwb_torch(xt, zoom)
+    h, w, _ = xt.shape
+    out = np.empty(tuple(xt.shape), np.float64)
+    clipped_zoom_kernel(xt.contiguous().numpy(), *clipped_zoom_tables(h, w, (float(zoom),)), out)
+    return torch.from_numpy(out)
+
+
+def clipped_zoom_hwb_torch(xt: torch.Tensor, zoom: float) -> torch.Tensor:
+    """:func:`clipped_zoom_hwb` with torch operations (the CUDA path; on CPU, the tests' reference).
+    Batch-innermost layout makes both gathers contiguous block copies; both row neighbours (and both
+    column neighbours) are gathered and weighted in one call each."""
     h, w, _ = xt.shape
     rows, wrows, cols, wcols, mask = _zoom_tables(h, w, float(zoom), str(xt.device))
     a = xt.index_select(0, rows).mul_(wrows)  # (2H, W, B): p * wy for neighbour rows 0 and 1
@@ -309,14 +363,25 @@ def im_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.
 
     Per pixel: v = sum_i k_i * 257*p(x + ox_i, y + oy_i) with edge clamping, accumulated in IM's order in
     float64; Q16 ClampToQuantum q = floor(v + 0.5); 8-bit output floor(q * 255 / 65535) = q // 257.
+    On the CPU a compiled kernel (``_cpu_blur.motion_blur_kernel``), elsewhere :func:`im_motion_blur_torch`.
     """
+    if x.device.type != "cpu" or x.numel() == 0:
+        return im_motion_blur_torch(x, radius, sigma, angles_deg)
+    k = im_motion_kernel(radius, sigma)
+    ox, oy = im_motion_offsets(len(k), np.asarray(angles_deg, dtype=np.float64).reshape(-1))
+    out = np.empty(tuple(x.shape), np.uint8)
+    motion_blur_kernel(x.contiguous().numpy(), k, ox, oy, out)
+    return torch.from_numpy(out)
+
+
+def im_motion_blur_torch(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.ndarray) -> torch.Tensor:
+    """:func:`im_motion_blur` with torch operations (the CUDA path; on CPU, the tests' reference)."""
     n, h, w, c = x.shape
-    if x.device.type == "cpu":
-        return _im_motion_blur_runs(x, radius, sigma, angles_deg)
     step = max(1, _MOTION_SUBCHUNK_PX // (h * w * c))
     if n > step and x.device.type == "cpu":
         a = np.asarray(angles_deg)
-        return torch.cat([im_motion_blur(x[s : s + step], radius, sigma, a[s : s + step]) for s in range(0, n, step)])
+        return torch.cat([im_motion_blur_torch(x[s : s + step], radius, sigma, a[s : s + step])
+                          for s in range(0, n, step)])
     k = im_motion_kernel(radius, sigma)
     ox, oy = im_motion_offsets(len(k), angles_deg)
     dev = x.device
@@ -337,54 +402,6 @@ def im_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.
     q = acc.clamp_(0.0, 65535.0).add_(0.5).floor_()
     out = torch.div(q, 257.0, rounding_mode="floor").to(torch.uint8)  # (N, C, H, W)
     return out.permute(0, 2, 3, 1).contiguous()
-
-
-def _im_motion_blur_runs(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.ndarray) -> torch.Tensor:
-    """:func:`im_motion_blur` on the CPU, same arithmetic (v = sum over taps in order of k_i * 257*p, then
-    the same quantisation), without a per-element gather.
-
-    Edge clamping is an edge-replicated padding; tap i of an image is then a plain shifted window. Images
-    are sorted by angle, so images whose tap i has the same offset form contiguous runs, and each run is
-    one strided multiply and one add per tap.
-    """
-    n, h, w, c = x.shape
-    k = im_motion_kernel(radius, sigma)
-    a = np.asarray(angles_deg, dtype=np.float64)
-    ox, oy = im_motion_offsets(len(k), a)
-    perm = np.argsort(a, kind="stable")
-    ox, oy = ox[perm], oy[perm]
-    pt, pb = max(0, -int(oy.min())), max(0, int(oy.max()))
-    pl, pr = max(0, -int(ox.min())), max(0, int(ox.max()))
-    xs = x.index_select(0, torch.as_tensor(perm)).permute(0, 3, 1, 2).contiguous()
-    xs = _lut("u257", x.device).take(xs.to(torch.int64))  # 257 * p as float64 (exact)
-    pad = torch.nn.functional.pad(xs, (pl, pr, pt, pb), mode="replicate")  # (N, C, H + pt + pb, W + pl + pr)
-    hp, wp = pad.shape[2], pad.shape[3]
-    acc = pad[:, :, pt : pt + h, pl : pl + w].mul(float(k[0]))  # tap 0 is the pixel itself
-    tmp = torch.empty_like(acc)
-    flat = pad.reshape(-1)
-    pattern = (torch.arange(h).view(h, 1) * wp + torch.arange(w).view(1, w)).view(1, 1, h * w)
-    base = torch.arange(n * c).view(n, c, 1) * (hp * wp) + pattern  # (N, C, H*W) window at offset (0, 0)
-    idx = torch.empty_like(base)
-    max_runs = n * c * h * w // 6000  # beyond this many runs one gather is cheaper than the run ops
-    for i in range(1, len(k)):
-        oxi, oyi = ox[:, i], oy[:, i]
-        cuts = np.flatnonzero((oxi[1:] != oxi[:-1]) | (oyi[1:] != oyi[:-1])) + 1
-        ki = float(k[i])
-        if len(cuts) >= max_runs:
-            off = torch.as_tensor((pt + oyi) * wp + (pl + oxi)).view(n, 1, 1)
-            torch.take(flat, torch.add(base, off, out=idx), out=tmp.view(n, c, h * w)).mul_(ki)
-            acc.add_(tmp)
-            continue
-        bounds = [0, *cuts.tolist(), n]
-        for s0, s1 in zip(bounds[:-1], bounds[1:]):
-            r0, c0 = pt + int(oyi[s0]), pl + int(oxi[s0])
-            t = torch.mul(pad[s0:s1, :, r0 : r0 + h, c0 : c0 + w], ki, out=tmp[s0:s1])
-            acc[s0:s1].add_(t)
-    q = acc.clamp_(0.0, 65535.0).add_(0.5).floor_()
-    out = torch.div(q, 257.0, rounding_mode="floor").to(torch.uint8)  # (N, C, H, W), sorted order
-    inv = np.empty_like(perm)
-    inv[perm] = np.arange(n)
-    return out.index_select(0, torch.as_tensor(inv)).permute(0, 2, 3, 1).contiguous()
 
 
 # ----------------------------------------------------------------------------------------------

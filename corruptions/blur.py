@@ -6,14 +6,17 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from ._cpu_blur import defocus_blur_kernel, gaussian_blur_kernel, glass_blur_kernel, zoom_blur_kernel
 from ._ops import (
-    clipped_zoom_hwb,
+    clipped_zoom_hwb_torch,
+    clipped_zoom_tables,
     ext_index,
     floor_u8,
     from_hwb,
+    gaussian_tables,
     im_motion_blur,
     is_identity_zoom,
-    scipy_gaussian,
+    scipy_gaussian_torch,
     take_pixels_hwc,
     to_hwb,
     u8_to_unit64,
@@ -27,8 +30,18 @@ from .rng import KeyedRandom
 
 def gaussian_blur(x: torch.Tensor, sigma: float, rng=None) -> torch.Tensor:
     """skimage ``gaussian(x/255., sigma, multichannel=True)``: SciPy separable Gaussian over H then W
-    (mode 'nearest', truncate 4, float64, SciPy's summation order), clip, x255, floor. Bit-exact."""
-    return floor_u8(scipy_gaussian(u8_to_unit64(x), sigma, dims=(1, 2), mode="nearest", truncate=4.0))
+    (mode 'nearest', truncate 4, float64, SciPy's summation order), clip, x255, floor. Bit-exact.
+    On the CPU one compiled pass (``_cpu_blur.gaussian_blur_kernel``), elsewhere :func:`gaussian_blur_torch`."""
+    if x.device.type != "cpu" or x.numel() == 0 or sigma <= 1e-15:
+        return gaussian_blur_torch(x, sigma)
+    out = np.empty(tuple(x.shape), np.uint8)
+    tables = gaussian_tables(float(sigma), 4.0, x.shape[1], x.shape[2], "nearest")
+    gaussian_blur_kernel(x.contiguous().numpy(), *tables, out)
+    return torch.from_numpy(out)
+
+
+def gaussian_blur_torch(x: torch.Tensor, sigma: float) -> torch.Tensor:
+    return floor_u8(scipy_gaussian_torch(u8_to_unit64(x), sigma, dims=(1, 2), mode="nearest", truncate=4.0))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -63,16 +76,30 @@ def glass_shuffle(x: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
 def glass_choices(rng: KeyedRandom, iterations: int, h: int, w: int) -> torch.Tensor:
     """(N, iterations, H-2, W-2) uniform choices in 0..3 (two fair {-1, 0} offsets per pixel and pass)."""
     u = rng.uniform(iterations * (h - 2) * (w - 2))
+    if u.device.type == "cpu":  # u > 0, so truncation is the floor: the same integers in one NumPy pass
+        return torch.from_numpy((u.numpy() * 4.0).astype(np.int64)).view(rng.n, iterations, h - 2, w - 2)
     return torch.floor(u * 4.0).to(torch.int64).view(rng.n, iterations, h - 2, w - 2)
 
 
 def glass_blur_apply(x: torch.Tensor, params, choices: torch.Tensor) -> torch.Tensor:
+    """Gaussian, uint8 truncation, :func:`glass_shuffle` with ``choices``, Gaussian, ``floor_u8``. On the
+    CPU one compiled pass (``_cpu_blur.glass_blur_kernel``), elsewhere :func:`glass_blur_apply_torch`."""
+    sigma = params[0]
+    if x.device.type != "cpu" or x.numel() == 0 or sigma <= 1e-15:
+        return glass_blur_apply_torch(x, params, choices)
+    out = np.empty(tuple(x.shape), np.uint8)
+    tables = gaussian_tables(float(sigma), 4.0, x.shape[1], x.shape[2], "nearest")
+    glass_blur_kernel(x.contiguous().numpy(), *tables, choices.to(torch.int64).contiguous().numpy(), out)
+    return torch.from_numpy(out)
+
+
+def glass_blur_apply_torch(x: torch.Tensor, params, choices: torch.Tensor) -> torch.Tensor:
     sigma, _max_delta, _iterations = params
     # np.uint8(gaussian(x/255., sigma) * 255): truncation to uint8 *before* the shuffle
-    y = scipy_gaussian(u8_to_unit64(x), sigma, dims=(1, 2), mode="nearest", truncate=4.0)
+    y = scipy_gaussian_torch(u8_to_unit64(x), sigma, dims=(1, 2), mode="nearest", truncate=4.0)
     y = (y * 255.0).floor_().clamp_(0, 255).to(torch.uint8)
     y = glass_shuffle(y, choices)
-    return floor_u8(scipy_gaussian(u8_to_unit64(y), sigma, dims=(1, 2), mode="nearest", truncate=4.0))
+    return floor_u8(scipy_gaussian_torch(u8_to_unit64(y), sigma, dims=(1, 2), mode="nearest", truncate=4.0))
 
 
 def glass_blur(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
@@ -102,6 +129,14 @@ def defocus_kernel(radius: float, alias_blur: float) -> np.ndarray:
     return cv2.GaussianBlur(disk, ksize=ksize, sigmaX=alias_blur)
 
 
+@lru_cache(maxsize=None)
+def defocus_taps(radius: float, alias_blur: float):
+    """The non-zero entries of :func:`defocus_kernel` in ``np.nonzero`` order: (dy, dx, float64 value)."""
+    k = defocus_kernel(radius, alias_blur)
+    r = k.shape[0] // 2
+    return tuple((int(i) - r, int(j) - r, float(k[i, j])) for i, j in zip(*np.nonzero(k)))
+
+
 def defocus_blur(x: torch.Tensor, params, rng=None) -> torch.Tensor:
     """cv2.filter2D(x/255., -1, kernel) per channel (BORDER_REFLECT_101), clip, x255, floor.
 
@@ -109,11 +144,25 @@ def defocus_blur(x: torch.Tensor, params, rng=None) -> torch.Tensor:
     filters a 17x17 kernel on CV_64F data through its DFT path, so the two sums differ by ~1e-16
     relative: a floor can differ only where 255*y lies within ~1e-13 of an integer. The kernels sum to
     1 + 1.4e-9 .. 1 + 4.5e-8 (float32 normalisation), which keeps flat regions clear of that edge; on
-    real CIFAR images no value differed (test bounds the rate).
+    real CIFAR images no value differed (test bounds the rate). On the CPU a compiled kernel
+    (``_cpu_blur.defocus_blur_kernel``), elsewhere :func:`defocus_blur_torch`: the same sums.
     """
-    k = defocus_kernel(*params)
-    r = k.shape[0] // 2
-    taps = [(i - r, j - r, float(k[i, j])) for i, j in zip(*np.nonzero(k))]
+    if x.device.type != "cpu" or x.numel() == 0:
+        return defocus_blur_torch(x, params)
+    taps = defocus_taps(*params)
+    pad = max(max(abs(dy), abs(dx)) for dy, dx, _ in taps)
+    n, h, w, c = x.shape
+    dys, dxs, vs = (np.array(col) for col in zip(*taps))
+    iy, ix = ext_index(h, pad, pad, "mirror"), ext_index(w, pad, pad, "mirror")
+    out = np.empty((n, h, w, c), np.uint8)
+    defocus_blur_kernel(x.contiguous().numpy(), dys.astype(np.int64), dxs.astype(np.int64), vs.astype(np.float64),
+                        iy.astype(np.int64), ix.astype(np.int64), out)
+    return torch.from_numpy(out)
+
+
+def defocus_blur_torch(x: torch.Tensor, params) -> torch.Tensor:
+    """:func:`defocus_blur` with torch operations (the CUDA path; on CPU, the tests' reference)."""
+    taps = defocus_taps(*params)
     pad = max(max(abs(dy), abs(dx)) for dy, dx, _ in taps)
     n, h, w, c = x.shape
     xt = to_hwb(u8_to_unit64(x))  # batch-innermost: every shifted window is a contiguous block
@@ -157,17 +206,53 @@ def motion_blur(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
 _ZOOM_SUBCHUNK = 8  # images per step in the batch-innermost layout (the five float64 buffers stay in L2)
 
 
+@lru_cache(maxsize=None)
+def _zoom_cpu_tables(h: int, w: int, factors: tuple):
+    """Tables of :func:`_cpu_blur.zoom_blur_kernel`: the factor -> geometry sequence (-1: identity) and
+    ``clipped_zoom_tables`` of one factor per distinct geometry (equal geometries sample identically)."""
+    keys, seq, reps = [], [], []
+    for z in factors:
+        key = zoom_geometry(h, w, z)
+        if is_identity_zoom(h, w, z):
+            seq.append(-1)
+            continue
+        if key not in keys:
+            keys.append(key)
+            reps.append(float(z))
+        seq.append(keys.index(key))
+    return (np.array(seq, np.int64),) + clipped_zoom_tables(h, w, tuple(reps))
+
+
+_UNIT32 = (np.arange(256) / 255.0).astype(np.float32)  # float32(v / 255.) for every byte v
+
+
+def _zoom_blur_cpu(x: torch.Tensor, factors) -> torch.Tensor:
+    n, h, w, c = x.shape
+    tables = _zoom_cpu_tables(h, w, tuple(float(z) for z in factors))
+    out = np.empty((n, h, w, c), np.uint8)
+    zoom_blur_kernel(x.contiguous().numpy(), _UNIT32, *tables, np.float32(len(factors) + 1), out)
+    return torch.from_numpy(out)
+
+
 def zoom_blur(x: torch.Tensor, factors, rng=None) -> torch.Tensor:
     """float32 pipeline: out = sum of clipped_zoom(x, z) over the factors (float32 accumulation in order),
     (x + out) / (n + 1), clip, x255, floor. Each zoom is SciPy's order-1 zoom of a top-left-anchored crop
     (computed in float64, rounded to float32 like SciPy's float32 output). Bit-exact.
 
     Factors with the same crop/output sizes (e.g. 1.02 and 1.03) give identical zooms; each distinct
-    one is computed once and added as often as the reference adds it, in the reference's order.
+    one is computed once and added as often as the reference adds it, in the reference's order. On the
+    CPU a compiled kernel (``_cpu_blur.zoom_blur_kernel``) does the same arithmetic.
     """
+    if x.device.type == "cpu" and x.numel() > 0:
+        return _zoom_blur_cpu(x, factors)
+    return zoom_blur_torch(x, factors)
+
+
+def zoom_blur_torch(x: torch.Tensor, factors) -> torch.Tensor:
+    """:func:`zoom_blur` with torch operations (the CUDA path; on CPU, the tests' reference)."""
     n, h, w, c = x.shape
     if n > _ZOOM_SUBCHUNK and x.device.type == "cpu":
-        return torch.cat([zoom_blur(x[s : s + _ZOOM_SUBCHUNK], factors) for s in range(0, n, _ZOOM_SUBCHUNK)])
+        return torch.cat([zoom_blur_torch(x[s : s + _ZOOM_SUBCHUNK], factors) for s in range(0, n, _ZOOM_SUBCHUNK)])
     x32 = to_hwb((x.to(torch.float64) / 255.0).to(torch.float32))  # (np.array(x) / 255.).astype(np.float32)
     x64 = x32.to(torch.float64)
     cache = {}
@@ -175,7 +260,7 @@ def zoom_blur(x: torch.Tensor, factors, rng=None) -> torch.Tensor:
     for z in factors:
         key = zoom_geometry(h, w, z)
         if key not in cache:
-            cache[key] = x32 if is_identity_zoom(h, w, z) else clipped_zoom_hwb(x64, z).to(torch.float32)
+            cache[key] = x32 if is_identity_zoom(h, w, z) else clipped_zoom_hwb_torch(x64, z).to(torch.float32)
         out.add_(cache[key])
     y = (x32 + out) / float(len(factors) + 1)
     return floor_u8(from_hwb(y, n, c))

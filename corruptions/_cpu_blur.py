@@ -1,0 +1,377 @@
+"""Compiled CPU loops of the blur corruptions (and of the ``_ops`` helpers they share).
+
+Each kernel reproduces, element by element, the IEEE operations of the torch implementation it replaces
+(which stays the CUDA path): the same operands, the same rounding steps and the same summation order, so
+the outputs are bit-identical (``tests/corruptions_lib/test_cpu_blur.py`` compares both on CPU tensors).
+Kernels take NumPy arrays (no torch), write into a caller-provided ``out`` and are single-threaded and
+nogil (``corrupt`` runs one chunk per worker thread). No transcendental is evaluated here: weights and
+offsets come precomputed from the Python side, as in the torch code.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import kernel
+
+# ----------------------------------------------------------------------------------------------
+# zoom_blur
+
+ZOOM_SUB = 16  # images per step in the batch-innermost layout (the float64 copy stays in L2)
+
+
+@kernel
+def _zoom_load(x, s0, nb, lut32, x32, x64):
+    """Images s0 .. s0+nb of x (N, H, W, C) uint8 into the batch-innermost (H, W, nb*C) buffers:
+    x32 = float32(x / 255.) (``lut32``: float64 true division, then rounded), x64 = x32 widened."""
+    _, h, w, c = x.shape
+    for r in range(h):
+        for q in range(w):
+            d32, d64 = x32[r, q], x64[r, q]
+            for i in range(nb):
+                px = x[s0 + i, r, q]
+                for k in range(c):
+                    v = lut32[px[k]]
+                    d32[i * c + k] = v
+                    d64[i * c + k] = np.float64(v)
+
+
+@kernel
+def _zoom_row(x64, nbc, g, r, rows, wrows, cols, wcols, valid, zrow):
+    """Row r of SciPy's order-1 ``clipped_zoom`` (``_ops.clipped_zoom_hwb``) for geometry g into zrow (W, B),
+    rounded to zrow's dtype (float32 for zoom_blur, like SciPy's float32 output; float64: exact).
+
+    Per output (r, q): with p = x64[row, col], t = ((p00*wy0)*wx0 + (p01*wy0)*wx1) + (p10*wy1)*wx0, then
+    + (p11*wy1)*wx1 (neighbours in C order), times vy*vx if the geometry has an invalid coordinate
+    (``valid[g, 0, 0]`` < 0 means all valid)."""
+    r0, r1 = rows[g, 0, r], rows[g, 1, r]
+    a0, a1 = wrows[g, 0, r], wrows[g, 1, r]
+    for q in range(zrow.shape[0]):
+        c0, c1 = cols[g, 0, q], cols[g, 1, q]
+        u0, u1 = wcols[g, 0, q], wcols[g, 1, q]
+        p00, p01, p10, p11 = x64[r0, c0], x64[r0, c1], x64[r1, c0], x64[r1, c1]
+        zq = zrow[q]
+        if valid[g, 0, 0] < 0.0:
+            for b in range(nbc):
+                t = (p00[b] * a0) * u0 + (p01[b] * a0) * u1
+                t = t + (p10[b] * a1) * u0
+                zq[b] = t + (p11[b] * a1) * u1  # the store rounds to zq's dtype
+        else:
+            m = valid[g, 0, r] * valid[g, 1, q]
+            for b in range(nbc):
+                t = (p00[b] * a0) * u0 + (p01[b] * a0) * u1
+                t = t + (p10[b] * a1) * u0
+                zq[b] = (t + (p11[b] * a1) * u1) * m
+
+
+@kernel
+def clipped_zoom_kernel(xt, rows, wrows, cols, wcols, valid, out):
+    """``_ops.clipped_zoom_hwb`` of float64 xt (H, W, B) into out (same shape, float64): geometry 0 of the
+    tables (``_ops.clipped_zoom_tables``), row by row with :func:`_zoom_row`."""
+    for r in range(out.shape[0]):
+        _zoom_row(xt, out.shape[2], 0, r, rows, wrows, cols, wcols, valid, out[r])
+
+
+@kernel
+def _zoom_finish(x32, acc, r, nb, div, s0, tmp, out):
+    """``floor_u8((x32 + acc) / div)`` in float32 for row r, written back to (N, H, W, C) at image s0."""
+    one, zero, scale = np.float32(1.0), np.float32(0.0), np.float32(255.0)
+    c = out.shape[3]
+    for q in range(acc.shape[0]):
+        xq, aq = x32[r, q], acc[q]
+        for b in range(nb * c):
+            y = (xq[b] + aq[b]) / div
+            tmp[b] = np.uint8(np.int32(min(max(y, zero), one) * scale))
+        for i in range(nb):
+            px = out[s0 + i, r, q]
+            for k in range(c):
+                px[k] = tmp[i * c + k]
+
+
+@kernel
+def zoom_blur_kernel(x, lut32, seq, rows, wrows, cols, wcols, valid, div, out):
+    """``blur.zoom_blur`` on (N, H, W, C) uint8 x, into out (same shape, uint8).
+
+    seq[f] is the geometry of factor f (-1: identity, the image itself); rows/cols (G, 2, H|W) int64 and
+    wrows/wcols (G, 2, H|W) float64 are ``_ops.clipped_zoom_axis`` (neighbour 0, neighbour 1), valid
+    (G, 2, max(H, W)) its validity as 0/1 (-1 in [g, 0, 0]: all valid). Per row, out = float32 sum over
+    the factors in order (from 0) of each zoom; a zoom repeated by consecutive factors is computed once.
+    ``div`` = float32(number of factors + 1); ``lut32[v]`` = float32(v / 255.)."""
+    n, h, w, c = x.shape
+    sub = min(n, ZOOM_SUB)
+    x32 = np.empty((h, w, sub * c), np.float32)
+    x64 = np.empty((h, w, sub * c), np.float64)
+    acc = np.empty((w, sub * c), np.float32)
+    zrow = np.empty((w, sub * c), np.float32)
+    tmp = np.empty(sub * c, np.uint8)
+    for s0 in range(0, n, sub):
+        nb = min(sub, n - s0)
+        nbc = nb * c
+        _zoom_load(x, s0, nb, lut32, x32, x64)
+        for r in range(h):
+            acc.fill(0.0)
+            prev = -2
+            for f in range(seq.shape[0]):
+                g = seq[f]
+                if g >= 0 and g != prev:
+                    _zoom_row(x64, nbc, g, r, rows, wrows, cols, wcols, valid, zrow)
+                src = x32[r] if g < 0 else zrow
+                for q in range(w):
+                    for b in range(nbc):
+                        acc[q, b] += src[q, b]
+                prev = g
+            _zoom_finish(x32, acc, r, nb, div, s0, tmp, out)
+
+
+# ----------------------------------------------------------------------------------------------
+# ImageMagick motion blur (motion_blur; snow's layer)
+
+
+@kernel
+def _motion_pad(x, i, pt, pb, pl, pr, m, pad):
+    """Image i of x (N, H, W, C) uint8 as 257 * p (float64, exact), edge-replicated by pt/pb rows and
+    pl/pr columns, into pad (H + 2m, (W + 2m) * C) with the image's (0, 0) at [m, m * C]."""
+    _, h, w, c = x.shape
+    wc = w * c
+    xi = x[i].reshape((h, wc))
+    for rr in range(h):
+        src, row = xi[rr], pad[m + rr]
+        inner = row[m * c : m * c + wc]
+        for j in range(wc):
+            inner[j] = np.float64(src[j]) * 257.0
+        left, right = row[(m - pl) * c : m * c], row[(m + w) * c : (m + w + pr) * c]
+        first, last = row[m * c : (m + 1) * c], row[(m + w - 1) * c : (m + w) * c]
+        for q in range(pl):
+            for k in range(c):
+                left[q * c + k] = first[k]
+        for q in range(pr):
+            for k in range(c):
+                right[q * c + k] = last[k]
+    lo, hi = (m - pl) * c, (m + w + pr) * c
+    top, bottom = pad[m, lo:hi], pad[m + h - 1, lo:hi]
+    for rr in range(pt):
+        row = pad[m - 1 - rr, lo:hi]
+        for j in range(hi - lo):
+            row[j] = top[j]
+    for rr in range(pb):
+        row = pad[m + h + rr, lo:hi]
+        for j in range(hi - lo):
+            row[j] = bottom[j]
+
+
+@kernel
+def _quantize_q16(acc, out_row):
+    """q = floor(min(max(v, 0), 65535) + 0.5) (Q16 ClampToQuantum), then q // 257 (8-bit)."""
+    for j in range(acc.shape[0]):
+        q = np.floor(min(max(acc[j], 0.0), 65535.0) + 0.5)
+        out_row[j] = np.uint8(np.int32(q) // 257)
+
+
+@kernel
+def motion_blur_kernel(x, k, ox, oy, out):
+    """``_ops.im_motion_blur`` (torch: ``im_motion_blur_torch``) on (N, H, W, C) uint8 x into out.
+
+    Per pixel and channel: v = p_0 * k_0, then v = v + p_i * k_i for taps i = 1 .. width-1 in order,
+    p_i = 257 * x[clamp(y + oy[n, i]), clamp(x + ox[n, i])] (edge clamping); q = floor(clamp(v, 0, 65535)
+    + 0.5) (Q16 ClampToQuantum); output q // 257 (8-bit). Offsets come from ``_ops.im_motion_offsets``."""
+    n, h, w, c = x.shape
+    width = k.shape[0]
+    m = 0
+    for i in range(n):
+        for t in range(width):
+            m = max(m, abs(ox[i, t]), abs(oy[i, t]))
+    pad = np.empty((h + 2 * m, (w + 2 * m) * c), np.float64)
+    acc = np.empty(w * c, np.float64)
+    wc = w * c
+    for i in range(n):
+        pt = pb = pl = pr = 0
+        for t in range(width):
+            pt, pb = max(pt, -oy[i, t]), max(pb, oy[i, t])
+            pl, pr = max(pl, -ox[i, t]), max(pr, ox[i, t])
+        _motion_pad(x, i, pt, pb, pl, pr, m, pad)
+        oi = out[i].reshape((h, wc))
+        for r in range(h):
+            for t in range(width):
+                b0 = (m + ox[i, t]) * c
+                seg = pad[m + r + oy[i, t], b0 : b0 + wc]
+                kt = k[t]
+                if t == 0:
+                    for j in range(wc):
+                        acc[j] = seg[j] * kt
+                else:
+                    for j in range(wc):
+                        acc[j] = acc[j] + seg[j] * kt
+            _quantize_q16(acc, oi[r])
+
+
+# ----------------------------------------------------------------------------------------------
+# SciPy gaussian_filter over (H, W): gaussian_blur, glass_blur, and ``_ops.scipy_gaussian``
+
+
+@kernel
+def _unit64(x, i, src):
+    """Image i of uint8 x (N, H, W, C) as ``u8_to_unit64`` (p / 255., true division) into src (H, W * C)."""
+    _, h, w, c = x.shape
+    xi = x[i].reshape((h, w * c))
+    for a in range(h):
+        for j in range(w * c):
+            src[a, j] = xi[a, j] / 255.0
+
+
+@kernel
+def _gauss_filter(src, wts, iy, ix, c, mid, res):
+    """``_ops.scipy_correlate1d_sym`` along H, then along W: src (H, W * C) float64 to res (H, W * C).
+
+    Each pass is SciPy's symmetric path: y = x[i] * w[r], then y = y + (x[i-k] + x[i+k]) * w[r+k] for
+    k = r .. 1 (outermost pair first); x[i +- k] beyond the edge is read through the boundary index maps
+    iy (H + 2r), ix (W + 2r) of ``_ops.ext_index``. The H pass writes the columns of mid (H, (W + 2r) * C)
+    from r on; the W-padding columns are then copies of filtered columns (the H pass filters each
+    column on its own, so this equals filtering the padded image)."""
+    r = wts.shape[0] // 2
+    h, wc = src.shape
+    w = wc // c
+    for a in range(h):
+        m = mid[a, r * c : r * c + wc]  # slices: the inner loops index from 0 (no negative-index checks)
+        p0, w0 = src[iy[a + r]], wts[r]
+        for j in range(wc):
+            m[j] = p0[j] * w0
+        for k in range(r, 0, -1):
+            lo, hi, wk = src[iy[a + r - k]], src[iy[a + r + k]], wts[r + k]
+            for j in range(wc):
+                m[j] = m[j] + (lo[j] + hi[j]) * wk
+        mp = mid[a]
+        for b in range(r):
+            for q in range(c):
+                mp[b * c + q] = mp[(ix[b] + r) * c + q]
+                mp[(w + r + b) * c + q] = mp[(ix[w + r + b] + r) * c + q]
+        o, m0 = res[a], mp[r * c : r * c + wc]
+        for j in range(wc):
+            o[j] = m0[j] * w0
+        for k in range(r, 0, -1):
+            lo, hi, wk = mp[(r - k) * c : (r - k) * c + wc], mp[(r + k) * c : (r + k) * c + wc], wts[r + k]
+            for j in range(wc):
+                o[j] = o[j] + (lo[j] + hi[j]) * wk
+
+
+@kernel
+def gaussian_f64_kernel(x, wts, iy, ix, out):
+    """``_ops.scipy_gaussian`` over axes (1, 2) of float64 x (N, H, W, C) into out (same shape)."""
+    n, h, w, c = x.shape
+    mid = np.empty((h, ix.shape[0] * c), np.float64)
+    for i in range(n):
+        _gauss_filter(x[i].reshape((h, w * c)), wts, iy, ix, c, mid, out[i].reshape((h, w * c)))
+
+
+@kernel
+def _floor_u8(res, out):
+    """``floor_u8``: min(max(y, 0), 1) * 255, truncated to uint8; res and out (H, W * C)."""
+    for a in range(res.shape[0]):
+        for j in range(res.shape[1]):
+            out[a, j] = np.uint8(np.int32(min(max(res[a, j], 0.0), 1.0) * 255.0))
+
+
+@kernel
+def gaussian_blur_kernel(x, wts, iy, ix, out):
+    """``blur.gaussian_blur`` on uint8 x (N, H, W, C): p / 255., the SciPy filter, ``floor_u8``."""
+    n, h, w, c = x.shape
+    src = np.empty((h, w * c), np.float64)
+    mid = np.empty((h, ix.shape[0] * c), np.float64)
+    res = np.empty((h, w * c), np.float64)
+    for i in range(n):
+        _unit64(x, i, src)
+        _gauss_filter(src, wts, iy, ix, c, mid, res)
+        _floor_u8(res, out[i].reshape((h, w * c)))
+
+
+@kernel
+def _glass_shuffle(img, choices, i, tmp):
+    """``blur.glass_shuffle`` of image i in place, img (H * W * C,) uint8: per pass it, every pixel (h, w)
+    with h, w >= 2 takes the old pixel (h - (c >> 1), w - (c & 1)), c = choices[i, it, h - 2, w - 2]."""
+    hh, ww = choices.shape[2], choices.shape[3]
+    w = ww + 2
+    c = img.shape[0] // ((hh + 2) * w)
+    for it in range(choices.shape[1]):
+        for j in range(img.shape[0]):
+            tmp[j] = img[j]
+        for a in range(hh):
+            cr = choices[i, it, a]
+            dst = img[((a + 2) * w + 2) * c : ((a + 3) * w) * c]
+            for b in range(ww):
+                ch = cr[b]
+                src = np.uint64(((a + 2 - (ch >> 1)) * w + b + 2 - (ch & 1)) * c)  # >= 0: no wrap-around check
+                for q in range(c):
+                    dst[b * c + q] = tmp[src + np.uint64(q)]
+
+
+@kernel
+def glass_blur_kernel(x, wts, iy, ix, choices, out):
+    """``blur.glass_blur_apply`` on uint8 x (N, H, W, C): y = the SciPy filter of p / 255.; the uint8
+    min(max(floor(y * 255), 0), 255); :func:`_glass_shuffle` with choices (N, iterations, H-2, W-2) int64;
+    the filter of that / 255.; ``floor_u8``."""
+    n, h, w, c = x.shape
+    src = np.empty((h, w * c), np.float64)
+    mid = np.empty((h, ix.shape[0] * c), np.float64)
+    res = np.empty((h, w * c), np.float64)
+    img = np.empty((1, h, w, c), np.uint8)
+    img2 = img[0].reshape((h, w * c))
+    tmp = np.empty(h * w * c, np.uint8)
+    for i in range(n):
+        _unit64(x, i, src)
+        _gauss_filter(src, wts, iy, ix, c, mid, res)
+        for a in range(h):
+            for j in range(w * c):
+                img2[a, j] = np.uint8(np.int32(min(max(np.floor(res[a, j] * 255.0), 0.0), 255.0)))
+        _glass_shuffle(img2.reshape(h * w * c), choices, i, tmp)
+        _unit64(img, 0, src)
+        _gauss_filter(src, wts, iy, ix, c, mid, res)
+        _floor_u8(res, out[i].reshape((h, w * c)))
+
+
+# ----------------------------------------------------------------------------------------------
+# defocus_blur
+
+
+@kernel
+def _pad_rows(src, iy, ix, c, pad):
+    """pad[b, q * C + k] = src[iy[b], ix[q] * C + k] for src (H, W * C) and the boundary index maps iy, ix
+    of ``_ops.ext_index`` (lo = hi = r): interior columns as one contiguous copy per row."""
+    r = (ix.shape[0] - src.shape[1] // c) // 2
+    wc = src.shape[1]
+    for b in range(iy.shape[0]):
+        s, p = src[iy[b]], pad[b]
+        inner = p[r * c : r * c + wc]
+        for j in range(wc):
+            inner[j] = s[j]
+        for q in range(r):
+            q2 = ix.shape[0] - 1 - q
+            for k in range(c):
+                p[q * c + k] = s[ix[q] * c + k]
+                p[q2 * c + k] = s[ix[q2] * c + k]
+
+
+@kernel
+def defocus_blur_kernel(x, dys, dxs, vs, iy, ix, out):
+    """``blur.defocus_blur`` on uint8 x (N, H, W, C): p / 255., mirror-padded by r (iy, ix); per pixel
+    y = win_0 * v_0, then y = y + win_t * v_t over the non-zero taps t (dy, dx, v) in ``np.nonzero`` order,
+    win_t = the pixel at (h + dy_t, w + dx_t); ``floor_u8``."""
+    n, h, w, c = x.shape
+    wc = w * c
+    r = (iy.shape[0] - h) // 2
+    src = np.empty((h, wc), np.float64)
+    pad = np.empty((iy.shape[0], ix.shape[0] * c), np.float64)
+    res = np.empty((h, wc), np.float64)
+    for i in range(n):
+        _unit64(x, i, src)
+        _pad_rows(src, iy, ix, c, pad)
+        for a in range(h):
+            acc = res[a]
+            for t in range(vs.shape[0]):
+                off = (r + dxs[t]) * c
+                seg = pad[a + r + dys[t], off : off + wc]
+                v = vs[t]
+                if t == 0:
+                    for j in range(wc):
+                        acc[j] = seg[j] * v
+                else:
+                    for j in range(wc):
+                        acc[j] = acc[j] + seg[j] * v
+        _floor_u8(res, out[i].reshape((h, wc)))
