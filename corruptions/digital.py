@@ -8,6 +8,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from . import _cpu_color
 from ._ops import (
     floor_u8,
     from_hwb,
@@ -55,7 +56,16 @@ def contrast(x: torch.Tensor, c: float, rng=None) -> torch.Tensor:
 
 
 def saturate(x: torch.Tensor, params, rng=None) -> torch.Tensor:
-    """skimage rgb2hsv, S <- clip(S * a + b, 0, 1), hsv2rgb, clip, x255, floor. Bit-exact."""
+    """skimage rgb2hsv, S <- clip(S * a + b, 0, 1), hsv2rgb, clip, x255, floor. Bit-exact.
+
+    On the CPU a compiled per-pixel kernel (same operations); elsewhere :func:`saturate_torch`."""
+    if x.device.type == "cpu":
+        return _cpu_color.saturate_cpu(x, *params)
+    return saturate_torch(x, params)
+
+
+def saturate_torch(x: torch.Tensor, params) -> torch.Tensor:
+    """:func:`saturate` as whole-tensor torch operations (the CUDA path)."""
     a, b = params
     h, s, v = rgb2hsv(u8_to_unit64(x))
     return floor_u8(hsv2rgb(h, torch.clamp(s * a + b, 0.0, 1.0), v))

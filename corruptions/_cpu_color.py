@@ -1,0 +1,114 @@
+"""Compiled CPU kernels of the per-pixel corruptions: brightness, saturate, contrast, pixelate and the
+noise samplers.
+
+Each kernel is one pass over a chunk of uint8 images that does, per element, exactly the IEEE operations
+of the torch implementation it replaces (which stays the CUDA path and the reference of the tests), in
+the same order: no fused multiply-add, no reassociation (see :mod:`corruptions._jit`). Only +, -, *, /,
+comparisons, floor and truncating conversions are used, so the results are bit-identical. Inputs are
+C-contiguous NumPy views of the chunk; outputs are written into a preallocated array.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ._jit import kernel
+
+# ----------------------------------------------------------------------------------------------
+# skimage rgb2hsv / hsv2rgb (float64), per pixel
+
+
+@kernel
+def _rgb2hsv(r: float, g: float, b: float):
+    """skimage ``rgb2hsv`` of one pixel, as :func:`corruptions._ops.rgb2hsv`: v = max, delta = v - min
+    (np.ptp), s = delta / v; the hue quotient of the channel that wins skimage's later-assignment-wins
+    order (blue, else green, else red), h = (num / delta + off) / 6, + 1 when negative; delta 0 gives
+    h = s = 0."""
+    v = max(max(r, g), b)
+    delta = v - min(min(r, g), b)
+    if delta == 0.0:
+        return 0.0, 0.0, v
+    s = delta / v
+    if b == v:
+        h = ((r - g) / delta + 4.0) / 6.0
+    elif g == v:
+        h = ((b - r) / delta + 2.0) / 6.0
+    else:
+        h = ((g - b) / delta + 0.0) / 6.0
+    if h < 0.0:
+        h = h + 1.0
+    return h, s, v
+
+
+@kernel
+def _floor_u8(y: float) -> np.uint8:
+    """``np.uint8(np.clip(y, 0, 1) * 255)``: clip, x255, truncate (as :func:`corruptions._ops.floor_u8`)."""
+    return np.uint8(int(min(max(y, 0.0), 1.0) * 255.0))
+
+
+@kernel
+def _hsv2rgb_u8(h: float, s: float, v: float, out: np.ndarray) -> None:
+    """skimage ``hsv2rgb`` of one pixel followed by :func:`_floor_u8`, as :func:`corruptions._ops.hsv2rgb`:
+    h6 = h * 6, hi = floor(h6), f = h6 - hi, p = v(1 - s), q = v(1 - f s), t = v(1 - (1 - f) s); hi (0..6,
+    6 selecting like 0) picks (v,t,p), (q,v,p), (p,v,t), (p,q,v), (t,p,v), (v,p,q)."""
+    h6 = h * 6.0
+    hi = np.floor(h6)
+    f = h6 - hi
+    p = v * (1.0 - s)
+    q = v * (1.0 - f * s)
+    t = v * (1.0 - (1.0 - f) * s)
+    k = int(hi)
+    if k == 1:
+        r, g, b = q, v, p
+    elif k == 2:
+        r, g, b = p, v, t
+    elif k == 3:
+        r, g, b = p, q, v
+    elif k == 4:
+        r, g, b = t, p, v
+    elif k == 5:
+        r, g, b = v, p, q
+    else:
+        r, g, b = v, t, p
+    out[0] = _floor_u8(r)
+    out[1] = _floor_u8(g)
+    out[2] = _floor_u8(b)
+
+
+@kernel
+def brightness_kernel(x: np.ndarray, c: float, out: np.ndarray) -> None:
+    """brightness of (P, 3) uint8 pixels into ``out``: rgb2hsv of x / 255., v <- clip(v + c, 0, 1),
+    hsv2rgb, floor_u8 (the operations of :func:`corruptions.weather.brightness`)."""
+    for i in range(x.shape[0]):
+        h, s, v = _rgb2hsv(x[i, 0] / 255.0, x[i, 1] / 255.0, x[i, 2] / 255.0)
+        _hsv2rgb_u8(h, s, min(max(v + c, 0.0), 1.0), out[i])
+
+
+@kernel
+def saturate_kernel(x: np.ndarray, a: float, b: float, out: np.ndarray) -> None:
+    """saturate of (P, 3) uint8 pixels into ``out``: rgb2hsv of x / 255., s <- clip(s * a + b, 0, 1)
+    (product rounded, then the sum), hsv2rgb, floor_u8 (the operations of
+    :func:`corruptions.digital.saturate`)."""
+    for i in range(x.shape[0]):
+        h, s, v = _rgb2hsv(x[i, 0] / 255.0, x[i, 1] / 255.0, x[i, 2] / 255.0)
+        _hsv2rgb_u8(h, min(max(s * a + b, 0.0), 1.0), v, out[i])
+
+
+def _pixels(x):
+    """(N, H, W, 3) uint8 CPU tensor -> contiguous (P, 3) NumPy view and an empty output of that shape."""
+    arr = x.contiguous().numpy().reshape(-1, 3)
+    return arr, np.empty_like(arr)
+
+
+def brightness_cpu(x, c: float):
+    """:func:`brightness_kernel` on an (N, H, W, 3) uint8 CPU tensor; returns a tensor of the same shape."""
+    arr, out = _pixels(x)
+    brightness_kernel(arr, float(c), out)
+    return torch.from_numpy(out).view(x.shape)
+
+
+def saturate_cpu(x, a: float, b: float):
+    """:func:`saturate_kernel` on an (N, H, W, 3) uint8 CPU tensor; returns a tensor of the same shape."""
+    arr, out = _pixels(x)
+    saturate_kernel(arr, float(a), float(b), out)
+    return torch.from_numpy(out).view(x.shape)

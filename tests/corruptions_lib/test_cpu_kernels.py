@@ -1,0 +1,47 @@
+"""The compiled CPU kernels (corruptions/_cpu_color.py) against the torch implementations they replace on
+the CPU (which remain the CUDA path): called directly on CPU tensors, both must give the same bytes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import corruptions as C
+from corruptions import digital, weather
+
+P = {name: spec.params for name, spec in C.CORRUPTIONS.items()}
+
+
+def _colour_images(step: int = 61) -> torch.Tensor:
+    """Every ``step``-th of the 2**24 RGB colours, plus ties for the maximum, greys and extremes, as
+    32x32 images: all of skimage's HSV branches, hue sectors and clipping cases."""
+    allc = np.arange(0, 1 << 24, step, dtype=np.int64)
+    px = [np.stack([(allc >> 16) & 255, (allc >> 8) & 255, allc & 255], -1)]
+    a, b = np.meshgrid(np.arange(256), np.arange(0, 256, 3))
+    a, b = a.ravel(), b.ravel()
+    px += [np.stack(t, -1) for t in ((a, a, b), (a, b, a), (b, a, a), (a, b, b), (a, a, a))]
+    px = np.concatenate(px).astype(np.uint8)
+    px = np.concatenate([px, px[: (-len(px)) % 1024]])
+    return torch.from_numpy(px.reshape(-1, 32, 32, 3))
+
+
+def _random_images(n: int = 96, seed: int = 0, shape=(32, 32)) -> torch.Tensor:
+    g = np.random.default_rng(seed)
+    return torch.from_numpy(g.integers(0, 256, (n, *shape, 3)).astype(np.uint8))
+
+
+@pytest.fixture(scope="module")
+def colours() -> torch.Tensor:
+    return _colour_images()
+
+
+@pytest.mark.parametrize("sev", range(1, 6))
+def test_brightness_kernel_equals_torch(colours, sev):
+    c = P["brightness"][sev - 1]
+    assert torch.equal(weather.brightness(colours, c), weather.brightness_torch(colours, c))
+
+
+@pytest.mark.parametrize("sev", range(1, 6))
+def test_saturate_kernel_equals_torch(colours, sev):
+    p = P["saturate"][sev - 1]
+    assert torch.equal(digital.saturate(colours, p), digital.saturate_torch(colours, p))
