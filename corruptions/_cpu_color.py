@@ -112,3 +112,61 @@ def saturate_cpu(x, a: float, b: float):
     arr, out = _pixels(x)
     saturate_kernel(arr, float(a), float(b), out)
     return torch.from_numpy(out).view(x.shape)
+
+
+# ----------------------------------------------------------------------------------------------
+# noise: per-element output level from one uniform
+
+
+@kernel
+def alias_sample_kernel(x: np.ndarray, u: np.ndarray, prob: np.ndarray, pick: np.ndarray, out: np.ndarray) -> None:
+    """Walker alias draw per element, as ``_LevelSampler.sample_torch`` in :mod:`corruptions.noise`:
+    q = u * 256 (exact), column k = floor(q) (= truncation, q > 0), f = q - k; cell j = 256 * byte + k;
+    level k if f < prob[j], else alias[j]. ``pick`` holds (k, alias[j]) at (2j, 2j + 1), so the choice is
+    the address 2j + (f >= prob[j]) (no NaN in f or prob: the negation of f < prob[j]), not a branch.
+    x, u and out are flat and of equal length; prob is flat (256 * 256)."""
+    two, cols = np.uint64(2), np.uint64(256)
+    for i in range(x.shape[0]):
+        q = u[i] * 256.0
+        k = np.uint64(q)
+        f = q - float(k)
+        j = np.uint64(x[i]) * cols + k
+        out[i] = pick[j * two + np.uint64(f >= prob[j])]
+
+
+@kernel
+def impulse_kernel(x: np.ndarray, u: np.ndarray, half: float, c: float, out: np.ndarray) -> None:
+    """impulse_noise per element, as :func:`corruptions.noise.impulse_noise`: 255 if u < c/2 (``half``),
+    else 0 if u < c, else the input byte. x, u and out are flat and of equal length."""
+    for i in range(x.shape[0]):
+        ui = u[i]
+        if ui < half:
+            out[i] = 255
+        elif ui < c:
+            out[i] = 0
+        else:
+            out[i] = x[i]
+
+
+def alias_pick_table(alias: np.ndarray) -> np.ndarray:
+    """The ``pick`` table of :func:`alias_sample_kernel` for flat (256 * 256) alias indices: (k, alias)."""
+    pick = np.empty(2 * alias.size, dtype=np.uint8)
+    pick[0::2] = np.arange(alias.size) % 256
+    pick[1::2] = alias
+    return pick
+
+
+def alias_sample_cpu(x: torch.Tensor, u: torch.Tensor, prob: np.ndarray, pick: np.ndarray) -> torch.Tensor:
+    """:func:`alias_sample_kernel` on a uint8 CPU tensor and its float64 uniforms (same element count)."""
+    out = torch.empty(x.shape, dtype=torch.uint8)
+    alias_sample_kernel(x.contiguous().view(-1).numpy(), u.contiguous().view(-1).numpy(), prob, pick,
+                        out.view(-1).numpy())
+    return out
+
+
+def impulse_cpu(x: torch.Tensor, u: torch.Tensor, c: float) -> torch.Tensor:
+    """:func:`impulse_kernel` on a uint8 CPU tensor and its float64 uniforms (same element count)."""
+    out = torch.empty(x.shape, dtype=torch.uint8)
+    impulse_kernel(x.contiguous().view(-1).numpy(), u.contiguous().view(-1).numpy(), c / 2, float(c),
+                   out.view(-1).numpy())
+    return out

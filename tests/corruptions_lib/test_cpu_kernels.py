@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import corruptions as C
-from corruptions import digital, weather
+from corruptions import digital, noise, weather
+from corruptions.rng import KeyedRandom
 
 P = {name: spec.params for name, spec in C.CORRUPTIONS.items()}
 
@@ -45,3 +46,27 @@ def test_brightness_kernel_equals_torch(colours, sev):
 def test_saturate_kernel_equals_torch(colours, sev):
     p = P["saturate"][sev - 1]
     assert torch.equal(digital.saturate(colours, p), digital.saturate_torch(colours, p))
+
+
+def _every_byte_images(n: int = 64) -> torch.Tensor:
+    """n images holding every byte value equally often (all 256 rows of the noise tables)."""
+    g = np.random.default_rng(1)
+    return torch.from_numpy(g.permutation(np.arange(n * 32 * 32 * 3) % 256).astype(np.uint8).reshape(n, 32, 32, 3))
+
+
+@pytest.mark.parametrize("name,tables", [("gaussian_noise", noise._gaussian_tables),
+                                         ("shot_noise", noise._shot_tables),
+                                         ("speckle_noise", noise._speckle_tables)])
+def test_alias_sample_kernel_equals_torch(name, tables):
+    x = _every_byte_images()
+    for sev, c in enumerate(P[name], 1):
+        rng = KeyedRandom(3, name, sev, np.arange(100, 100 + len(x)))
+        sampler = tables(c)
+        assert torch.equal(sampler.sample(x, rng), sampler.sample_torch(x, rng)), sev
+
+
+def test_impulse_kernel_equals_torch():
+    x = _every_byte_images()
+    for sev, c in enumerate(P["impulse_noise"], 1):
+        rng = KeyedRandom(3, "impulse_noise", sev, np.arange(len(x)))
+        assert torch.equal(noise.impulse_noise(x, c, rng), noise.impulse_noise_torch(x, c, rng)), sev
