@@ -170,3 +170,49 @@ def impulse_cpu(x: torch.Tensor, u: torch.Tensor, c: float) -> torch.Tensor:
     impulse_kernel(x.contiguous().view(-1).numpy(), u.contiguous().view(-1).numpy(), c / 2, float(c),
                    out.view(-1).numpy())
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# contrast
+
+
+_UNIT64 = np.arange(256) / 255.0  # x / 255. of every byte (IEEE division, as u8_to_unit64)
+
+
+@kernel
+def _channel_sums(x: np.ndarray, i: int, unit: np.ndarray, total: np.ndarray) -> None:
+    """Left-to-right float64 sums over the pixels of image i, per channel, of unit[x] (= x / 255.),
+    starting from pixel 0: NumPy's ``np.sum(axis=(0, 1))`` order for (H, W, C) arrays."""
+    for ch in range(x.shape[2]):
+        total[ch] = unit[x[i, 0, ch]]
+    for k in range(1, x.shape[1]):
+        for ch in range(x.shape[2]):
+            total[ch] = total[ch] + unit[x[i, k, ch]]
+
+
+@kernel
+def contrast_kernel(x: np.ndarray, c: float, unit: np.ndarray, out: np.ndarray) -> None:
+    """contrast of (N, P, C) uint8 images (P = H*W pixels), as :func:`corruptions.digital.contrast`:
+    xf = x / 255. (``unit``); per image and channel mean = (left-to-right sum over the P pixels) / P, as
+    ``np.mean(axis=(0, 1))``; then floor_u8((xf - mean) * c + mean), rounded in that order. That value
+    depends only on the byte, so it is tabulated per (image, channel) for the 256 bytes and looked up."""
+    n, p, nc = x.shape
+    total = np.empty(nc)
+    tab = np.empty(256, np.uint8)
+    for i in range(n):
+        _channel_sums(x, i, unit, total)
+        for ch in range(nc):
+            mean = total[ch] / float(p)
+            for v in range(256):
+                tab[v] = _floor_u8((unit[v] - mean) * c + mean)
+            for k in range(p):
+                out[i, k, ch] = tab[x[i, k, ch]]
+
+
+def contrast_cpu(x: torch.Tensor, c: float) -> torch.Tensor:
+    """:func:`contrast_kernel` on an (N, H, W, C) uint8 CPU tensor; returns a tensor of the same shape."""
+    n, h, w, nc = x.shape
+    arr = x.contiguous().numpy().reshape(n, h * w, nc)
+    out = np.empty_like(arr)
+    contrast_kernel(arr, float(c), _UNIT64, out)
+    return torch.from_numpy(out).view(x.shape)

@@ -45,7 +45,16 @@ def sequential_channel_mean(xf: torch.Tensor) -> torch.Tensor:
 
 
 def contrast(x: torch.Tensor, c: float, rng=None) -> torch.Tensor:
-    """(x - mean) * c + mean with the per-image, per-channel mean; clip, x255, floor. Bit-exact."""
+    """(x - mean) * c + mean with the per-image, per-channel mean; clip, x255, floor. Bit-exact.
+
+    On the CPU a compiled pass (same operations); elsewhere :func:`contrast_torch`."""
+    if x.device.type == "cpu":
+        return _cpu_color.contrast_cpu(x, c)
+    return contrast_torch(x, c)
+
+
+def contrast_torch(x: torch.Tensor, c: float) -> torch.Tensor:
+    """:func:`contrast` as whole-tensor torch operations (the CUDA path)."""
     xf = u8_to_unit64(x)
     means = sequential_channel_mean(xf)
     return floor_u8((xf - means) * c + means)

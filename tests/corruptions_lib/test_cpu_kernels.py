@@ -70,3 +70,10 @@ def test_impulse_kernel_equals_torch():
     for sev, c in enumerate(P["impulse_noise"], 1):
         rng = KeyedRandom(3, "impulse_noise", sev, np.arange(len(x)))
         assert torch.equal(noise.impulse_noise(x, c, rng), noise.impulse_noise_torch(x, c, rng)), sev
+
+
+def test_contrast_kernel_equals_torch(colours):
+    flats = torch.stack([torch.full((32, 32, 3), v, dtype=torch.uint8) for v in (0, 1, 127, 128, 254, 255)])
+    for x in (colours[:200], flats, _random_images(), _random_images(8, 1, (28, 40))):
+        for c in P["contrast"]:
+            assert torch.equal(digital.contrast(x, c), digital.contrast_torch(x, c)), (tuple(x.shape), c)
