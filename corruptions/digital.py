@@ -219,6 +219,12 @@ def pil_box_coeffs(in_size: int, out_size: int):
     return index, coeff
 
 
+@lru_cache(maxsize=None)
+def _box_taps(in_size: int, out_size: int) -> tuple:
+    """:func:`pil_box_coeffs` with the zero taps moved last, for the CPU kernels."""
+    return _cpu_color.compact_taps(*pil_box_coeffs(in_size, out_size))
+
+
 def _pil_resample_pass(x: torch.Tensor, dim: int, out_size: int) -> torch.Tensor:
     """One 8-bit Pillow resampling pass along ``dim`` of an integer tensor."""
     index, coeff = pil_box_coeffs(x.shape[dim], out_size)
@@ -239,7 +245,22 @@ def pil_resize_box(x: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
     """``Image.resize((out_w, out_h), Image.BOX)`` of (N, H, W, C) uint8: horizontal pass, then vertical.
 
     Integer arithmetic in int32 (sums stay below 255 * 2**22 + 2**21 < 2**31), batch-innermost layout.
+    On the CPU one compiled pass (:func:`corruptions._cpu_color.box_resize_kernel`, same integer sums).
     """
+    if x.device.type == "cpu":
+        return _pil_resize_box_cpu(x, out_h, out_w)
+    return pil_resize_box_torch(x, out_h, out_w)
+
+
+def _pil_resize_box_cpu(x: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
+    n, h, w, c = x.shape
+    out = np.empty((n, out_h, out_w, c), dtype=np.uint8)
+    _cpu_color.box_resize_kernel(x.contiguous().numpy(), _box_taps(w, out_w), _box_taps(h, out_h), out)
+    return torch.from_numpy(out)
+
+
+def pil_resize_box_torch(x: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
+    """:func:`pil_resize_box` as whole-tensor torch operations (the CUDA path)."""
     n, _, _, c = x.shape
     y = to_hwb(x.to(torch.int32))
     if out_w != x.shape[2]:
@@ -252,7 +273,13 @@ def pil_resize_box(x: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
 def pixelate(x: torch.Tensor, c: float, rng=None) -> torch.Tensor:
     """resize to (int(W*c), int(H*c)) with BOX, then back with BOX (PIL 8-bit fixed point). Bit-exact."""
     _, h, w, _ = x.shape
-    small = pil_resize_box(x, int(h * c), int(w * c))
+    sh, sw = int(h * c), int(w * c)
+    if x.device.type == "cpu":  # both resizes in one compiled pass (same integer sums)
+        out = np.empty(tuple(x.shape), dtype=np.uint8)
+        down, up = (_box_taps(w, sw), _box_taps(h, sh)), (_box_taps(sw, w), _box_taps(sh, h))
+        _cpu_color.pixelate_kernel(x.contiguous().numpy(), down, up, sh, sw, out)
+        return torch.from_numpy(out)
+    small = pil_resize_box(x, sh, sw)
     return pil_resize_box(small, h, w)
 
 

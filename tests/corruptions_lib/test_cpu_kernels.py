@@ -77,3 +77,21 @@ def test_contrast_kernel_equals_torch(colours):
     for x in (colours[:200], flats, _random_images(), _random_images(8, 1, (28, 40))):
         for c in P["contrast"]:
             assert torch.equal(digital.contrast(x, c), digital.contrast_torch(x, c)), (tuple(x.shape), c)
+
+
+def _pixelate_torch(x: torch.Tensor, c: float) -> torch.Tensor:
+    _, h, w, _ = x.shape
+    small = digital.pil_resize_box_torch(x, int(h * c), int(w * c))
+    return digital.pil_resize_box_torch(small, h, w)
+
+
+def test_pixelate_kernel_equals_torch(colours):
+    for x in (colours[:300], _random_images(), _random_images(5, 2, (28, 40)), _random_images(3, 3, (9, 64))):
+        for c in P["pixelate"]:
+            assert torch.equal(digital.pixelate(x, c), _pixelate_torch(x, c)), (tuple(x.shape), c)
+
+
+@pytest.mark.parametrize("size", [(32, 32), (20, 32), (32, 20), (17, 23), (45, 64), (8, 8), (32, 31)])
+def test_box_resize_kernel_equals_torch(size):
+    x = _random_images(7, 4, (32, 32))
+    assert torch.equal(digital.pil_resize_box(x, *size), digital.pil_resize_box_torch(x, *size))
