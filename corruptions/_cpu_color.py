@@ -14,6 +14,8 @@ import torch
 
 from ._jit import kernel
 
+_UNIT64 = np.arange(256) / 255.0  # x / 255. of every byte (IEEE division: the values of u8_to_unit64)
+
 # ----------------------------------------------------------------------------------------------
 # skimage rgb2hsv / hsv2rgb (float64), per pixel
 
@@ -76,21 +78,22 @@ def _hsv2rgb_u8(h: float, s: float, v: float, out: np.ndarray) -> None:
 
 
 @kernel
-def brightness_kernel(x: np.ndarray, c: float, out: np.ndarray) -> None:
-    """brightness of (P, 3) uint8 pixels into ``out``: rgb2hsv of x / 255., v <- clip(v + c, 0, 1),
-    hsv2rgb, floor_u8 (the operations of :func:`corruptions.weather.brightness`)."""
+def brightness_kernel(x: np.ndarray, c: float, unit: np.ndarray, out: np.ndarray) -> None:
+    """brightness of (P, 3) uint8 pixels into ``out``: rgb2hsv of x / 255. (``unit``: the quotient of each
+    byte), v <- clip(v + c, 0, 1), hsv2rgb, floor_u8 (the operations of
+    :func:`corruptions.weather.brightness`)."""
     for i in range(x.shape[0]):
-        h, s, v = _rgb2hsv(x[i, 0] / 255.0, x[i, 1] / 255.0, x[i, 2] / 255.0)
+        h, s, v = _rgb2hsv(unit[x[i, 0]], unit[x[i, 1]], unit[x[i, 2]])
         _hsv2rgb_u8(h, s, min(max(v + c, 0.0), 1.0), out[i])
 
 
 @kernel
-def saturate_kernel(x: np.ndarray, a: float, b: float, out: np.ndarray) -> None:
-    """saturate of (P, 3) uint8 pixels into ``out``: rgb2hsv of x / 255., s <- clip(s * a + b, 0, 1)
-    (product rounded, then the sum), hsv2rgb, floor_u8 (the operations of
+def saturate_kernel(x: np.ndarray, a: float, b: float, unit: np.ndarray, out: np.ndarray) -> None:
+    """saturate of (P, 3) uint8 pixels into ``out``: rgb2hsv of x / 255. (``unit``), s <- clip(s * a + b,
+    0, 1) (product rounded, then the sum), hsv2rgb, floor_u8 (the operations of
     :func:`corruptions.digital.saturate`)."""
     for i in range(x.shape[0]):
-        h, s, v = _rgb2hsv(x[i, 0] / 255.0, x[i, 1] / 255.0, x[i, 2] / 255.0)
+        h, s, v = _rgb2hsv(unit[x[i, 0]], unit[x[i, 1]], unit[x[i, 2]])
         _hsv2rgb_u8(h, min(max(s * a + b, 0.0), 1.0), v, out[i])
 
 
@@ -103,14 +106,14 @@ def _pixels(x):
 def brightness_cpu(x, c: float):
     """:func:`brightness_kernel` on an (N, H, W, 3) uint8 CPU tensor; returns a tensor of the same shape."""
     arr, out = _pixels(x)
-    brightness_kernel(arr, float(c), out)
+    brightness_kernel(arr, float(c), _UNIT64, out)
     return torch.from_numpy(out).view(x.shape)
 
 
 def saturate_cpu(x, a: float, b: float):
     """:func:`saturate_kernel` on an (N, H, W, 3) uint8 CPU tensor; returns a tensor of the same shape."""
     arr, out = _pixels(x)
-    saturate_kernel(arr, float(a), float(b), out)
+    saturate_kernel(arr, float(a), float(b), _UNIT64, out)
     return torch.from_numpy(out).view(x.shape)
 
 
@@ -174,9 +177,6 @@ def impulse_cpu(x: torch.Tensor, u: torch.Tensor, c: float) -> torch.Tensor:
 
 # ----------------------------------------------------------------------------------------------
 # contrast
-
-
-_UNIT64 = np.arange(256) / 255.0  # x / 255. of every byte (IEEE division, as u8_to_unit64)
 
 
 @kernel
