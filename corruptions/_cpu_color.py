@@ -17,29 +17,9 @@ from ._jit import kernel
 _UNIT64 = np.arange(256) / 255.0  # x / 255. of every byte (IEEE division: the values of u8_to_unit64)
 
 # ----------------------------------------------------------------------------------------------
-# skimage rgb2hsv / hsv2rgb (float64), per pixel
+# skimage rgb2hsv / hsv2rgb (float64), in planar blocks of pixels
 
-
-@kernel
-def _rgb2hsv(r: float, g: float, b: float):
-    """skimage ``rgb2hsv`` of one pixel, as :func:`corruptions._ops.rgb2hsv`: v = max, delta = v - min
-    (np.ptp), s = delta / v; the hue quotient of the channel that wins skimage's later-assignment-wins
-    order (blue, else green, else red), h = (num / delta + off) / 6, + 1 when negative; delta 0 gives
-    h = s = 0."""
-    v = max(max(r, g), b)
-    delta = v - min(min(r, g), b)
-    if delta == 0.0:
-        return 0.0, 0.0, v
-    s = delta / v
-    if b == v:
-        h = ((r - g) / delta + 4.0) / 6.0
-    elif g == v:
-        h = ((b - r) / delta + 2.0) / 6.0
-    else:
-        h = ((g - b) / delta + 0.0) / 6.0
-    if h < 0.0:
-        h = h + 1.0
-    return h, s, v
+_HSV_BLOCK = 256  # pixels per block: the six float64 rows of a block stay in L1
 
 
 @kernel
@@ -49,32 +29,70 @@ def _floor_u8(y: float) -> np.uint8:
 
 
 @kernel
-def _hsv2rgb_u8(h: float, s: float, v: float, out: np.ndarray) -> None:
-    """skimage ``hsv2rgb`` of one pixel followed by :func:`_floor_u8`, as :func:`corruptions._ops.hsv2rgb`:
-    h6 = h * 6, hi = floor(h6), f = h6 - hi, p = v(1 - s), q = v(1 - f s), t = v(1 - (1 - f) s); hi (0..6,
-    6 selecting like 0) picks (v,t,p), (q,v,p), (p,v,t), (p,q,v), (t,p,v), (v,p,q)."""
-    h6 = h * 6.0
-    hi = np.floor(h6)
-    f = h6 - hi
-    p = v * (1.0 - s)
-    q = v * (1.0 - f * s)
-    t = v * (1.0 - (1.0 - f) * s)
-    k = int(hi)
-    if k == 1:
-        r, g, b = q, v, p
-    elif k == 2:
-        r, g, b = p, v, t
-    elif k == 3:
-        r, g, b = p, q, v
-    elif k == 4:
-        r, g, b = t, p, v
-    elif k == 5:
-        r, g, b = v, p, q
-    else:
-        r, g, b = v, t, p
-    out[0] = _floor_u8(r)
-    out[1] = _floor_u8(g)
-    out[2] = _floor_u8(b)
+def _rgb2hsv_rows(r: np.ndarray, g: np.ndarray, b: np.ndarray, h: np.ndarray, s: np.ndarray, v: np.ndarray):
+    """skimage ``rgb2hsv`` per pixel, as :func:`corruptions._ops.rgb2hsv`: v = max, delta = v - min
+    (np.ptp), s = delta / v; the hue numerator and offset of the channel that wins skimage's
+    later-assignment-wins order (blue, else green, else red), h = (num / delta + off) / 6, + 1 when
+    negative; delta 0 gives h = s = 0 (whatever 0/0 gave). Selects, no branches, so the loop vectorises."""
+    for j in range(r.shape[0]):
+        rj, gj, bj = r[j], g[j], b[j]
+        vj = max(max(rj, gj), bj)
+        delta = vj - min(min(rj, gj), bj)
+        bmax, gmax = bj == vj, gj == vj
+        num = (rj - gj) if bmax else ((bj - rj) if gmax else (gj - bj))
+        off = 4.0 if bmax else (2.0 if gmax else 0.0)
+        hj = (num / delta + off) / 6.0
+        hj = hj + 1.0 if hj < 0.0 else hj
+        zero = delta == 0.0
+        h[j] = 0.0 if zero else hj
+        s[j] = 0.0 if zero else delta / vj
+        v[j] = vj
+
+
+@kernel
+def _hsv2rgb_rows(h: np.ndarray, s: np.ndarray, v: np.ndarray, r: np.ndarray, g: np.ndarray, b: np.ndarray):
+    """skimage ``hsv2rgb`` per pixel, as :func:`corruptions._ops.hsv2rgb`, then clip to [0, 1] and x255
+    (the truncation is left to the caller): h6 = h * 6, hi = floor(h6), f = h6 - hi, p = v(1 - s),
+    q = v(1 - f s), t = v(1 - (1 - f) s); hi (0..6, 6 selecting like 0) picks (v,t,p), (q,v,p), (p,v,t),
+    (p,q,v), (t,p,v), (v,p,q). Selects, no branches."""
+    for j in range(h.shape[0]):
+        vj, sj = v[j], s[j]
+        h6 = h[j] * 6.0
+        hi = np.floor(h6)
+        f = h6 - hi
+        p = vj * (1.0 - sj)
+        q = vj * (1.0 - f * sj)
+        t = vj * (1.0 - (1.0 - f) * sj)
+        rj = q if hi == 1.0 else (p if (hi == 2.0 or hi == 3.0) else (t if hi == 4.0 else vj))
+        gj = t if (hi == 0.0 or hi == 6.0) else (vj if (hi == 1.0 or hi == 2.0) else (q if hi == 3.0 else p))
+        bj = vj if (hi == 3.0 or hi == 4.0) else (q if hi == 5.0 else (t if hi == 2.0 else p))
+        r[j] = min(max(rj, 0.0), 1.0) * 255.0
+        g[j] = min(max(gj, 0.0), 1.0) * 255.0
+        b[j] = min(max(bj, 0.0), 1.0) * 255.0
+
+
+@kernel
+def _hsv_adjust(x: np.ndarray, unit: np.ndarray, c: float, a: float, b: float, saturate: bool,
+                out: np.ndarray) -> None:
+    """rgb2hsv of x / 255. (``unit``: the quotient of each byte) for (P, 3) uint8 pixels; then
+    s <- clip(s * a + b, 0, 1) (product rounded, then the sum) when ``saturate``, else
+    v <- clip(v + c, 0, 1); hsv2rgb; floor_u8 into ``out``. Planar blocks of :data:`_HSV_BLOCK` pixels."""
+    buf = np.empty((6, _HSV_BLOCK))
+    for start in range(0, x.shape[0], _HSV_BLOCK):
+        m = min(_HSV_BLOCK, x.shape[0] - start)
+        r, g, bl, h, s, v = buf[0, :m], buf[1, :m], buf[2, :m], buf[3, :m], buf[4, :m], buf[5, :m]
+        for j in range(m):
+            r[j], g[j], bl[j] = unit[x[start + j, 0]], unit[x[start + j, 1]], unit[x[start + j, 2]]
+        _rgb2hsv_rows(r, g, bl, h, s, v)
+        if saturate:
+            for j in range(m):
+                s[j] = min(max(s[j] * a + b, 0.0), 1.0)
+        else:
+            for j in range(m):
+                v[j] = min(max(v[j] + c, 0.0), 1.0)
+        _hsv2rgb_rows(h, s, v, r, g, bl)
+        for j in range(m):  # the float -> uint8 conversion truncates: floor on [0, 255]
+            out[start + j, 0], out[start + j, 1], out[start + j, 2] = np.uint8(r[j]), np.uint8(g[j]), np.uint8(bl[j])
 
 
 @kernel
@@ -82,9 +100,7 @@ def brightness_kernel(x: np.ndarray, c: float, unit: np.ndarray, out: np.ndarray
     """brightness of (P, 3) uint8 pixels into ``out``: rgb2hsv of x / 255. (``unit``: the quotient of each
     byte), v <- clip(v + c, 0, 1), hsv2rgb, floor_u8 (the operations of
     :func:`corruptions.weather.brightness`)."""
-    for i in range(x.shape[0]):
-        h, s, v = _rgb2hsv(unit[x[i, 0]], unit[x[i, 1]], unit[x[i, 2]])
-        _hsv2rgb_u8(h, s, min(max(v + c, 0.0), 1.0), out[i])
+    _hsv_adjust(x, unit, c, 0.0, 0.0, False, out)
 
 
 @kernel
@@ -92,9 +108,7 @@ def saturate_kernel(x: np.ndarray, a: float, b: float, unit: np.ndarray, out: np
     """saturate of (P, 3) uint8 pixels into ``out``: rgb2hsv of x / 255. (``unit``), s <- clip(s * a + b,
     0, 1) (product rounded, then the sum), hsv2rgb, floor_u8 (the operations of
     :func:`corruptions.digital.saturate`)."""
-    for i in range(x.shape[0]):
-        h, s, v = _rgb2hsv(unit[x[i, 0]], unit[x[i, 1]], unit[x[i, 2]])
-        _hsv2rgb_u8(h, min(max(s * a + b, 0.0), 1.0), v, out[i])
+    _hsv_adjust(x, unit, 0.0, a, b, True, out)
 
 
 def _pixels(x):
