@@ -196,7 +196,14 @@ def impulse_cpu(x: torch.Tensor, u: torch.Tensor, c: float) -> torch.Tensor:
 @kernel
 def _channel_sums(x: np.ndarray, i: int, unit: np.ndarray, total: np.ndarray) -> None:
     """Left-to-right float64 sums over the pixels of image i, per channel, of unit[x] (= x / 255.),
-    starting from pixel 0: NumPy's ``np.sum(axis=(0, 1))`` order for (H, W, C) arrays."""
+    starting from pixel 0: NumPy's ``np.sum(axis=(0, 1))`` order for (H, W, C) arrays. Three channels
+    accumulate in scalars (three independent chains in registers), others in ``total``."""
+    if x.shape[2] == 3:
+        a0, a1, a2 = unit[x[i, 0, 0]], unit[x[i, 0, 1]], unit[x[i, 0, 2]]
+        for k in range(1, x.shape[1]):
+            a0, a1, a2 = a0 + unit[x[i, k, 0]], a1 + unit[x[i, k, 1]], a2 + unit[x[i, k, 2]]
+        total[0], total[1], total[2] = a0, a1, a2
+        return
     for ch in range(x.shape[2]):
         total[ch] = unit[x[i, 0, ch]]
     for k in range(1, x.shape[1]):

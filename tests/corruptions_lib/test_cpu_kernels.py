@@ -79,6 +79,8 @@ def test_contrast_kernel_equals_torch(colours):
     for x in (colours[:200], flats, _random_images(), _random_images(8, 1, (28, 40))):
         for c in P["contrast"]:
             assert torch.equal(digital.contrast(x, c), digital.contrast_torch(x, c)), (tuple(x.shape), c)
+    x4 = _random_images(6, 6, (32, 32)).repeat(1, 1, 1, 2)[..., :4].contiguous()  # the channel-generic sums
+    assert torch.equal(digital.contrast(x4, 0.3), digital.contrast_torch(x4, 0.3))
 
 
 def _pixelate_torch(x: torch.Tensor, c: float) -> torch.Tensor:
