@@ -4,8 +4,9 @@ noise samplers.
 Each kernel is one pass over a chunk of uint8 images that does, per element, exactly the IEEE operations
 of the torch implementation it replaces (which stays the CUDA path and the reference of the tests), in
 the same order: no fused multiply-add, no reassociation (see :mod:`corruptions._jit`). Only +, -, *, /,
-comparisons, floor and truncating conversions are used, so the results are bit-identical. Inputs are
-C-contiguous NumPy views of the chunk; outputs are written into a preallocated array.
+comparisons, floor, truncating conversions and exact integer sums are used (no transcendental
+functions), so the results are bit-identical. Inputs are C-contiguous NumPy views of the chunk; outputs
+are written into a preallocated array. The random draws come from :mod:`corruptions.rng` unchanged.
 """
 from __future__ import annotations
 
@@ -16,16 +17,17 @@ from ._jit import kernel
 
 _UNIT64 = np.arange(256) / 255.0  # x / 255. of every byte (IEEE division: the values of u8_to_unit64)
 
-# ----------------------------------------------------------------------------------------------
-# skimage rgb2hsv / hsv2rgb (float64), in planar blocks of pixels
-
-_HSV_BLOCK = 256  # pixels per block: the six float64 rows of a block stay in L1
-
 
 @kernel
 def _floor_u8(y: float) -> np.uint8:
     """``np.uint8(np.clip(y, 0, 1) * 255)``: clip, x255, truncate (as :func:`corruptions._ops.floor_u8`)."""
     return np.uint8(int(min(max(y, 0.0), 1.0) * 255.0))
+
+
+# ----------------------------------------------------------------------------------------------
+# skimage rgb2hsv / hsv2rgb (float64), in planar blocks of pixels
+
+_HSV_BLOCK = 256  # pixels per block: the six float64 rows of a block stay in L1
 
 
 @kernel
@@ -92,7 +94,8 @@ def _hsv_adjust(x: np.ndarray, unit: np.ndarray, c: float, a: float, b: float, s
                 v[j] = min(max(v[j] + c, 0.0), 1.0)
         _hsv2rgb_rows(h, s, v, r, g, bl)
         for j in range(m):  # the float -> uint8 conversion truncates: floor on [0, 255]
-            out[start + j, 0], out[start + j, 1], out[start + j, 2] = np.uint8(r[j]), np.uint8(g[j]), np.uint8(bl[j])
+            out[start + j, 0], out[start + j, 1] = np.uint8(r[j]), np.uint8(g[j])
+            out[start + j, 2] = np.uint8(bl[j])
 
 
 @kernel
@@ -136,7 +139,8 @@ def saturate_cpu(x, a: float, b: float):
 
 
 @kernel
-def alias_sample_kernel(x: np.ndarray, u: np.ndarray, prob: np.ndarray, pick: np.ndarray, out: np.ndarray) -> None:
+def alias_sample_kernel(x: np.ndarray, u: np.ndarray, prob: np.ndarray, pick: np.ndarray,
+                        out: np.ndarray) -> None:
     """Walker alias draw per element, as ``_LevelSampler.sample_torch`` in :mod:`corruptions.noise`:
     q = u * 256 (exact), column k = floor(q) (= truncation, q > 0), f = q - k; cell j = 256 * byte + k;
     level k if f < prob[j], else alias[j]. ``pick`` holds (k, alias[j]) at (2j, 2j + 1), so the choice is
