@@ -255,101 +255,100 @@ def _clip8(acc: int) -> int:
 
 
 @kernel
-def _box_axis0(src: np.ndarray, taps: tuple, dst: np.ndarray, acc: np.ndarray) -> None:
-    """One Pillow resampling pass along axis 0 of a 2-D uint8 array: dst[o, k] = clip8(sum_t
-    src[index[o, t], k] * coeff[o, t]) over the non-zero taps of output o (``taps`` = (index, coeff,
-    count)). An integer sum (below 2**31, as Pillow's int32), exact in any order; zero taps add nothing."""
-    index, coeff, count = taps
-    m = src.shape[1]
-    for o in range(dst.shape[0]):
-        acc[:m] = 0
-        for t in range(count[o]):
-            row, cf = index[o, t], np.int32(coeff[o, t])
-            for k in range(m):
-                acc[k] += np.int32(src[row, k]) * cf
-        for k in range(m):
-            dst[o, k] = _clip8(acc[k])
+def _box_pass(src: np.ndarray, taps: np.ndarray, dst: np.ndarray, axis: int, acc: np.ndarray) -> None:
+    """One Pillow resampling pass along ``axis`` (0: rows, 1: columns) of (H, W, B) uint8 images, batch
+    innermost: dst[..o..] = clip8(sum_t src[..index[o, t]..] * coeff[o, t]) over the non-zero taps of output
+    o (``taps``: the table of :func:`compact_taps`), for each of the B contiguous values. An integer sum
+    (below 2**31, as Pillow's int32), exact in any order; zero taps add nothing."""
+    ksize, b = (taps.shape[1] - 1) // 2, src.shape[2]
+    for o in range(dst.shape[axis]):
+        for other in range(dst.shape[1 - axis]):
+            for k in range(b):
+                acc[k] = 0
+            for t in range(taps[o, 0]):
+                i, cf = taps[o, 1 + t], np.int32(taps[o, 1 + ksize + t])
+                line = src[i, other] if axis == 0 else src[other, i]
+                for k in range(b):
+                    acc[k] += np.int32(line[k]) * cf
+            out = dst[o, other] if axis == 0 else dst[other, o]
+            for k in range(b):
+                out[k] = _clip8(acc[k])
 
 
 @kernel
-def _resize_hwb(src: np.ndarray, horizontal: tuple, vertical: tuple, dst: np.ndarray) -> None:
+def _resize_hwb(src: np.ndarray, horizontal: np.ndarray, vertical: np.ndarray, dst: np.ndarray) -> None:
     """Pillow's BOX resize of (H, W, B) uint8 images (batch innermost) into dst (OH, OW, B): the horizontal
-    pass when the width changes, then the vertical one when the height changes (else a copy)."""
+    pass when the width changes, then the vertical one when the height changes (each a copy otherwise)."""
     h, w, b = src.shape
     oh, ow = dst.shape[0], dst.shape[1]
-    acc = np.empty(max(w, ow) * b, np.int32)
-    mid = src
-    if ow != w:
-        mid = np.empty((h, ow, b), np.uint8)
-        for y in range(h):
-            _box_axis0(src[y], horizontal, mid[y], acc)
-    if oh != h:
-        _box_axis0(mid.reshape(h, ow * b), vertical, dst.reshape(oh, ow * b), acc)
-    else:
-        dst[:] = mid
-
-
-@kernel
-def _to_hwb(x: np.ndarray) -> np.ndarray:
-    """(N, H, W, C) -> (H, W, N*C) copy (the batch-innermost layout of :func:`corruptions._ops.to_hwb`)."""
-    n, h, w, c = x.shape
-    dst = np.empty((h, w, n * c), np.uint8)
-    _move_pixels(x.reshape(n, h * w, c), dst.reshape(h * w, n, c), False)
-    return dst
-
-
-@kernel
-def _from_hwb(src: np.ndarray, out: np.ndarray) -> None:
-    """(H, W, N*C) -> out (N, H, W, C), the inverse of :func:`_to_hwb`."""
-    n, h, w, c = out.shape
-    _move_pixels(out.reshape(n, h * w, c), src.reshape(h * w, n, c), True)
+    acc = np.empty(b, np.int32)
+    mid = np.empty((h, ow, b), np.uint8)
+    _box_pass(src, horizontal, mid, 1, acc)
+    _box_pass(mid, vertical, dst, 0, acc)
 
 
 @kernel
 def _move_pixels(img: np.ndarray, hwb: np.ndarray, back: bool) -> None:
-    """Copy between img (N, P, C) and hwb (P, N, C): img -> hwb, or hwb -> img when ``back``. The
-    three-channel case is written out (the loop over channels costs more than the copy)."""
-    n, p, c = img.shape
+    """Copy between img (N, H, W, C) and the batch-innermost hwb (H, W, N*C) (the layout of
+    :func:`corruptions._ops.to_hwb`): img -> hwb, or hwb -> img when ``back``. The three-channel case is
+    written out (a loop over channels costs more than the copy)."""
+    n, h, w, c = img.shape
     for i in range(n):
-        for k in range(p):
-            if c == 3 and back:
-                img[i, k, 0], img[i, k, 1], img[i, k, 2] = hwb[k, i, 0], hwb[k, i, 1], hwb[k, i, 2]
-            elif c == 3:
-                hwb[k, i, 0], hwb[k, i, 1], hwb[k, i, 2] = img[i, k, 0], img[i, k, 1], img[i, k, 2]
-            else:
-                for ch in range(c):
-                    if back:
-                        img[i, k, ch] = hwb[k, i, ch]
-                    else:
-                        hwb[k, i, ch] = img[i, k, ch]
+        for y in range(h):
+            for xx in range(w):
+                if c == 3 and back:
+                    img[i, y, xx, 0], img[i, y, xx, 1] = hwb[y, xx, 3 * i], hwb[y, xx, 3 * i + 1]
+                    img[i, y, xx, 2] = hwb[y, xx, 3 * i + 2]
+                elif c == 3:
+                    hwb[y, xx, 3 * i], hwb[y, xx, 3 * i + 1] = img[i, y, xx, 0], img[i, y, xx, 1]
+                    hwb[y, xx, 3 * i + 2] = img[i, y, xx, 2]
+                else:
+                    for ch in range(c):
+                        if back:
+                            img[i, y, xx, ch] = hwb[y, xx, i * c + ch]
+                        else:
+                            hwb[y, xx, i * c + ch] = img[i, y, xx, ch]
 
 
 @kernel
-def box_resize_kernel(x: np.ndarray, horizontal: tuple, vertical: tuple, out: np.ndarray) -> None:
+def box_resize_kernel(x: np.ndarray, horizontal: np.ndarray, vertical: np.ndarray, out: np.ndarray) -> None:
     """``Image.resize((OW, OH), Image.BOX)`` of (N, H, W, C) uint8 images into out (N, OH, OW, C), as
     :func:`corruptions.digital.pil_resize_box` (same integer sums), in the batch-innermost layout so that
     every pass runs along contiguous rows. ``horizontal`` / ``vertical``: :func:`compact_taps` tables."""
-    n, _, _, c = x.shape
+    n, h, w, c = x.shape
+    src = np.empty((h, w, n * c), np.uint8)
+    _move_pixels(x, src, False)
     dst = np.empty((out.shape[1], out.shape[2], n * c), np.uint8)
-    _resize_hwb(_to_hwb(x), horizontal, vertical, dst)
-    _from_hwb(dst, out)
+    _resize_hwb(src, horizontal, vertical, dst)
+    _move_pixels(out, dst, True)
 
 
 @kernel
-def pixelate_kernel(x: np.ndarray, down: tuple, up: tuple, small_h: int, small_w: int, out: np.ndarray) -> None:
-    """:func:`box_resize_kernel` to (small_h, small_w) with the (horizontal, vertical) tables ``down``, then
-    back to (H, W) with ``up`` (:func:`corruptions.digital.pixelate`), with one layout change each way."""
+def pixelate_kernel(x: np.ndarray, down_w: np.ndarray, down_h: np.ndarray, up_w: np.ndarray, up_h: np.ndarray,
+                    out: np.ndarray) -> None:
+    """:func:`box_resize_kernel` to the small size (tables ``down_w``, ``down_h``: as many rows as output
+    columns / rows), then back to (H, W) with ``up_w``, ``up_h`` (:func:`corruptions.digital.pixelate`),
+    with one layout change each way."""
     n, h, w, c = x.shape
-    small = np.empty((small_h, small_w, n * c), np.uint8)
-    _resize_hwb(_to_hwb(x), down[0], down[1], small)
-    back = np.empty((h, w, n * c), np.uint8)
-    _resize_hwb(small, up[0], up[1], back)
-    _from_hwb(back, out)
+    src = np.empty((h, w, n * c), np.uint8)
+    _move_pixels(x, src, False)
+    small = np.empty((down_h.shape[0], down_w.shape[0], n * c), np.uint8)
+    _resize_hwb(src, down_w, down_h, small)
+    _resize_hwb(small, up_w, up_h, src)
+    _move_pixels(out, src, True)
 
 
-def compact_taps(index: np.ndarray, coeff: np.ndarray) -> tuple:
-    """(index, coeff, count) with each output's non-zero taps first (in their order) and their count."""
+def identity_taps(size: int) -> np.ndarray:
+    """The :func:`compact_taps` table of a pass that keeps its size: output o = input o (clip8 of v * 2**22
+    is v for every byte), the pass Pillow (and :func:`corruptions.digital.pil_resize_box`) skips."""
+    return np.stack([np.ones(size, np.int64), np.arange(size), np.full(size, 1 << 22)], axis=1)
+
+
+def compact_taps(index: np.ndarray, coeff: np.ndarray) -> np.ndarray:
+    """One int64 table (out_size, 1 + 2 * ksize) of Pillow's (index, coeff) arrays: per output the count of
+    non-zero taps, then the tap indices and then the coefficients, the non-zero taps first (in order)."""
     keep = coeff != 0
     order = np.argsort(~keep, axis=1, kind="stable")
-    return (np.ascontiguousarray(np.take_along_axis(index, order, 1)),
-            np.ascontiguousarray(np.take_along_axis(coeff, order, 1)), keep.sum(axis=1).astype(np.int64))
+    return np.ascontiguousarray(np.concatenate(
+        [keep.sum(axis=1, keepdims=True), np.take_along_axis(index, order, 1), np.take_along_axis(coeff, order, 1)],
+        axis=1).astype(np.int64))

@@ -250,8 +250,11 @@ def pil_box_coeffs(in_size: int, out_size: int):
 
 
 @lru_cache(maxsize=None)
-def _box_taps(in_size: int, out_size: int) -> tuple:
-    """:func:`pil_box_coeffs` with the zero taps moved last, for the CPU kernels."""
+def _box_taps(in_size: int, out_size: int) -> np.ndarray:
+    """:func:`pil_box_coeffs` as one table with the zero taps last, for the CPU kernels; a pass that keeps the
+    size (skipped by :func:`pil_resize_box`) is an exact copy."""
+    if in_size == out_size:
+        return _cpu_color.identity_taps(out_size)
     return _cpu_color.compact_taps(*pil_box_coeffs(in_size, out_size))
 
 
@@ -306,8 +309,8 @@ def pixelate(x: torch.Tensor, c: float, rng=None) -> torch.Tensor:
     sh, sw = int(h * c), int(w * c)
     if x.device.type == "cpu":  # both resizes in one compiled pass (same integer sums)
         out = np.empty(tuple(x.shape), dtype=np.uint8)
-        down, up = (_box_taps(w, sw), _box_taps(h, sh)), (_box_taps(sw, w), _box_taps(sh, h))
-        _cpu_color.pixelate_kernel(x.contiguous().numpy(), down, up, sh, sw, out)
+        _cpu_color.pixelate_kernel(x.contiguous().numpy(), _box_taps(w, sw), _box_taps(h, sh), _box_taps(sw, w),
+                                   _box_taps(sh, h), out)
         return torch.from_numpy(out)
     small = pil_resize_box(x, sh, sw)
     return pil_resize_box(small, h, w)
