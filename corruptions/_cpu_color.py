@@ -74,11 +74,13 @@ def _hsv2rgb_rows(h: np.ndarray, s: np.ndarray, v: np.ndarray, r: np.ndarray, g:
 
 
 @kernel
-def _hsv_adjust(x: np.ndarray, unit: np.ndarray, c: float, a: float, b: float, saturate: bool,
-                out: np.ndarray) -> None:
-    """rgb2hsv of x / 255. (``unit``: the quotient of each byte) for (P, 3) uint8 pixels; then
-    s <- clip(s * a + b, 0, 1) (product rounded, then the sum) when ``saturate``, else
-    v <- clip(v + c, 0, 1); hsv2rgb; floor_u8 into ``out``. Planar blocks of :data:`_HSV_BLOCK` pixels."""
+def hsv_adjust_kernel(x: np.ndarray, unit: np.ndarray, c: float, a: float, b: float, saturate: bool,
+                      out: np.ndarray) -> None:
+    """brightness or saturate of (P, 3) uint8 pixels into ``out``: rgb2hsv of x / 255. (``unit``: the
+    quotient of each byte); then s <- clip(s * a + b, 0, 1) (product rounded, then the sum) when
+    ``saturate`` (:func:`corruptions.digital.saturate`), else v <- clip(v + c, 0, 1)
+    (:func:`corruptions.weather.brightness`); hsv2rgb; floor_u8. In planar blocks of :data:`_HSV_BLOCK`
+    pixels. One entry point for both: one compilation."""
     buf = np.empty((6, _HSV_BLOCK))
     for start in range(0, x.shape[0], _HSV_BLOCK):
         m = min(_HSV_BLOCK, x.shape[0] - start)
@@ -98,22 +100,6 @@ def _hsv_adjust(x: np.ndarray, unit: np.ndarray, c: float, a: float, b: float, s
             out[start + j, 2] = np.uint8(bl[j])
 
 
-@kernel
-def brightness_kernel(x: np.ndarray, c: float, unit: np.ndarray, out: np.ndarray) -> None:
-    """brightness of (P, 3) uint8 pixels into ``out``: rgb2hsv of x / 255. (``unit``: the quotient of each
-    byte), v <- clip(v + c, 0, 1), hsv2rgb, floor_u8 (the operations of
-    :func:`corruptions.weather.brightness`)."""
-    _hsv_adjust(x, unit, c, 0.0, 0.0, False, out)
-
-
-@kernel
-def saturate_kernel(x: np.ndarray, a: float, b: float, unit: np.ndarray, out: np.ndarray) -> None:
-    """saturate of (P, 3) uint8 pixels into ``out``: rgb2hsv of x / 255. (``unit``), s <- clip(s * a + b,
-    0, 1) (product rounded, then the sum), hsv2rgb, floor_u8 (the operations of
-    :func:`corruptions.digital.saturate`)."""
-    _hsv_adjust(x, unit, 0.0, a, b, True, out)
-
-
 def _pixels(x):
     """(N, H, W, 3) uint8 CPU tensor -> contiguous (P, 3) NumPy view and an empty output of that shape."""
     arr = x.contiguous().numpy().reshape(-1, 3)
@@ -121,16 +107,16 @@ def _pixels(x):
 
 
 def brightness_cpu(x, c: float):
-    """:func:`brightness_kernel` on an (N, H, W, 3) uint8 CPU tensor; returns a tensor of the same shape."""
+    """brightness (:func:`hsv_adjust_kernel`) of an (N, H, W, 3) uint8 CPU tensor; a tensor of that shape."""
     arr, out = _pixels(x)
-    brightness_kernel(arr, float(c), _UNIT64, out)
+    hsv_adjust_kernel(arr, _UNIT64, float(c), 0.0, 0.0, False, out)
     return torch.from_numpy(out).view(x.shape)
 
 
 def saturate_cpu(x, a: float, b: float):
-    """:func:`saturate_kernel` on an (N, H, W, 3) uint8 CPU tensor; returns a tensor of the same shape."""
+    """saturate (:func:`hsv_adjust_kernel`) of an (N, H, W, 3) uint8 CPU tensor; a tensor of that shape."""
     arr, out = _pixels(x)
-    saturate_kernel(arr, float(a), float(b), _UNIT64, out)
+    hsv_adjust_kernel(arr, _UNIT64, 0.0, float(a), float(b), True, out)
     return torch.from_numpy(out).view(x.shape)
 
 
