@@ -262,18 +262,6 @@ def _box_pass(src: np.ndarray, taps: np.ndarray, dst: np.ndarray, axis: int, acc
 
 
 @kernel
-def _resize_hwb(src: np.ndarray, horizontal: np.ndarray, vertical: np.ndarray, dst: np.ndarray) -> None:
-    """Pillow's BOX resize of (H, W, B) uint8 images (batch innermost) into dst (OH, OW, B): the horizontal
-    pass when the width changes, then the vertical one when the height changes (each a copy otherwise)."""
-    h, w, b = src.shape
-    oh, ow = dst.shape[0], dst.shape[1]
-    acc = np.empty(b, np.int32)
-    mid = np.empty((h, ow, b), np.uint8)
-    _box_pass(src, horizontal, mid, 1, acc)
-    _box_pass(mid, vertical, dst, 0, acc)
-
-
-@kernel
 def _move_pixels(img: np.ndarray, hwb: np.ndarray, back: bool) -> None:
     """Copy between img (N, H, W, C) and the batch-innermost hwb (H, W, N*C) (the layout of
     :func:`corruptions._ops.to_hwb`): img -> hwb, or hwb -> img when ``back``. The three-channel case is
@@ -297,16 +285,28 @@ def _move_pixels(img: np.ndarray, hwb: np.ndarray, back: bool) -> None:
 
 
 @kernel
+def _box_passes(x: np.ndarray, bufs: tuple, tables: tuple, out: np.ndarray) -> None:
+    """x (N, H, W, C) -> the batch-innermost bufs[0]; pass p reads bufs[p], writes bufs[p + 1] with
+    tables[p], along columns for even p (horizontal) and rows for odd p (vertical); the last buffer -> out.
+    A pass that keeps the size uses :func:`identity_taps` (an exact copy, where Pillow skips the pass)."""
+    _move_pixels(x, bufs[0], False)
+    acc = np.empty(bufs[0].shape[2], np.int32)
+    for p in range(len(tables)):
+        _box_pass(bufs[p], tables[p], bufs[p + 1], 1 - p % 2, acc)
+    _move_pixels(out, bufs[len(tables)], True)
+
+
+@kernel
 def box_resize_kernel(x: np.ndarray, horizontal: np.ndarray, vertical: np.ndarray, out: np.ndarray) -> None:
     """``Image.resize((OW, OH), Image.BOX)`` of (N, H, W, C) uint8 images into out (N, OH, OW, C), as
-    :func:`corruptions.digital.pil_resize_box` (same integer sums), in the batch-innermost layout so that
-    every pass runs along contiguous rows. ``horizontal`` / ``vertical``: :func:`compact_taps` tables."""
+    :func:`corruptions.digital.pil_resize_box` (same integer sums): the horizontal pass, then the vertical
+    one, in the batch-innermost layout (H, W, N*C) so that every pass runs along contiguous values.
+    ``horizontal`` / ``vertical``: :func:`compact_taps` tables (one row per output column / row)."""
     n, h, w, c = x.shape
-    src = np.empty((h, w, n * c), np.uint8)
-    _move_pixels(x, src, False)
-    dst = np.empty((out.shape[1], out.shape[2], n * c), np.uint8)
-    _resize_hwb(src, horizontal, vertical, dst)
-    _move_pixels(out, dst, True)
+    oh, ow = out.shape[1], out.shape[2]
+    b = n * c
+    bufs = (np.empty((h, w, b), np.uint8), np.empty((h, ow, b), np.uint8), np.empty((oh, ow, b), np.uint8))
+    _box_passes(x, bufs, (horizontal, vertical), out)
 
 
 @kernel
@@ -316,12 +316,10 @@ def pixelate_kernel(x: np.ndarray, down_w: np.ndarray, down_h: np.ndarray, up_w:
     columns / rows), then back to (H, W) with ``up_w``, ``up_h`` (:func:`corruptions.digital.pixelate`),
     with one layout change each way."""
     n, h, w, c = x.shape
-    src = np.empty((h, w, n * c), np.uint8)
-    _move_pixels(x, src, False)
-    small = np.empty((down_h.shape[0], down_w.shape[0], n * c), np.uint8)
-    _resize_hwb(src, down_w, down_h, small)
-    _resize_hwb(small, up_w, up_h, src)
-    _move_pixels(out, src, True)
+    sh, sw, b = down_h.shape[0], down_w.shape[0], n * c
+    bufs = (np.empty((h, w, b), np.uint8), np.empty((h, sw, b), np.uint8), np.empty((sh, sw, b), np.uint8),
+            np.empty((sh, w, b), np.uint8), np.empty((h, w, b), np.uint8))
+    _box_passes(x, bufs, (down_w, down_h, up_w, up_h), out)
 
 
 def identity_taps(size: int) -> np.ndarray:
@@ -335,6 +333,6 @@ def compact_taps(index: np.ndarray, coeff: np.ndarray) -> np.ndarray:
     non-zero taps, then the tap indices and then the coefficients, the non-zero taps first (in order)."""
     keep = coeff != 0
     order = np.argsort(~keep, axis=1, kind="stable")
-    return np.ascontiguousarray(np.concatenate(
-        [keep.sum(axis=1, keepdims=True), np.take_along_axis(index, order, 1), np.take_along_axis(coeff, order, 1)],
-        axis=1).astype(np.int64))
+    parts = [keep.sum(axis=1, keepdims=True), np.take_along_axis(index, order, 1),
+             np.take_along_axis(coeff, order, 1)]
+    return np.ascontiguousarray(np.concatenate(parts, axis=1).astype(np.int64))
