@@ -99,3 +99,10 @@ def test_pixelate_kernel_equals_torch(colours):
 def test_box_resize_kernel_equals_torch(size):
     x = _random_images(7, 4, (32, 32))
     assert torch.equal(digital.pil_resize_box(x, *size), digital.pil_resize_box_torch(x, *size))
+
+
+def test_box_resize_kernel_other_channel_counts():
+    g = np.random.default_rng(8)
+    for c in (1, 4):
+        x = torch.from_numpy(g.integers(0, 256, (5, 32, 32, c)).astype(np.uint8))
+        assert torch.equal(digital.pil_resize_box(x, 21, 27), digital.pil_resize_box_torch(x, 21, 27))
