@@ -8,6 +8,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from . import _cpu_color
 from ._ops import (
     floor_u8,
     from_hwb,
@@ -44,7 +45,16 @@ def sequential_channel_mean(xf: torch.Tensor) -> torch.Tensor:
 
 
 def contrast(x: torch.Tensor, c: float, rng=None) -> torch.Tensor:
-    """(x - mean) * c + mean with the per-image, per-channel mean; clip, x255, floor. Bit-exact."""
+    """(x - mean) * c + mean with the per-image, per-channel mean; clip, x255, floor. Bit-exact.
+
+    On the CPU a compiled pass (same operations); elsewhere :func:`contrast_torch`."""
+    if x.device.type == "cpu":
+        return _cpu_color.contrast_cpu(x, c)
+    return contrast_torch(x, c)
+
+
+def contrast_torch(x: torch.Tensor, c: float) -> torch.Tensor:
+    """:func:`contrast` as whole-tensor torch operations (the CUDA path)."""
     xf = u8_to_unit64(x)
     means = sequential_channel_mean(xf)
     return floor_u8((xf - means) * c + means)
@@ -55,7 +65,16 @@ def contrast(x: torch.Tensor, c: float, rng=None) -> torch.Tensor:
 
 
 def saturate(x: torch.Tensor, params, rng=None) -> torch.Tensor:
-    """skimage rgb2hsv, S <- clip(S * a + b, 0, 1), hsv2rgb, clip, x255, floor. Bit-exact."""
+    """skimage rgb2hsv, S <- clip(S * a + b, 0, 1), hsv2rgb, clip, x255, floor. Bit-exact.
+
+    On the CPU a compiled per-pixel kernel (same operations); elsewhere :func:`saturate_torch`."""
+    if x.device.type == "cpu":
+        return _cpu_color.saturate_cpu(x, *params)
+    return saturate_torch(x, params)
+
+
+def saturate_torch(x: torch.Tensor, params) -> torch.Tensor:
+    """:func:`saturate` as whole-tensor torch operations (the CUDA path)."""
     a, b = params
     h, s, v = rgb2hsv(u8_to_unit64(x))
     return floor_u8(hsv2rgb(h, torch.clamp(s * a + b, 0.0, 1.0), v))
@@ -92,13 +111,24 @@ def _cv2_jpeg_bytes(im: np.ndarray, quality: int):
     return enc if ok else None
 
 
+def _cv2_decode_rgb(data) -> np.ndarray:
+    """OpenCV's decode of a JPEG stream as RGB: straight into RGB where OpenCV has IMREAD_COLOR_RGB (>= 4.10;
+    the decoder's colour conversion in the other channel order), else BGR reversed."""
+    import cv2
+
+    flag = getattr(cv2, "IMREAD_COLOR_RGB", None)
+    if flag is not None:
+        return cv2.imdecode(data, flag)
+    return cv2.imdecode(data, cv2.IMREAD_COLOR)[..., ::-1]
+
+
 def _cv2_decodes_like_pil() -> bool:
-    """Whether OpenCV's JPEG decoder returns PIL's pixels here (both libjpeg(-turbo), islow IDCT, fancy
-    upsampling); checked once on probe images. OpenCV decodes ~6x faster; PIL remains the reference."""
+    """Whether OpenCV's JPEG decoder (:func:`_cv2_decode_rgb`) returns PIL's pixels here (both
+    libjpeg(-turbo), islow IDCT, fancy upsampling); checked once on probe images. OpenCV decodes ~6x
+    faster; PIL remains the reference."""
     global _CV2_DECODE_OK
     if _CV2_DECODE_OK is None:
         try:
-            import cv2
             from PIL import Image
 
             ok = True
@@ -106,8 +136,8 @@ def _cv2_decodes_like_pil() -> bool:
                 for q in (80, 40):
                     data = _pil_jpeg_bytes(im, q)
                     ref = np.asarray(Image.open(io.BytesIO(data)))
-                    got = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-                    ok = ok and got is not None and np.array_equal(got[..., ::-1], ref)
+                    got = _cv2_decode_rgb(np.frombuffer(data, np.uint8))
+                    ok = ok and got is not None and np.array_equal(got, ref)
             _CV2_DECODE_OK = ok
         except Exception:  # pragma: no cover - any doubt: decode with PIL
             _CV2_DECODE_OK = False
@@ -139,27 +169,46 @@ def jpeg_compression(x: torch.Tensor, quality: int, rng=None) -> torch.Tensor:
     this installation (checked once). Decoding uses OpenCV when it gives PIL's pixels (checked once), else
     PIL.
     """
+    arr = x.cpu().numpy()
+    fast_dec = _cv2_decodes_like_pil()
+    if fast_dec and _cv2_encodes_like_pil():
+        out = _jpeg_cv2(arr, quality)
+    else:
+        out = _jpeg_pil(arr, quality, fast_dec)
+    return torch.from_numpy(out).to(x.device)
+
+
+def _jpeg_cv2(arr: np.ndarray, quality: int) -> np.ndarray:
+    """Encode and decode every (H, W, 3) image with OpenCV: the batch is reversed to BGR once, and the
+    decoder writes RGB (:func:`_cv2_decode_rgb`); the same codec calls as :func:`_cv2_jpeg_bytes`."""
+    import cv2
+
+    bgr = np.ascontiguousarray(arr[..., ::-1])
+    params = [cv2.IMWRITE_JPEG_QUALITY, int(quality)]
+    out = np.empty_like(arr)
+    for i in range(arr.shape[0]):
+        ok, enc = cv2.imencode(".jpg", bgr[i], params)
+        if not ok:
+            raise RuntimeError("OpenCV could not encode a JPEG image")
+        out[i] = _cv2_decode_rgb(enc)
+    return out
+
+
+def _jpeg_pil(arr: np.ndarray, quality: int, cv2_decode: bool) -> np.ndarray:
+    """Encode every image with PIL; decode with OpenCV when ``cv2_decode``, else with PIL."""
     from PIL import Image
 
-    arr = x.cpu().numpy()
     out = np.empty_like(arr)
-    fast_dec = _cv2_decodes_like_pil()
-    fast_enc = fast_dec and _cv2_encodes_like_pil()
-    if fast_dec:
-        import cv2
     for i in range(arr.shape[0]):
-        if fast_enc:
-            out[i] = cv2.imdecode(_cv2_jpeg_bytes(arr[i], quality), cv2.IMREAD_COLOR)[..., ::-1]
-            continue
         buf = io.BytesIO()
         Image.fromarray(arr[i], "RGB").save(buf, format="JPEG", quality=int(quality))
-        if fast_dec:
-            out[i] = cv2.imdecode(np.frombuffer(buf.getbuffer(), np.uint8), cv2.IMREAD_COLOR)[..., ::-1]
+        if cv2_decode:
+            out[i] = _cv2_decode_rgb(np.frombuffer(buf.getbuffer(), np.uint8))
         else:
             buf.seek(0)
             with Image.open(buf) as im:
                 out[i] = np.asarray(im.convert("RGB"))
-    return torch.from_numpy(out).to(x.device)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -200,6 +249,15 @@ def pil_box_coeffs(in_size: int, out_size: int):
     return index, coeff
 
 
+@lru_cache(maxsize=None)
+def _box_taps(in_size: int, out_size: int) -> np.ndarray:
+    """:func:`pil_box_coeffs` as one table with the zero taps last, for the CPU kernels; a pass that keeps the
+    size (skipped by :func:`pil_resize_box`) is an exact copy."""
+    if in_size == out_size:
+        return _cpu_color.identity_taps(out_size)
+    return _cpu_color.compact_taps(*pil_box_coeffs(in_size, out_size))
+
+
 def _pil_resample_pass(x: torch.Tensor, dim: int, out_size: int) -> torch.Tensor:
     """One 8-bit Pillow resampling pass along ``dim`` of an integer tensor."""
     index, coeff = pil_box_coeffs(x.shape[dim], out_size)
@@ -220,7 +278,22 @@ def pil_resize_box(x: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
     """``Image.resize((out_w, out_h), Image.BOX)`` of (N, H, W, C) uint8: horizontal pass, then vertical.
 
     Integer arithmetic in int32 (sums stay below 255 * 2**22 + 2**21 < 2**31), batch-innermost layout.
+    On the CPU one compiled pass (:func:`corruptions._cpu_color.box_resize_kernel`, same integer sums).
     """
+    if x.device.type == "cpu":
+        return _pil_resize_box_cpu(x, out_h, out_w)
+    return pil_resize_box_torch(x, out_h, out_w)
+
+
+def _pil_resize_box_cpu(x: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
+    n, h, w, c = x.shape
+    out = np.empty((n, out_h, out_w, c), dtype=np.uint8)
+    _cpu_color.box_resize_kernel(x.contiguous().numpy(), _box_taps(w, out_w), _box_taps(h, out_h), out)
+    return torch.from_numpy(out)
+
+
+def pil_resize_box_torch(x: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
+    """:func:`pil_resize_box` as whole-tensor torch operations (the CUDA path)."""
     n, _, _, c = x.shape
     y = to_hwb(x.to(torch.int32))
     if out_w != x.shape[2]:
@@ -233,7 +306,13 @@ def pil_resize_box(x: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
 def pixelate(x: torch.Tensor, c: float, rng=None) -> torch.Tensor:
     """resize to (int(W*c), int(H*c)) with BOX, then back with BOX (PIL 8-bit fixed point). Bit-exact."""
     _, h, w, _ = x.shape
-    small = pil_resize_box(x, int(h * c), int(w * c))
+    sh, sw = int(h * c), int(w * c)
+    if x.device.type == "cpu":  # both resizes in one compiled pass (same integer sums)
+        out = np.empty(tuple(x.shape), dtype=np.uint8)
+        _cpu_color.pixelate_kernel(x.contiguous().numpy(), _box_taps(w, sw), _box_taps(h, sh), _box_taps(sw, w),
+                                   _box_taps(sh, h), out)
+        return torch.from_numpy(out)
+    small = pil_resize_box(x, sh, sw)
     return pil_resize_box(small, h, w)
 
 

@@ -10,6 +10,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from . import _cpu_color
 from .rng import KeyedRandom
 
 
@@ -50,6 +51,7 @@ class _LevelSampler:
         # what stays open has p = 1 up to rounding: keep prob 1, alias itself
         self.prob = torch.as_tensor(prob.ravel())
         self.alias = torch.as_tensor(alias.ravel())
+        self.prob_np, self.pick = prob.ravel(), _cpu_color.alias_pick_table(alias.ravel())  # CPU kernel tables
         self._dev: dict = {}
 
     def tables(self, device):
@@ -59,6 +61,15 @@ class _LevelSampler:
         return self._dev[key]
 
     def sample(self, x: torch.Tensor, rng: KeyedRandom) -> torch.Tensor:
+        """One output level per element of the uint8 batch x (one keyed uniform each); on the CPU a
+        compiled pass (same operations), elsewhere :meth:`sample_torch`."""
+        if x.device.type != "cpu":
+            return self.sample_torch(x, rng)
+        u = rng.uniform(int(np.prod(x.shape[1:])))
+        return _cpu_color.alias_sample_cpu(x, u, self.prob_np, self.pick)
+
+    def sample_torch(self, x: torch.Tensor, rng: KeyedRandom) -> torch.Tensor:
+        """:meth:`sample` as whole-tensor torch operations (the CUDA path)."""
         prob, alias = self.tables(x.device)
         u = rng.uniform(int(np.prod(x.shape[1:]))).view(x.shape)
         q = u.mul_(float(_LEVELS))  # exact; column k = top 8 bits, q - k = the remaining 45 bits
@@ -144,7 +155,16 @@ def impulse_noise(x: torch.Tensor, c: float, rng: KeyedRandom) -> torch.Tensor:
     """skimage ``random_noise(mode='s&p', amount=c)``: each element is hit with probability c and becomes
     1 (salt) or 0 (pepper) with probability 1/2 each. One uniform u decides both: u < c/2 salt,
     c/2 <= u < c pepper (the same joint distribution as two independent Bernoulli draws). Unhit
-    elements come back exactly (floor((v/255)*255) = v for every byte)."""
+    elements come back exactly (floor((v/255)*255) = v for every byte).
+
+    On the CPU a compiled pass (same comparisons); elsewhere :func:`impulse_noise_torch`."""
+    if x.device.type == "cpu":
+        return _cpu_color.impulse_cpu(x, rng.uniform(int(np.prod(x.shape[1:]))), c)
+    return impulse_noise_torch(x, c, rng)
+
+
+def impulse_noise_torch(x: torch.Tensor, c: float, rng: KeyedRandom) -> torch.Tensor:
+    """:func:`impulse_noise` as whole-tensor torch operations (the CUDA path)."""
     u = rng.uniform(int(np.prod(x.shape[1:]))).view(x.shape)
     salt = torch.full_like(x, 255)
     return torch.where(u < c / 2, salt, torch.where(u < c, torch.zeros_like(x), x))

@@ -7,6 +7,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from . import _cpu_color
 from ._ops import (
     clipped_zoom_axis,
     clipped_zoom_hwb,
@@ -31,7 +32,16 @@ from .rng import KeyedRandom
 
 
 def brightness(x: torch.Tensor, c: float, rng=None) -> torch.Tensor:
-    """skimage rgb2hsv, V <- clip(V + c, 0, 1), hsv2rgb, clip, x255, floor (skimage's arithmetic)."""
+    """skimage rgb2hsv, V <- clip(V + c, 0, 1), hsv2rgb, clip, x255, floor (skimage's arithmetic).
+
+    On the CPU a compiled per-pixel kernel (same operations); elsewhere :func:`brightness_torch`."""
+    if x.device.type == "cpu":
+        return _cpu_color.brightness_cpu(x, c)
+    return brightness_torch(x, c)
+
+
+def brightness_torch(x: torch.Tensor, c: float) -> torch.Tensor:
+    """:func:`brightness` as whole-tensor torch operations (the CUDA path)."""
     h, s, v = rgb2hsv(u8_to_unit64(x))
     return floor_u8(hsv2rgb(h, s, torch.clamp(v + c, 0.0, 1.0)))
 
