@@ -130,8 +130,8 @@ def main(argv=None) -> int:
               f"{res['total_s']:.1f} s (process CPU time {res['cpu_total_s']:.1f} s; 1-min load average "
               f"{res['load_average_1min_after']:.1f} on {os.cpu_count()} cores: other processes share the CPU when "
               f"it exceeds the worker count)")
-        print(f"  set-up includes compiling the CPU kernels when numba's cache is cold (the first run on a machine; "
-              f"cached in corruptions/__pycache__ or NUMBA_CACHE_DIR)")
+        print("  set-up includes compiling the CPU kernels when numba's cache is cold (the first run on a machine; "
+              "cached in corruptions/__pycache__ or NUMBA_CACHE_DIR)")
         if dev == "cpu" and len(names) == 19 and len(sevs) == 5 and len(x) == 10_000:
             verdict = "OK" if res["total_s"] <= args.budget else "NOT MET"
             print(f"  target: all 19 x 5 x 10,000 within {args.budget:.0f} s on the CPU: {verdict}")

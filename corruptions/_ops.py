@@ -50,21 +50,6 @@ def _plane_base(n: int, c: int, hw: int, device: str) -> torch.Tensor:
     return (torch.arange(n * c, device=torch.device(device)) * hw).view(n, c, 1)
 
 
-_LUT: dict = {}
-
-
-def _lut(kind: str, device) -> torch.Tensor:
-    key = (kind, str(device))
-    if key not in _LUT:
-        v = torch.arange(256, dtype=torch.float64)
-        if kind == "u257":
-            t = v * 257.0
-        else:
-            t = v / 255.0 if kind == "u64" else v.to(torch.float32) / 255.0
-        _LUT[key] = t.to(device)
-    return _LUT[key]
-
-
 def u8_to_unit64(x: torch.Tensor) -> torch.Tensor:
     """``np.array(img) / 255.`` : uint8 -> float64 by true division (not multiplication by 1/255); one
     widening copy and one in-place IEEE division (cheaper than a table look-up with int64 indices)."""
