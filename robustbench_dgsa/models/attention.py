@@ -284,7 +284,8 @@ class _DifferentialBase(nn.Module):
         if key_padding_mask is not None:   # padded keys: −inf scores, exactly 0 weight
             scores = scores.masked_fill(key_padding_mask.bool()[:, None, None, None, :], float("-inf"))
         o = torch.matmul(torch.softmax(scores, dim=-1).view(-1, h, 2 * Nq, N), v).view(-1, h, 2, Nq, dv)
-        return self._combine(o[:, :, 0], o[:, :, 1], c_pos, c_neg)
+        o_pos, o_neg = o.unbind(2)   # (unbind's backward stacks the two gradients; two selects would zero-fill twice)
+        return self._combine(o_pos, o_neg, c_pos, c_neg)
 
     def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, return_maps: bool = False,
                 queries: int | None = None) -> Tensor | tuple[Tensor, Maps]:
