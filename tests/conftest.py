@@ -106,3 +106,26 @@ def _run_cli_cases(cases: list[list[str]]) -> list[tuple[int, str]]:
 @pytest.fixture(scope="session")
 def run_cli_cases():
     return _run_cli_cases
+
+
+@pytest.fixture
+def run_main(capsys):
+    """Run the real entry point (cli.main, error boundary included) in this process with ``args`` from folder
+    ``cwd``; returns (exit code, stdout, stderr). In-process, so a test can monkeypatch the library under it."""
+    def run(args: list[str], cwd: Path) -> tuple[int, str, str]:
+        from robustbench_dgsa.cli import main
+
+        old_argv, old_cwd = sys.argv, os.getcwd()
+        sys.argv = ["dgsa-bench", *args]
+        os.chdir(cwd)
+        try:
+            main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        finally:
+            sys.argv = old_argv
+            os.chdir(old_cwd)
+        out, err = capsys.readouterr()
+        return code, out, err
+    return run

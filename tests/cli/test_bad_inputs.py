@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,23 +29,6 @@ TINY_SET = ["--set", "model.dim=16", "--set", "model.depth=1", "--set", "model.h
 
 
 # --------------------------------------------------------------------------------------------- fixtures
-
-def _run_main(args: list[str], cwd: Path, capsys) -> tuple[int, str, str]:
-    from robustbench_dgsa.cli import main
-    old_argv, old_cwd = sys.argv, os.getcwd()
-    sys.argv = ["dgsa-bench", *args]
-    os.chdir(cwd)
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    finally:
-        sys.argv = old_argv
-        os.chdir(old_cwd)
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 def _write_inputs(d: Path) -> dict[str, Path]:
     rng = np.random.default_rng(0)
@@ -387,12 +369,12 @@ def _param(case: tuple[str, int, list[str]]):
 
 
 @pytest.mark.parametrize("case_id, expected, args", [_param(c) for c in CASES])
-def test_bad_input(case_id, expected, args, fx, tmp_path, capsys):
+def test_bad_input(case_id, expected, args, fx, tmp_path, run_main):
     filled = [a.format(**{k: str(v) for k, v in fx.items()}) if "{" in a else a for a in args]
     watched = [tmp_path, fx["store"], fx["ckpt"].parent, fx["a_dir"], fx["a_file"], fx["junk_store"],
                fx["garbage_jobs"], fx["garbage_sweep_json"], fx["sweep_ok"], fx["latin1_store"], fx["read_only"]]
     before = _snapshot(watched)
-    code, out, err = _run_main(filled, tmp_path, capsys)
+    code, out, err = run_main(filled, tmp_path)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert "Traceback" not in err, err
     assert code == expected, f"exit {code}, expected {expected}; stderr:\n{err}\nstdout:\n{out}"

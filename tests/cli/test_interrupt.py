@@ -9,31 +9,12 @@ did not finish.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 TINY_SET = ["--set", "model.dim=16", "--set", "model.depth=1", "--set", "model.heads=2",
             "--set", "model.head_hidden=16", "--set", "data.max_train=64", "--set", "data.max_test=32"]
-
-
-def _main(args: list[str], cwd: Path, capsys) -> tuple[int, str]:
-    from robustbench_dgsa.cli import main
-    old_argv, old_cwd = sys.argv, os.getcwd()
-    sys.argv = ["dgsa-bench", *args]
-    os.chdir(cwd)
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    finally:
-        sys.argv, _ = old_argv, os.chdir(old_cwd)
-    _, err = capsys.readouterr()
-    return code, err
 
 
 def _interrupt_on_call(monkeypatch, module, name: str, n: int) -> dict[str, int]:
@@ -69,12 +50,12 @@ def _one_line(err: str) -> str:
     return lines[-1]
 
 
-def test_corrupt_interrupted_leaves_no_partial_files(tmp_path, monkeypatch, capsys):
+def test_corrupt_interrupted_leaves_no_partial_files(tmp_path, monkeypatch, run_main):
     import corruptions.api
     np.save(tmp_path / "x.npy", np.random.default_rng(0).integers(0, 256, (6, 16, 16, 3), dtype=np.uint8))
     calls = _interrupt_on_call(monkeypatch, corruptions.api, "corrupt", 4)  # after 3 chunks were written
-    code, err = _main(["corrupt", "--input", "x.npy", "--corruption", "contrast,brightness", "--severity", "1,2",
-                       "--out", "o", "--quiet"], tmp_path, capsys)
+    code, _, err = run_main(["corrupt", "--input", "x.npy", "--corruption", "contrast,brightness", "--severity", "1,2",
+                       "--out", "o", "--quiet"], tmp_path)
     assert calls["n"] == 4, "the patched step was never reached"
     assert code == 130 and _one_line(err) == "interrupted"
     out = tmp_path / "o"
@@ -89,8 +70,8 @@ def test_corrupt_interrupted_leaves_no_partial_files(tmp_path, monkeypatch, caps
             assert not npys, _files(out)
     # and a re-run completes what is missing
     monkeypatch.undo()
-    code, err = _main(["corrupt", "--input", "x.npy", "--corruption", "contrast,brightness", "--severity", "1,2",
-                       "--out", "o", "--quiet"], tmp_path, capsys)
+    code, _, err = run_main(["corrupt", "--input", "x.npy", "--corruption", "contrast,brightness", "--severity", "1,2",
+                       "--out", "o", "--quiet"], tmp_path)
     assert code == 0, err
     from corruptions.layout import check_manifest
     check_manifest(out)
@@ -99,12 +80,12 @@ def test_corrupt_interrupted_leaves_no_partial_files(tmp_path, monkeypatch, caps
     _no_temporaries(out)
 
 
-def test_train_interrupted_keeps_only_what_resume_needs(tmp_path, monkeypatch, capsys):
+def test_train_interrupted_keeps_only_what_resume_needs(tmp_path, monkeypatch, run_main):
     from robustbench_dgsa.engine import train as train_mod
     args = ["train", "--model", "vit", "--dataset", "synthetic-vision", "--preset", "tiny", "--epochs", "2",
             "--device", "cpu", *TINY_SET, "--out", "run", "--quiet"]
     calls = _interrupt_on_call(monkeypatch, train_mod, "evaluate_split", 2)  # validation of epoch 2
-    code, err = _main(args, tmp_path, capsys)
+    code, _, err = run_main(args, tmp_path)
     assert calls["n"] == 2
     line = _one_line(err)
     assert code == 130 and line.startswith("interrupted; resume with: dgsa-bench train") and line.endswith("--resume")
@@ -117,7 +98,7 @@ def test_train_interrupted_keeps_only_what_resume_needs(tmp_path, monkeypatch, c
     _, meta = load_checkpoint(run / ckpts[0])
     assert meta["epoch"] == 1, meta  # the last finished epoch's checkpoint: what --resume starts from
     monkeypatch.undo()
-    code, err = _main(args + ["--resume"], tmp_path, capsys)
+    code, _, err = run_main(args + ["--resume"], tmp_path)
     assert code == 0, err
     _, meta = load_checkpoint(run / ckpts[0])
     assert meta["epoch"] == 2
@@ -140,16 +121,16 @@ def _small_store(store_dir: Path) -> None:
             t.add_rows([dict(split="val", metric="accuracy", epoch=e, value=.5 + .1 * e) for e in (1, 2)])
 
 
-def test_evaluate_interrupted_leaves_the_store_as_it_was(tmp_path, monkeypatch, capsys):
+def test_evaluate_interrupted_leaves_the_store_as_it_was(tmp_path, monkeypatch, run_main):
     from robustbench_dgsa.engine import evaluate as eval_mod
-    code, err = _main(["train", "--model", "vit", "--dataset", "synthetic-vision", "--preset", "tiny", "--epochs",
-                       "1", "--device", "cpu", *TINY_SET, "--out", "run", "--quiet"], tmp_path, capsys)
+    code, _, err = run_main(["train", "--model", "vit", "--dataset", "synthetic-vision", "--preset", "tiny", "--epochs",
+                       "1", "--device", "cpu", *TINY_SET, "--out", "run", "--quiet"], tmp_path)
     assert code == 0, err
     store_dir = tmp_path / "run" / "store"
     before = {p: (s, (store_dir / p).stat().st_mtime_ns) for p, s in _files(store_dir).items()}
     calls = _interrupt_on_call(monkeypatch, eval_mod, "_predict_on_the_fly", 2)
-    code, err = _main(["evaluate", "--checkpoint", "run/checkpoint.safetensors", "--corruption", "contrast,fog",
-                       "--severity", "1", "--device", "cpu", "--store", "run/store", "--quiet"], tmp_path, capsys)
+    code, _, err = run_main(["evaluate", "--checkpoint", "run/checkpoint.safetensors", "--corruption", "contrast,fog",
+                       "--severity", "1", "--device", "cpu", "--store", "run/store", "--quiet"], tmp_path)
     assert calls["n"] == 2
     assert code == 130 and _one_line(err) == "interrupted"
     after = {p: (s, (store_dir / p).stat().st_mtime_ns) for p, s in _files(store_dir).items()}
@@ -158,16 +139,16 @@ def test_evaluate_interrupted_leaves_the_store_as_it_was(tmp_path, monkeypatch, 
         "an empty folder was left in the store"
 
 
-def test_report_interrupted_leaves_no_half_report(tmp_path, monkeypatch, capsys):
+def test_report_interrupted_leaves_no_half_report(tmp_path, monkeypatch, run_main):
     from robustbench_dgsa.report import build
     _small_store(tmp_path / "store")
     # a finished report first: an interrupted rebuild must leave it as it was
-    code, err = _main(["report", "--store", "store", "--out", "rep"], tmp_path, capsys)
+    code, _, err = run_main(["report", "--store", "store", "--out", "rep"], tmp_path)
     assert code == 0, err
     rep = tmp_path / "rep"
     first = {p: (rep / p).read_bytes() for p in _files(rep)}
     calls = _interrupt_on_call(monkeypatch, build, "_curve_figures", 1)  # after tables and figures were written
-    code, err = _main(["report", "--store", "store", "--out", "rep", "--title", "second"], tmp_path, capsys)
+    code, _, err = run_main(["report", "--store", "store", "--out", "rep", "--title", "second"], tmp_path)
     assert calls["n"] == 1
     assert code == 130 and _one_line(err) == "interrupted"
     assert {p: (rep / p).read_bytes() for p in _files(rep)} == first
@@ -175,7 +156,7 @@ def test_report_interrupted_leaves_no_half_report(tmp_path, monkeypatch, capsys)
     # a report interrupted in a new folder leaves no folder that looks like a report
     monkeypatch.undo()
     _interrupt_on_call(monkeypatch, build, "_curve_figures", 1)
-    code, err = _main(["report", "--store", "store", "--out", "rep2"], tmp_path, capsys)
+    code, _, err = run_main(["report", "--store", "store", "--out", "rep2"], tmp_path)
     assert code == 130
     assert not (tmp_path / "rep2").exists() or not any((tmp_path / "rep2").iterdir())
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "rep2") == ["rep", "store"]
