@@ -12,22 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import kernel
-from ._ops import ext_index, scipy_gaussian_weights
 
 # ----------------------------------------------------------------------------------------------
 # shared pieces
 
 UNIT32 = np.arange(256, dtype=np.float32) / np.float32(255.0)  # ``u8_to_unit32`` of every byte
 UNIT64 = np.arange(256, dtype=np.float64) / 255.0  # ``u8_to_unit64`` of every byte
-
-
-def gaussian_taps(sigma: float, h: int, w: int, mode: str, truncate: float):
-    """``_ops.scipy_gaussian``'s taps for the kernels: the weights (``[1.0]``, the identity, for sigma <=
-    1e-15, where SciPy skips the filter) and the boundary index maps of both axes, offset by the radius."""
-    weights = scipy_gaussian_weights(sigma, truncate) if sigma > 1e-15 else np.ones(1)
-    r = len(weights) // 2
-    return weights, ext_index(h, r, r, mode), ext_index(w, r, r, mode)
-
 
 
 @kernel
@@ -40,39 +30,6 @@ def _mirror101(i: int, n: int) -> int:
     p = 2 * n - 2
     i = i % p  # Python (floor) modulo, as torch.remainder
     return p - i if i >= n else i
-
-
-@kernel
-def _correlate_sym_rows(src, weights, ext, out) -> None:
-    """``_ops.scipy_correlate1d_sym`` along axis 0 of a 2-D float64 array (``ext``: ``ext_index`` of the axis,
-    offset by the radius r): out[i] = src[i]*w[r], then + (src[i-k] + src[i+k]) * w[r+k] for k = r..1.
-    (The loops run over k outside j, so each element's operations keep that order.)"""
-    r = weights.shape[0] // 2
-    h, w = src.shape
-    for i in range(h):
-        for j in range(w):
-            out[i, j] = src[i, j] * weights[r]
-        for k in range(r, 0, -1):
-            lo, hi, wk = ext[r + i - k], ext[r + i + k], weights[r + k]
-            for j in range(w):
-                out[i, j] += (src[lo, j] + src[hi, j]) * wk
-
-
-@kernel
-def _correlate_sym_cols(src, weights, ext, out) -> None:
-    """As :func:`_correlate_sym_rows`, along axis 1 (each row first extended through ``ext``)."""
-    r = weights.shape[0] // 2
-    h, w = src.shape
-    pad = np.empty(w + 2 * r)
-    for i in range(h):
-        for t in range(w + 2 * r):
-            pad[t] = src[i, ext[t]]
-        for j in range(w):
-            out[i, j] = pad[r + j] * weights[r]
-        for k in range(r, 0, -1):
-            wk = weights[r + k]
-            for j in range(w):
-                out[i, j] += (pad[r + j - k] + pad[r + j + k]) * wk
 
 
 @kernel
@@ -180,25 +137,11 @@ def _map_coordinates_image(img, dx, dy, out) -> None:
 
 
 @kernel
-def _elastic_field(noise, alpha, weights, ext_r, ext_c, tmp, tmp2, out) -> None:
-    """dx (or dy) of ``digital.elastic_apply`` into float32 ``out``: ``scipy_gaussian(noise, sigma,
-    mode='reflect')`` (rows, then columns) times ``alpha`` in float64, cast to float32."""
-    h, w = noise.shape
-    _correlate_sym_rows(noise, weights, ext_r, tmp2)
-    _correlate_sym_cols(tmp2, weights, ext_c, tmp)
-    for i in range(h):
-        for j in range(w):
-            out[i, j] = np.float32(tmp[i, j] * alpha)
-
-
-@kernel
-def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, weights, ext_r, ext_c, ndx, ndy, out) -> None:
+def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, dx, dy, out) -> None:
     """``digital.elastic_apply`` of uint8 images (N, H, W, C) into uint8 ``out``: affine warp, then (alpha
-    != 0) displacement by the smoothed noise fields ``ndx``, ``ndy`` (N, H, W) and bilinear resampling."""
+    != 0) displacement by the smoothed float32 fields ``dx``, ``dy`` (N, H, W) and bilinear resampling."""
     n, h, w, c = x.shape
     warped, xf32 = np.empty((h, w, c), np.float64), np.empty((h, w, c), np.float32)  # both float32 values
-    tmp, tmp2 = np.empty((h, w), np.float64), np.empty((h, w), np.float64)
-    dx, dy = np.empty((h, w), np.float32), np.empty((h, w), np.float32)
     for i in range(n):
         _warp_affine_image(x[i], lut32, x0[i], y0[i], adelta[i], bdelta[i], xf32, warped)
         if alpha == 0.0:
@@ -207,9 +150,7 @@ def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, weights, ext_r, ext_
                     for ch in range(c):
                         out[i, yy, xx, ch] = _floor_u8_32(np.float32(warped[yy, xx, ch]))
             continue
-        _elastic_field(ndx[i], alpha, weights, ext_r, ext_c, tmp, tmp2, dx)
-        _elastic_field(ndy[i], alpha, weights, ext_r, ext_c, tmp, tmp2, dy)
-        _map_coordinates_image(warped, dx, dy, out[i])
+        _map_coordinates_image(warped, dx[i], dy[i], out[i])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -313,41 +254,6 @@ def snow_kernel(x, normal, layer_p, zi_y, zw_y, zi_x, zw_x, zmask, k, ox, oy, lu
 
 
 @kernel
-def _gaussian_2d(src, weights, ext_r, ext_c, tmp, out) -> None:
-    """``_ops.scipy_gaussian`` over both axes of one float64 plane: rows (axis 0), then columns."""
-    _correlate_sym_rows(src, weights, ext_r, tmp)
-    _correlate_sym_cols(tmp, weights, ext_c, out)
-
-
-@kernel
-def _spatter_liquid(normal, mean, std, thr, weights, ext_r, ext_c, tmp, tmp2, out) -> None:
-    """``weather.spatter_apply``'s liquid layer of one image: scipy_gaussian(mean + std * normal, 'nearest')
-    with values below ``thr`` set to 0, float64 (H, W) into ``out``."""
-    h, w = normal.shape
-    for i in range(h):
-        for j in range(w):
-            tmp2[i, j] = mean + std * normal[i, j]
-    _gaussian_2d(tmp2, weights, ext_r, ext_c, tmp, out)
-    for i in range(h):
-        for j in range(w):
-            if out[i, j] < thr:
-                out[i, j] = 0.0
-
-
-@kernel
-def water_layer_kernel(normal, lp, weights, ext_r, ext_c, out) -> None:
-    """The water liquid layer as uint8 (N, H, W): ``floor(liquid * 255)`` modulo 256, as ``spatter_apply``
-    casts it; ``lp`` = (mean, std, thr)."""
-    n, h, w = normal.shape
-    tmp, tmp2, liq = np.empty((h, w)), np.empty((h, w)), np.empty((h, w))
-    for i in range(n):
-        _spatter_liquid(normal[i], lp[0], lp[1], lp[2], weights, ext_r, ext_c, tmp, tmp2, liq)
-        for y in range(h):
-            for x in range(w):
-                out[i, y, x] = int(np.floor(liq[y, x] * 255.0)) % 256
-
-
-@kernel
 def water_blend_kernel(x, l8, dist, k, color, lut32, out) -> None:
     """Water composition of ``spatter_apply`` (float32): m = l8 * dist; m / max(m) (0 where max(m) <= 0);
     * k; then floor_u8(x + m * color) per channel. ``k`` and ``color`` (3,) are float32 values."""
@@ -368,21 +274,14 @@ def water_blend_kernel(x, l8, dist, k, color, lut32, out) -> None:
 
 
 @kernel
-def mud_kernel(x, normal, lp, weights, ext_r, ext_c, weights_m, ext_mr, ext_mc, color, lut32, out) -> None:
-    """Mud branch of ``spatter_apply`` into uint8 ``out``: mask = liquid > thr as float64, scipy_gaussian
-    (``weights_m``, 'nearest'), 0 below 0.8; then float32(color * mask) + float32(x * (1 - mask)), floor_u8
-    in float32. ``color`` (3,) float64 (exact float32 values)."""
+def mud_blend_kernel(x, mm, color, lut32, out) -> None:
+    """Mud composition of ``spatter_apply``: float32(color * m) + float32(x * (1 - m)) with the smoothed mask
+    ``mm`` (N, H, W) float64, floor_u8 in float32. ``color`` (3,) float64 (exact float32 values)."""
     n, h, w, c = x.shape
-    tmp, tmp2, liq, mm = np.empty((h, w)), np.empty((h, w)), np.empty((h, w)), np.empty((h, w))
     for i in range(n):
-        _spatter_liquid(normal[i], lp[0], lp[1], lp[2], weights, ext_r, ext_c, tmp, tmp2, liq)
         for y in range(h):
             for xx in range(w):
-                tmp2[y, xx] = 1.0 if liq[y, xx] > lp[2] else 0.0
-        _gaussian_2d(tmp2, weights_m, ext_mr, ext_mc, tmp, mm)
-        for y in range(h):
-            for xx in range(w):
-                m = 0.0 if mm[y, xx] < 0.8 else mm[y, xx]
+                m = mm[i, y, xx]
                 for ch in range(c):
                     xm = np.float32(np.float64(lut32[x[i, y, xx, ch]]) * (1 - m))
                     out[i, y, xx, ch] = _floor_u8_32(xm + np.float32(color[ch] * m))

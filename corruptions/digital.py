@@ -468,6 +468,13 @@ def _elastic_mats(jitter: np.ndarray, h: int, w: int) -> np.ndarray:
     return np.stack([cv2.getAffineTransform(pts1, pts1 + jitter[i]) for i in range(len(jitter))])
 
 
+def elastic_fields(ndx: torch.Tensor, ndy: torch.Tensor, alpha: float, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The displacement fields: ``scipy_gaussian(noise, sigma, mode='reflect', truncate=3) * alpha`` in float64,
+    cast to float32 (dx, dy)."""
+    return tuple((scipy_gaussian(f, sigma, dims=(1, 2), mode="reflect", truncate=3) * alpha).to(torch.float32)
+                 for f in (ndx, ndy))
+
+
 def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy):
     """The torch implementation (CUDA path; :func:`elastic_apply_cpu` is the same arithmetic compiled)."""
     alpha, sigma, _ = params
@@ -478,8 +485,7 @@ def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy):
         # zero displacement: map_coordinates samples integer coordinates with weights (1, 0), which
         # returns every value exactly (p*1*1 + 0 + 0 + 0)
         return floor_u8(warped)
-    dx = (scipy_gaussian(ndx, sigma, dims=(1, 2), mode="reflect", truncate=3) * alpha).to(torch.float32)
-    dy = (scipy_gaussian(ndy, sigma, dims=(1, 2), mode="reflect", truncate=3) * alpha).to(torch.float32)
+    dx, dy = elastic_fields(ndx, ndy, alpha, sigma)
     dev = x.device
     yy = torch.arange(h, device=dev, dtype=torch.float64).view(1, h, 1)
     xx = torch.arange(w, device=dev, dtype=torch.float64).view(1, 1, w)
@@ -488,17 +494,20 @@ def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy):
 
 
 def elastic_apply_cpu(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy) -> torch.Tensor:
-    """:func:`elastic_apply` on the CPU as one compiled pass per image (``_cpu_weather.elastic_kernel``)."""
-    from ._cpu_weather import UNIT32, elastic_kernel, gaussian_taps
+    """:func:`elastic_apply` on the CPU: the same fields (:func:`elastic_fields`), then warp and resampling as one
+    compiled pass per image (``_cpu_weather.elastic_kernel``)."""
+    from ._cpu_weather import UNIT32, elastic_kernel
 
     alpha, sigma, _ = params
     n, h, w, c = x.shape
     x0, y0, adelta, bdelta = warp_affine_fixed_point(_elastic_mats(jitter, h, w), h, w)
     if alpha == 0:  # no fields drawn; the kernel only warps
-        ndx = ndy = torch.zeros((n, h, w), dtype=torch.float64)
+        dx = dy = torch.zeros((n, h, w), dtype=torch.float32)
+    else:
+        dx, dy = elastic_fields(ndx, ndy, alpha, sigma)
     out = np.empty((n, h, w, c), np.uint8)
-    elastic_kernel(x.contiguous().numpy(), UNIT32, x0, y0, adelta, bdelta, float(alpha),
-                   *gaussian_taps(sigma, h, w, "reflect", 3), ndx.contiguous().numpy(), ndy.contiguous().numpy(), out)
+    elastic_kernel(x.contiguous().numpy(), UNIT32, x0, y0, adelta, bdelta, float(alpha), dx.contiguous().numpy(),
+                   dy.contiguous().numpy(), out)
     return torch.from_numpy(out)
 
 

@@ -301,17 +301,34 @@ _WATER = tuple(float(np.float32(v / 255.0)) for v in (175, 238, 238))
 _MUD = tuple(float(np.float32(v / 255.0)) for v in (63, 42, 20))
 
 
+def spatter_liquid(normal: torch.Tensor, params) -> torch.Tensor:
+    """The liquid layer (N, H, W) float64: scipy_gaussian(mean + std * normal, 'nearest'), 0 below thr."""
+    mean, std, sigma, thr, _, _ = params
+    liquid = scipy_gaussian(mean + std * normal, sigma, dims=(1, 2), mode="nearest", truncate=4.0)
+    return torch.where(liquid < thr, torch.zeros_like(liquid), liquid)
+
+
+def water_layer(liquid: torch.Tensor) -> torch.Tensor:
+    """(liquid * 255).astype(np.uint8): truncation; values above 255 wrap modulo 256 as NumPy's C cast does on
+    x86 (possible only in rare tails where the blurred layer exceeds 1)."""
+    return torch.remainder(torch.floor(liquid * 255.0), 256).to(torch.uint8)
+
+
+def mud_mask(liquid: torch.Tensor, params) -> torch.Tensor:
+    """Mud: gaussian of the binary mask liquid > thr (float64, as skimage <= 0.14's img_as_float made it),
+    0 below 0.8; (N, H, W)."""
+    _, _, _, thr, k, _ = params
+    mm = scipy_gaussian((liquid > thr).to(torch.float64), k, dims=(1, 2), mode="nearest", truncate=4.0)
+    return torch.where(mm < 0.8, torch.zeros_like(mm), mm)
+
+
 def spatter_apply(x: torch.Tensor, params, normal: torch.Tensor) -> torch.Tensor:
     mean, std, sigma, thr, k, mode = params
     dev = x.device
     x32 = u8_to_unit32(x)
-    liquid = mean + std * normal  # (N, H, W) float64
-    liquid = scipy_gaussian(liquid, sigma, dims=(1, 2), mode="nearest", truncate=4.0)
-    liquid = torch.where(liquid < thr, torch.zeros_like(liquid), liquid)
+    liquid = spatter_liquid(normal, params)
     if mode == 0:  # water
-        # (liquid * 255).astype(np.uint8): truncation; values above 255 wrap modulo 256 as NumPy's C
-        # cast does on x86 (possible only in rare tails where the blurred layer exceeds 1)
-        l8 = torch.remainder(torch.floor(liquid * 255.0), 256).to(torch.uint8)
+        l8 = water_layer(liquid)
         l8_np = l8.cpu().numpy()
         dist = torch.as_tensor(np.stack([_water_distance(a) for a in l8_np]), device=dev)
         m = l8.to(torch.float32) * dist  # (N, H, W) float32
@@ -321,10 +338,7 @@ def spatter_apply(x: torch.Tensor, params, normal: torch.Tensor) -> torch.Tensor
         m = m * float(np.float32(k))
         color = torch.tensor(_WATER, dtype=torch.float32, device=dev)
         return floor_u8(x32 + m.unsqueeze(-1) * color)
-    # mud: gaussian of the binary mask (float64, as skimage <= 0.14's img_as_float made it)
-    mm = (liquid > thr).to(torch.float64)
-    mm = scipy_gaussian(mm, k, dims=(1, 2), mode="nearest", truncate=4.0)
-    mm = torch.where(mm < 0.8, torch.zeros_like(mm), mm).unsqueeze(-1)
+    mm = mud_mask(liquid, params).unsqueeze(-1)
     color = torch.tensor(_MUD, dtype=torch.float64, device=dev)
     color = (color * mm).to(torch.float32)  # color *= m  (float32 array, float64 operand)
     xm = (x32.to(torch.float64) * (1 - mm)).to(torch.float32)  # x *= (1 - m)
@@ -332,22 +346,21 @@ def spatter_apply(x: torch.Tensor, params, normal: torch.Tensor) -> torch.Tensor
 
 
 def spatter_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor) -> torch.Tensor:
-    """:func:`spatter_apply` on the CPU: compiled layer and blend kernels (``_cpu_weather``); the water
-    branch's OpenCV chain runs in between, as in the torch path."""
-    from ._cpu_weather import UNIT32, gaussian_taps, mud_kernel, water_blend_kernel, water_layer_kernel
+    """:func:`spatter_apply` on the CPU: the same liquid layer and mask (``scipy_gaussian`` runs compiled on the
+    CPU), then the compositions as compiled kernels (``_cpu_weather``); the water branch's OpenCV chain runs in
+    between, as in the torch path."""
+    from ._cpu_weather import UNIT32, mud_blend_kernel, water_blend_kernel
 
-    mean, std, sigma, thr, k, mode = params
+    k, mode = params[4], params[5]
     n, h, w, c = x.shape
-    xn, zn, lp = x.contiguous().numpy(), normal.contiguous().numpy(), np.array([mean, std, thr], np.float64)
-    taps = gaussian_taps(sigma, h, w, "nearest", 4.0)
+    xn, liquid = x.contiguous().numpy(), spatter_liquid(normal, params)
     out = np.empty((n, h, w, c), np.uint8)
     if mode == 0:
-        l8 = np.empty((n, h, w), np.uint8)
-        water_layer_kernel(zn, lp, *taps, l8)
+        l8 = water_layer(liquid).numpy()
         dist = np.stack([_water_distance(a) for a in l8])
         water_blend_kernel(xn, l8, dist, float(np.float32(k)), np.array(_WATER, np.float32), UNIT32, out)
     else:
-        mud_kernel(xn, zn, lp, *taps, *gaussian_taps(k, h, w, "nearest", 4.0), np.array(_MUD), UNIT32, out)
+        mud_blend_kernel(xn, mud_mask(liquid, params).contiguous().numpy(), np.array(_MUD), UNIT32, out)
     return torch.from_numpy(out)
 
 
