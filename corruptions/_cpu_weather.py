@@ -158,61 +158,6 @@ def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, dx, dy, out) -> None
 
 
 @kernel
-def _snow_layer(normal, mean, std, thr, zi_y, zw_y, zi_x, zw_x, zmask, lay, out) -> None:
-    """``weather.snow_layer_u8`` of one image into uint8 ``out`` (H, W).
-
-    layer = mean + std * normal (into the float64 scratch ``lay``); the reference ``clipped_zoom``
-    (``_ops.clipped_zoom_hwb``): float64 sum in order (0,0), (0,1), (1,0), (1,1) of (p * wy) * wx over the
-    neighbour tables ``zi``/``zw`` (2, n), times ``zmask`` (H, W) when it is non-empty; 0 below ``thr``;
-    clamp to [0, 1], * 255, floor."""
-    h, w = out.shape
-    for r in range(h):
-        for c in range(w):
-            lay[r, c] = mean + std * normal[r, c]
-    for r in range(h):
-        r0, r1, wy0, wy1 = zi_y[0, r], zi_y[1, r], zw_y[0, r], zw_y[1, r]
-        for c in range(w):
-            c0, c1, wx0, wx1 = zi_x[0, c], zi_x[1, c], zw_x[0, c], zw_x[1, c]
-            acc = (lay[r0, c0] * wy0) * wx0
-            acc = acc + (lay[r0, c1] * wy0) * wx1
-            acc = acc + (lay[r1, c0] * wy1) * wx0
-            acc = acc + (lay[r1, c1] * wy1) * wx1
-            if zmask.shape[0] != 0:
-                acc = acc * zmask[r, c]
-            if acc < thr:
-                acc = 0.0
-            out[r, c] = int(min(max(acc, 0.0), 1.0) * 255.0)
-
-
-@kernel
-def _motion_blur_plane(src, k, ox, oy, pv, acc, out) -> None:
-    """``_ops.im_motion_blur`` of one uint8 plane (H, W) into ``out``: v = sum over taps in order of
-    (257 * p(clamped y + oy_i, x + ox_i)) * k_i in float64; q = floor(clamp(v, 0, 65535) + 0.5); q // 257.
-
-    The clamping is an edge-replicated padding by P = len(k) (``pv``, 257 * p, (H + 2P, W + 2P)); the taps
-    run outside the pixels, so each pixel still sums its taps in order (``acc``: (H, W) scratch)."""
-    h, w = src.shape
-    pp = k.shape[0]
-    for y in range(h + 2 * pp):
-        ys = min(max(y - pp, 0), h - 1)
-        for x in range(w + 2 * pp):
-            pv[y, x] = 257.0 * src[ys, min(max(x - pp, 0), w - 1)]
-    for i in range(k.shape[0]):
-        ki, dy, dx = k[i], pp + oy[i], pp + ox[i]
-        for y in range(h):
-            if i == 0:
-                for x in range(w):
-                    acc[y, x] = pv[y + dy, x + dx] * ki
-            else:
-                for x in range(w):
-                    acc[y, x] += pv[y + dy, x + dx] * ki
-    for y in range(h):
-        for x in range(w):
-            q = np.floor(min(max(acc[y, x], 0.0), 65535.0) + 0.5)
-            out[y, x] = int(q) // 257
-
-
-@kernel
 def _snow_blend(x, s8, lut32, lut64, gray_w, blend, out) -> None:
     """``weather.snow_apply``'s composition of one image: float32 ``snow_base`` (``rgb2gray32`` with its
     float64 fused steps, gray * 1.5 + 0.5, blend * x + (1 - blend) * max(x, gray)), to float64, + S + rot180(S)
@@ -235,18 +180,11 @@ def _snow_blend(x, s8, lut32, lut64, gray_w, blend, out) -> None:
 
 
 @kernel
-def snow_kernel(x, normal, layer_p, zi_y, zw_y, zi_x, zw_x, zmask, k, ox, oy, lut32, lut64, gray_w, blend,
-                out) -> None:
-    """``weather.snow_apply`` of uint8 images (N, H, W, 3) into ``out``: ``layer_p`` = (mean, std, thr);
-    ``normal`` (N, H, W); motion-blur taps ``k`` and per-image offsets ``ox``, ``oy`` (N, len(k))."""
-    n, h, w, _ = x.shape
-    layer, s8 = np.empty((h, w), np.uint8), np.empty((h, w), np.uint8)
-    pp = k.shape[0]
-    pv, acc = np.empty((h + 2 * pp, w + 2 * pp)), np.empty((h, w))
-    for i in range(n):
-        _snow_layer(normal[i], layer_p[0], layer_p[1], layer_p[2], zi_y, zw_y, zi_x, zw_x, zmask, acc, layer)
-        _motion_blur_plane(layer, k, ox[i], oy[i], pv, acc, s8)
-        _snow_blend(x[i], s8, lut32, lut64, gray_w, blend, out[i])
+def snow_blend_kernel(x, s8, lut32, lut64, gray_w, blend, out) -> None:
+    """``weather.snow_apply``'s composition of uint8 images (N, H, W, 3) with their motion-blurred snow layers
+    ``s8`` (N, H, W) into ``out`` (see :func:`_snow_blend`)."""
+    for i in range(x.shape[0]):
+        _snow_blend(x[i], s8[i], lut32, lut64, gray_w, blend, out[i])
 
 
 # ----------------------------------------------------------------------------------------------

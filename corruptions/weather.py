@@ -9,7 +9,6 @@ import torch
 
 from . import _cpu_color
 from ._ops import (
-    clipped_zoom_axis,
     clipped_zoom_hwb,
     from_hwb,
     to_hwb,
@@ -17,8 +16,6 @@ from ._ops import (
     floor_u8_255,
     hsv2rgb,
     im_motion_blur,
-    im_motion_kernel,
-    im_motion_offsets,
     rgb2hsv,
     scipy_gaussian,
     u8_to_unit32,
@@ -245,29 +242,18 @@ def snow_apply(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.nda
     return floor_u8(y)
 
 
-def _zoom_tables_np(h: int, w: int, zoom: float):
-    """``clipped_zoom``'s neighbour tables for the compiled kernels: per axis int64 indices (2, n) and float64
-    weights (2, n), and the (H, W) float64 validity mask (empty when every coordinate is valid)."""
-    ry0, ry1, wy0, wy1, vy = clipped_zoom_axis(h, zoom)
-    rx0, rx1, wx0, wx1, vx = clipped_zoom_axis(w, zoom)
-    mask = np.empty((0, 0))
-    if not (vy.all() and vx.all()):
-        mask = vy.astype(np.float64)[:, None] * vx.astype(np.float64)[None, :]
-    return np.stack([ry0, ry1]), np.stack([wy0, wy1]), np.stack([rx0, rx1]), np.stack([wx0, wx1]), mask
-
-
 def snow_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.ndarray) -> torch.Tensor:
-    """:func:`snow_apply` on the CPU as one compiled pass per image (``_cpu_weather.snow_kernel``)."""
-    from ._cpu_weather import UNIT32, UNIT64, snow_kernel
+    """:func:`snow_apply` on the CPU: the same layer and motion blur (compiled on the CPU through
+    ``clipped_zoom_hwb`` and ``im_motion_blur``), then the composition as one compiled pass
+    (``_cpu_weather.snow_blend_kernel``)."""
+    from ._cpu_weather import UNIT32, UNIT64, snow_blend_kernel
 
-    mean, std, zoom, thr, blur_r, blur_s, blend = params
-    n, h, w, c = x.shape
-    k = im_motion_kernel(blur_r, blur_s)
-    ox, oy = im_motion_offsets(len(k), angles_deg)
-    out = np.empty((n, h, w, c), np.uint8)
-    snow_kernel(x.contiguous().numpy(), normal.contiguous().numpy(), np.array([mean, std, thr], np.float64),
-                *_zoom_tables_np(h, w, float(zoom)), k, ox, oy, UNIT32, UNIT64, np.array([_R2Y, _G2Y, _B2Y]),
-                np.array([float(np.float32(blend)), float(np.float32(1 - blend))]), out)
+    blur_r, blur_s, blend = params[4:7]
+    s8 = im_motion_blur(snow_layer_u8(normal, params), blur_r, blur_s, angles_deg)
+    out = np.empty(tuple(x.shape), np.uint8)
+    snow_blend_kernel(x.contiguous().numpy(), s8.reshape(s8.shape[:3]).contiguous().numpy(), UNIT32, UNIT64,
+                      np.array([_R2Y, _G2Y, _B2Y]), np.array([float(np.float32(blend)), float(np.float32(1 - blend))]),
+                      out)
     return torch.from_numpy(out)
 
 
