@@ -13,15 +13,6 @@ from robustbench_dgsa.config import ModelConfig
 TOL = 1e-10
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: one intra-op thread. (On 2-core VMs OpenMP's passive wait makes each tiny op with 2 threads
-    cost milliseconds.)"""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def _cfg(attention: str, **kw) -> ModelConfig:
     base = dict(attention=attention, dim=32, heads=2, lambda_init="layer")

@@ -15,13 +15,6 @@ from robustbench_dgsa.models import create_model
 SMALL = dict(dim=32, depth=2, heads=2, head_hidden=16, num_classes=4)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def _model(name: str, **kw):
     torch.manual_seed(0)

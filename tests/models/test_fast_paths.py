@@ -13,13 +13,6 @@ TOL = 1e-10
 SMALL = dict(dim=32, depth=3, heads=2, head_hidden=16, num_classes=5, dropout=0.0)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def test_kernel_choice_per_device_and_length():
     cpu, cuda = torch.device("cpu"), torch.device("cuda")

@@ -29,15 +29,6 @@ SMALL_IMAGE = dict(SMALL, image_size=16, patch_size=4)
 SMALL_TEXT = dict(SMALL, vocab_size=50, max_len=12)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small tensors: one intra-op thread. (On 2-core VMs OpenMP's passive wait makes each tiny op with 2 threads
-    cost milliseconds.)"""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def _small(name: str, **kw):
     cfg = get_model_config(name)
