@@ -129,3 +129,32 @@ def run_main(capsys):
         out, err = capsys.readouterr()
         return code, out, err
     return run
+
+
+class _Payload:
+    """Unpickling this creates ``marker`` (what an attacker's pickle would do, harmlessly)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _plant_pickle(path: Path, marker: Path) -> None:
+    """A torch-style pickle at ``path`` whose loading creates ``marker``; checked to be live with a plain
+    pickle.load first."""
+    import pickle
+
+    probe = marker.with_name(marker.name + ".probe")
+    pickle.loads(pickle.dumps({"payload": _Payload(probe)}))["payload"].close()
+    assert probe.exists()  # the payload really runs when unpickled
+    probe.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps({"version": 1, "model": {}, "payload": _Payload(marker)}))
+
+
+@pytest.fixture(scope="session")
+def plant_pickle():
+    """plant_pickle(path, marker): write a live malicious pickle; a test then checks ``marker`` never appears."""
+    return _plant_pickle

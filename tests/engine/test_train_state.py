@@ -1,7 +1,6 @@
 """The resume state is safetensors + JSON: it round-trips exactly, and no pickle is ever loaded."""
 from __future__ import annotations
 
-import pickle
 import random
 import subprocess
 import sys
@@ -23,27 +22,6 @@ TINY = {"model.dim": 16, "model.depth": 1, "model.heads": 2, "model.head_hidden"
 
 def tiny_cfg():
     return resolve_config(get_model_config("vit"), "synthetic-vision", "tiny", overrides=TINY)
-
-
-class Payload:
-    """Unpickling this creates ``marker`` (what an attacker's pickle would do, harmlessly)."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
-
-
-def plant_pickle(path, marker) -> None:
-    """A torch-style pickle whose loading creates ``marker``; checked to be live with a plain pickle.load."""
-    probe = marker.with_name(marker.name + ".probe")
-    pickle.loads(pickle.dumps({"payload": Payload(probe)}))["payload"].close()
-    assert probe.exists()  # the payload really runs when unpickled
-    probe.unlink()
-    data = pickle.dumps({"version": 1, "model": {}, "payload": Payload(marker)})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
 
 
 def test_state_round_trip_is_exact(tmp_path):
@@ -77,7 +55,7 @@ def test_state_round_trip_is_exact(tmp_path):
         assert torch.equal(v, st["model"][k])
 
 
-def test_legacy_pickle_state_is_refused_never_loaded(tmp_path):
+def test_legacy_pickle_state_is_refused_never_loaded(tmp_path, plant_pickle):
     from robustbench_dgsa.engine.train import train
     marker = tmp_path / "PWNED"
     out = tmp_path / "run"
@@ -89,7 +67,7 @@ def test_legacy_pickle_state_is_refused_never_loaded(tmp_path):
     assert not marker.exists()
 
 
-def test_pickle_under_the_new_name_is_refused(tmp_path):
+def test_pickle_under_the_new_name_is_refused(tmp_path, plant_pickle):
     from robustbench_dgsa.engine.train import train
     marker = tmp_path / "PWNED"
     out = tmp_path / "run"
@@ -99,7 +77,7 @@ def test_pickle_under_the_new_name_is_refused(tmp_path):
     assert not marker.exists()
 
 
-def test_cli_train_resume_with_planted_pickle_is_one_line(tmp_path):
+def test_cli_train_resume_with_planted_pickle_is_one_line(tmp_path, plant_pickle):
     marker = tmp_path / "PWNED"
     out = tmp_path / "runs"
     plant_pickle(out / LEGACY_STATE_NAME, marker)  # one seed: the run lives in --out itself

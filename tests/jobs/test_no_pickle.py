@@ -1,7 +1,6 @@
 """A planted pickle in an unfinished job never runs: `sweep run`, `sweep run-one` and a `reproduce` re-run."""
 from __future__ import annotations
 
-import pickle
 import subprocess
 import sys
 
@@ -15,22 +14,10 @@ TINY = {"model.dim": "16", "model.depth": "1", "model.heads": "2", "model.head_h
         "train.device": "cpu"}
 
 
-class Payload:
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (open, (self.marker, "w"))
-
-
-def plant(folder, marker) -> None:
-    probe = marker.with_name("probe")
-    pickle.loads(pickle.dumps([Payload(probe)]))[0].close()
-    assert probe.exists()  # the payload is live
-    probe.unlink()
-    folder.mkdir(parents=True, exist_ok=True)
+def plant(folder, marker, plant_pickle) -> None:
+    """A live pickle under both state names an unfinished job could have."""
     for name in ("train_state.pt", "train_state.safetensors"):
-        (folder / name).write_bytes(pickle.dumps({"version": 1, "x": Payload(marker)}))
+        plant_pickle(folder / name, marker)
 
 
 def _cli(*args):
@@ -38,10 +25,10 @@ def _cli(*args):
                           timeout=120)
 
 
-def test_sweep_run_and_run_one_never_unpickle(tmp_path):
+def test_sweep_run_and_run_one_never_unpickle(tmp_path, plant_pickle):
     sd, marker = tmp_path / "sw", tmp_path / "PWNED"
     jobs = write_plan(sd, plan(["vit"], [0], ["synthetic-vision"], "tiny", TINY), device="cpu")
-    plant(job_dir(sd, jobs[0]), marker)
+    plant(job_dir(sd, jobs[0]), marker, plant_pickle)
     p = _cli("sweep", "run-one", str(sd), "--index", "0")
     err = p.stderr.strip()
     assert p.returncode != 0 and len(err.splitlines()) == 1 and "pickle" in err and "Traceback" not in err, err
@@ -50,12 +37,12 @@ def test_sweep_run_and_run_one_never_unpickle(tmp_path):
     assert not marker.exists()
 
 
-def test_reproduce_rerun_never_unpickles(tmp_path):
+def test_reproduce_rerun_never_unpickles(tmp_path, plant_pickle):
     from robustbench_dgsa.jobs.reproduce import make_plan, reproduce
     out, marker = tmp_path / "rep", tmp_path / "PWNED"
     kw = dict(quick=True, models="vit", text_dataset="none", seeds=[0, 1], device="cpu")
     job = make_plan(out, **kw).jobs[0]
-    plant(job_dir(out, job), marker)
+    plant(job_dir(out, job), marker, plant_pickle)
     with pytest.raises(UserError, match="pickle"):
         reproduce(out, progress=False, workers=2, **kw)      # the pool path: the worker's error comes back
     assert not marker.exists()
