@@ -129,8 +129,9 @@ def _softmax_map(q: Tensor, k: Tensor, scale: float, key_padding_mask: Tensor | 
     scores = torch.matmul(q, k.transpose(-2, -1))
     if scale != 1.0:
         scores = scores * scale
-    if key_padding_mask is not None:   # (B, 1, 1, N) broadcasts over heads, queries (and a leading branch dim)
-        scores = scores.masked_fill(key_padding_mask.bool()[:, None, None, :], float("-inf"))
+    if key_padding_mask is not None:   # (B, 1, ..., 1, N): batch leading, broadcast over heads, branches, queries
+        mask = key_padding_mask.bool().view(scores.shape[0], *([1] * (scores.dim() - 2)), scores.shape[-1])
+        scores = scores.masked_fill(mask, float("-inf"))
     return torch.softmax(scores, dim=-1)
 
 
@@ -262,28 +263,25 @@ class _DifferentialBase(nn.Module):
         """The "math" kernel: the explicit path's products without returning the maps. Without autograd it runs
         over chunks of the batch whose two score maps fit in the L2 cache (the whole batch's do not: 64 images
         × 8 heads × 2 × 65² floats are 17 MB); each image's products are the same, so are the values."""
-        qb, kb = q.permute(1, 2, 0, 3, 4), k.permute(1, 2, 0, 3, 4)     # (B, h, 2, N, d')
         B, Nq, N = v.shape[0], q.shape[3], k.shape[3]
         step = B if torch.is_grad_enabled() else max(1, _MAPS_PER_CHUNK // (2 * self.heads * Nq * N))
         if step >= B:
-            return self._math_rows(qb, kb, v, c_pos, c_neg, key_padding_mask)
+            return self._math_rows(q, k, v, c_pos, c_neg, key_padding_mask)
         out = v.new_empty(B, self.heads, Nq, v.shape[-1])
         for s in range(0, B, step):
             rows = slice(s, s + step)
             mask = None if key_padding_mask is None else key_padding_mask[rows]
-            out[rows] = self._math_rows(qb[rows], kb[rows], v[rows], _batch_rows(c_pos, rows),
+            out[rows] = self._math_rows(q[rows], k[rows], v[rows], _batch_rows(c_pos, rows),
                                         _batch_rows(c_neg, rows), mask)
         return out
 
-    def _math_rows(self, qb: Tensor, kb: Tensor, v: Tensor, c_pos: Any, c_neg: Any,
+    def _math_rows(self, q: Tensor, k: Tensor, v: Tensor, c_pos: Any, c_neg: Any,
                    key_padding_mask: Tensor | None) -> Tensor:
         """Maps laid out (B, h, 2, Nq, N): both branches are rows of one (2·Nq, N) matrix per head, so one
         product with the head's V serves both (no copy of V per branch), combined on the outputs."""
-        h, Nq, N, dv = self.heads, qb.shape[3], kb.shape[3], v.shape[-1]
-        scores = torch.matmul(qb, kb.transpose(-2, -1))
-        if key_padding_mask is not None:   # padded keys: −inf scores, exactly 0 weight
-            scores = scores.masked_fill(key_padding_mask.bool()[:, None, None, None, :], float("-inf"))
-        o = torch.matmul(torch.softmax(scores, dim=-1).view(-1, h, 2 * Nq, N), v).view(-1, h, 2, Nq, dv)
+        h, Nq, N, dv = self.heads, q.shape[3], k.shape[3], v.shape[-1]
+        maps = _softmax_map(q, k, 1.0, key_padding_mask)   # k carries 1/√d'
+        o = torch.matmul(maps.view(-1, h, 2 * Nq, N), v).view(-1, h, 2, Nq, dv)
         o_pos, o_neg = o.unbind(2)   # (unbind's backward stacks the two gradients; two selects would zero-fill twice)
         return self._combine(o_pos, o_neg, c_pos, c_neg)
 
@@ -294,9 +292,9 @@ class _DifferentialBase(nn.Module):
         h, dp = self.heads, self.branch_dim
         q_flat, k_flat, v_flat, extra = self._project(x, queries)
         Nq = q_flat.shape[1]
-        # (B, N, h, 2, d') -> (2, B, h, N, d'): branch 0 = A1 / A+, branch 1 = A2 / A-
-        q = q_flat.view(B, Nq, h, 2, dp).permute(3, 0, 2, 1, 4)
-        k = k_flat.view(B, N, h, 2, dp).permute(3, 0, 2, 1, 4)
+        # (B, N, h, 2, d') -> (B, h, 2, N, d'): branch 0 = A1 / A+, branch 1 = A2 / A-
+        q = q_flat.view(B, Nq, h, 2, dp).permute(0, 2, 3, 1, 4)
+        k = k_flat.view(B, N, h, 2, dp).permute(0, 2, 3, 1, 4)
         v = v_flat.view(B, N, h, 2 * dp).transpose(1, 2)   # (B, h, N, 2d')
         c_pos, c_neg, extra_maps = self._coefficients(extra, x.dtype)
         kernel = self.kernel if self.kernel != "auto" else choose_kernel(self.kind, x.device, N,
@@ -305,12 +303,13 @@ class _DifferentialBase(nn.Module):
         if self.fused and not return_maps and kernel != "math":
             mask = _sdpa_mask(key_padding_mask)
             split = kernel == "sdpa-split"
-            o = self._combine(self._branch(q[0], k[0], v, mask, split), self._branch(q[1], k[1], v, mask, split),
+            o = self._combine(self._branch(q[:, :, 0], k[:, :, 0], v, mask, split),
+                              self._branch(q[:, :, 1], k[:, :, 1], v, mask, split),
                               c_pos, c_neg)
         elif self.fused and not return_maps:
             o = self._math(q, k, v, c_pos, c_neg, key_padding_mask)
         else:
-            a_pos, a_neg = _softmax_map(q, k, 1.0, key_padding_mask).unbind(0)   # both branches; k carries 1/√d'
+            a_pos, a_neg = _softmax_map(q, k, 1.0, key_padding_mask).unbind(2)   # both branches; k carries 1/√d'
             a = self._combine(a_pos, a_neg, c_pos, c_neg)
             o = torch.matmul(a, v)
             if return_maps:
