@@ -11,6 +11,8 @@ from robustbench_dgsa.models.attention import (DifferentialAttention, GatedDiffe
 from robustbench_dgsa.config import ModelConfig
 
 TOL = 1e-10
+# float64 results of one computation through two batchings / kernels: a few ulps apart at most
+CROSS_PATH_TOL = 1e-13
 
 
 
@@ -93,7 +95,10 @@ def test_no_grad_math_in_batch_chunks_matches_explicit(monkeypatch, attention, e
         y_chunks = module(x, kpm, queries=queries)
     assert (y_whole - y_explicit).abs().max().item() <= TOL
     assert (y_chunks - y_explicit).abs().max().item() <= TOL
-    assert torch.equal(y_chunks, y_whole)   # same products per image: the same values exactly
+    # Not torch.equal: a batched matmul may pick another BLAS kernel (blocking, FMA order) for one image than for
+    # three, so the chunked and whole-batch products can differ in the last bits (2-4e-16 seen on AMD EPYC);
+    # the chunking itself must add nothing beyond that rounding.
+    assert (y_chunks - y_whole).abs().max().item() <= CROSS_PATH_TOL
 
 
 def test_maps_shapes_rows_and_padding():
