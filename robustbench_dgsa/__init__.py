@@ -6,6 +6,7 @@ The public Python API (imported lazily, so ``import robustbench_dgsa`` stays lig
     load_dataset                                                   datasets (official layouts, synthetic, custom)
     train, evaluate                                                the suite's own models (checkpoints)
     benchmark, Preprocess, load_timm_model, load_module_model      any nn.Module (timm, torchvision, ...)
+    load_pretrained, list_pretrained                               the shipped, trained models (the zoo)
     load_results, compare, build_report                            results store, statistics, report
     rollout_metrics_run                                            attention rollout (suite models, timm ViTs)
     export_robustbench                                             RobustBench model_info files
@@ -30,6 +31,8 @@ _LAZY = {
     "Preprocess": ("robustbench_dgsa.models.external", "Preprocess"),
     "load_timm_model": ("robustbench_dgsa.models.external", "load_timm_model"),
     "load_module_model": ("robustbench_dgsa.models.external", "load_module_model"),
+    "load_pretrained": ("robustbench_dgsa.models.zoo", "load_pretrained"),
+    "list_pretrained": ("robustbench_dgsa.models.zoo", "list_pretrained"),
     "load_results": ("robustbench_dgsa.store", "load_results"),
     "build_report": ("robustbench_dgsa.report.build", "build_report"),
     "rollout_metrics_run": ("robustbench_dgsa.rollout.runs", "rollout_metrics_run"),

@@ -68,6 +68,8 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
         raise UserError(f"benchmark needs a torch.nn.Module, got {type(module).__name__}")
     info = dataset_info(dataset)
     name = _check_name(name or (ext.name if ext is not None else type(module).__name__))
+    if tokenizer is None and ext is not None:
+        tokenizer = ext.tokenizer
     record = _preprocess_record(info.modality, preprocess if preprocess is not None else
                                 (ext.preprocess if ext is not None else None), tokenizer)
     corruptions, text_types = _conditions(info.modality, corruption, text_noise)

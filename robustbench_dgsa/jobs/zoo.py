@@ -148,10 +148,13 @@ def _corrupted_set(build: ZooBuild, dataset: str) -> Path:
 
 
 def _evaluate_shipped(build: ZooBuild, weights: Path, modality: str):
+    """The exported file on the whole official test split (not the preset's ``max_test``)."""
     from corruptions.registry import resolve_corruptions
+    from robustbench_dgsa.data import load_dataset
     from robustbench_dgsa.engine.evaluate import evaluate
     image = modality == "image"
-    return evaluate(weights, data_root=str(build.data_root), max_test=None,
+    n_test = len(load_dataset(build.datasets[modality], "test", data_root=str(build.data_root)).y)
+    return evaluate(weights, data_root=str(build.data_root), max_test=n_test,
                     corruptions=list(resolve_corruptions("all")) if image else None,
                     severities=(1, 2, 3, 4, 5),
                     corruption_dir=_corrupted_set(build, build.datasets["image"]) if image else None,

@@ -75,6 +75,7 @@ class ExternalModel:
     random_init: bool = False          # True: untrained, random weights
     preprocess: Preprocess | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    tokenizer: Any = None              # text models: texts -> token ids, or (ids, padding mask)
 
 
 def _import_timm():

@@ -111,14 +111,38 @@ def default_trio(modality: str, zoo_dir: Path | None = None) -> list[ZooCard]:
     return cards
 
 
-def load_pretrained(name: str, *, device: str = "cpu", zoo_dir: Path | None = None):
-    """(model in eval mode, float32, checkpoint meta with the ``card`` added) of a shipped model."""
-    from robustbench_dgsa.models.checkpoint import load_checkpoint
+def pretrained_checkpoint(name: str, zoo_dir: Path | None = None) -> tuple[ZooCard, Path]:
+    """(card, path of the shipped checkpoint) of ``name``: what ``evaluate`` / ``rollout`` load with the suite's
+    checkpoint loader, so rows and figures name the model like any trained checkpoint."""
     card = resolve_pretrained(name, zoo_dir)
     path = (zoo_dir or ZOO_DIR) / card.weights_file
+    if not path.is_file():
+        raise UserError(f"pretrained model {card.name}: weights file missing ({path})")
+    return card, path
+
+
+def load_pretrained(name: str, *, device: str = "cpu", zoo_dir: Path | None = None):
+    """A shipped model, ready for :func:`robustbench_dgsa.benchmark` (an ``ExternalModel``).
+
+    ``.model`` is the float32 model in eval mode; ``.preprocess`` its input normalisation (images) and
+    ``.tokenizer`` its vocabulary (texts: texts -> (token ids, padding mask)); ``.info`` holds the card and the
+    checkpoint's meta (classes, run config). ``name``: ``dgvit-cifar10`` or a bare ``dgvit``.
+    """
+    from robustbench_dgsa.engine.predict import prepare_texts, preprocess_from_meta
+    from robustbench_dgsa.models.checkpoint import load_checkpoint
+    from robustbench_dgsa.models.external import ExternalModel, Preprocess
+    card, path = pretrained_checkpoint(name, zoo_dir)
     model, meta = load_checkpoint(path, expect_model=card.model, map_location=device)
     model.float()
-    return model, {**meta, "card": card.to_dict(), "source": f"pretrained:{card.name}"}
+    pre = preprocess_from_meta(meta)
+    info = {"card": card.to_dict(), "meta": meta}
+    if card.modality == "text":
+        def tokenizer(texts: list[str]):
+            return prepare_texts(list(texts), pre)
+        return ExternalModel(model, card.name, f"pretrained:{card.name}", str(path), False, None, info,
+                             tokenizer=tokenizer)
+    preprocess = Preprocess(tuple(pre["mean"]), tuple(pre["std"]), int(pre["image_size"]), int(pre["in_chans"]))
+    return ExternalModel(model, card.name, f"pretrained:{card.name}", str(path), False, preprocess, info)
 
 
 def weights_digest(path: Path) -> str:

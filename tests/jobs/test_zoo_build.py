@@ -46,16 +46,30 @@ def test_cards_describe_the_shipped_float16_weights(built):
     assert vit.metrics["corrupted_images_per_condition"] == vit.metrics["n_test"]
 
 
-def test_load_pretrained_bare_name_and_evaluation_matches_card(built):
+def test_load_pretrained_bare_name(built):
     root, _, cards = built
     zoo = root / "zoo"
     assert resolve_pretrained("vit", zoo).name == "vit-synthetic-vision"
     with pytest.raises(UserError, match="no pretrained model 'dvit'"):
         resolve_pretrained("dvit", zoo)
-    model, meta = load_pretrained("dgt", zoo_dir=zoo)
-    assert not model.training and next(model.parameters()).dtype == torch.float32
-    assert meta["card"]["name"] == "dgt-synthetic-text" and meta["preprocess"]["modality"] == "text"
+    ext = load_pretrained("dgt", zoo_dir=zoo)
+    assert not ext.model.training and next(ext.model.parameters()).dtype == torch.float32
+    assert ext.info["card"]["name"] == "dgt-synthetic-text" and ext.source == "pretrained:dgt-synthetic-text"
     assert [c.name for c in list_pretrained("image", zoo)] == ["vit-synthetic-vision"]
+
+
+@pytest.mark.parametrize("entry,dataset", [("vit", "synthetic-vision"), ("dgt", "synthetic-text")])
+def test_benchmark_of_a_pretrained_model_gives_the_cards_clean_accuracy(built, entry, dataset):
+    """rb.load_pretrained(...) goes straight into rb.benchmark (preprocessing / tokenizer come with it). Both
+    routes run the same evaluation core on the same inputs in the same batches, hence the same predictions."""
+    import robustbench_dgsa as rb
+    root, _, cards = built
+    ext = rb.load_pretrained(entry, zoo_dir=root / "zoo")
+    rows = rb.benchmark(ext, dataset, corruption=None, progress=False)
+    clean = rows[(rows.condition == "clean") & (rows.metric == "accuracy")]
+    card = ext.info["card"]
+    assert int(clean.n.iloc[0]) == card["metrics"]["n_test"]
+    assert float(clean.value.iloc[0]) == card["metrics"]["clean_accuracy"]
 
 
 def test_second_build_skips_finished_entries(built, monkeypatch):
