@@ -61,12 +61,20 @@ def models(
                                              help="Model config override key=value applied to every model "
                                                   "(repeatable), e.g. --set dim=96 --set depth=4."),
     as_json: bool = opt.json_(help="Print a JSON list instead of a table."),
+    pretrained: bool = typer.Option(False, "--pretrained",
+                                    help="List the trained models that ship with the package (the zoo) with "
+                                         "their cards: accuracy, mCA, size, and the command that made them."),
 ) -> None:
     """List the registered models with parameters and forward FLOPs per sample for a geometry.
 
     With --image-size 224 --patch-size 16 the vision rows reproduce the paper's Table 9 parameter counts.
+    With --pretrained: the shipped trained models (use them with --pretrained NAME in rollout and evaluate).
     """
     from ..config import parse_set_options
+
+    if pretrained:
+        _print_pretrained(as_json)
+        return
 
     overrides = {k.removeprefix("model."): v for k, v in parse_set_options(set_).items()}
     rows = model_table(opt.split_list(model) or None, image_size=image_size, patch_size=patch_size,
@@ -96,3 +104,47 @@ def models(
     if not console.is_terminal:     # logs and pipes: do not squeeze the table into 80 columns
         console = Console(width=max(console.width, 110))
     console.print(table)
+
+
+def _print_pretrained(as_json: bool) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ..models.zoo import list_pretrained
+
+    cards = list_pretrained()
+    if as_json:
+        typer.echo(json.dumps([c.to_dict() for c in cards], indent=2))
+        return
+    table = Table(title="Pretrained models (the zoo): dgsa-bench rollout / evaluate --pretrained NAME",
+                  box=box.SIMPLE_HEAD, pad_edge=False, caption_justify="left",
+                  caption=_zoo_caption(cards))
+    for col in ("name", "model", "dataset", "params", "size", "clean acc", "mCA", "n test", "train time"):
+        table.add_column(col, justify="left" if col in ("name", "model", "dataset") else "right", no_wrap=True)
+    for c in cards:
+        m, t = c.metrics, c.training
+        mca = f"{m['mca']:.2%}" if m.get("mca") is not None else "-"
+        secs = t.get("train_seconds")
+        table.add_row(escape(c.name), escape(c.model), escape(c.dataset), f"{c.params:,}",
+                      f"{c.weights_bytes / 1e6:.1f} MB {c.dtype}", f"{m['clean_accuracy']:.2%}", mca,
+                      f"{m['n_test']:,}", f"{secs / 60:.0f} min" if secs else "-")
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 120))
+    console.print(table)
+
+
+def _zoo_caption(cards: list) -> str:
+    if not cards:
+        return "No pretrained models are installed."
+    lines = ["clean acc: full official test split; mCA: mean accuracy over the 15 benchmark corruptions x 5 "
+             "severities of a regenerated CIFAR-10-C-style test set (all 10,000 images)."]
+    for c in cards:
+        t, m = c.training, c.metrics
+        note = f"frost: {m['frost_source']}; " if m.get("frost_source") else ""
+        lines.append(f"{c.name}: {note}seed {t['seed']}, preset {t['preset']}, {t['epochs']} epochs on "
+                     f"{t['n_train']:,} examples, commit {str(c.provenance.get('commit'))[:10]}; "
+                     f"made by: {t['command']}")
+    return "\n".join(lines)
