@@ -64,10 +64,33 @@ def test_on_the_fly_is_chunk_independent(vision_ckpt, tmp_path):
                  device="cpu", progress=False, chunk=1000)
     b = evaluate(vision_ckpt.checkpoint, corruptions=["shot_noise"], severities=[3], store_dir=tmp_path / "b",
                  device="cpu", progress=False, chunk=7)
-    pa = store.load_predictions(tmp_path / "a").sort_values(["condition", "index"]).pred.to_numpy()
-    pb = store.load_predictions(tmp_path / "b").sort_values(["condition", "index"]).pred.to_numpy()
-    assert np.array_equal(pa, pb)
-    assert a.table.accuracy.tolist() == b.table.accuracy.tolist()
+    pa = store.load_predictions(tmp_path / "a").sort_values(["condition", "index"])
+    pb = store.load_predictions(tmp_path / "b").sort_values(["condition", "index"])
+    assert_same_up_to_near_ties(vision_ckpt.checkpoint, pa, pb, lambda idx: _shot_noise_3(idx))
+
+
+def _shot_noise_3(idx):
+    from corruptions.api import corrupt
+    from robustbench_dgsa.data import load_dataset
+    return corrupt(load_dataset("synthetic-vision", "test").x[idx], "shot_noise", 3, seed=0, indices=idx)
+
+
+def assert_same_up_to_near_ties(checkpoint, pa, pb, inputs_of, margin=1e-4):
+    """Two runs that batch the same inputs differently: the inputs are keyed per example, so every prediction
+    agrees, except that a batch size may change BLAS kernels and hence the last bits of the logits, which can flip
+    the argmax of a near-tie. Each disagreement must be such a tie (top-2 logit gap < ``margin``)."""
+    import torch
+    from robustbench_dgsa.engine.predict import prepare_images, preprocess_from_meta
+    from robustbench_dgsa.models.checkpoint import load_checkpoint
+    assert pa["index"].tolist() == pb["index"].tolist()
+    differ = np.flatnonzero(pa.pred.to_numpy() != pb.pred.to_numpy())
+    if differ.size == 0:
+        return
+    idx = pa["index"].to_numpy()[differ]
+    model, meta = load_checkpoint(checkpoint)
+    with torch.no_grad():
+        top2 = model(prepare_images(inputs_of(idx), preprocess_from_meta(meta))).topk(2, dim=1).values
+    assert (top2[:, 0] - top2[:, 1]).abs().max().item() < margin, f"predictions differ at {idx.tolist()}"
 
 
 def test_text_noise_rows_with_cer_wer(text_ckpt, tmp_path):

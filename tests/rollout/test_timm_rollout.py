@@ -72,7 +72,11 @@ def test_image_rollout_of_timm_vit_equals_core_rollout():
     want = image_heatmaps(rollout(_manual_maps(vit, x), mode="positive"), 32)
     assert np.allclose(r.heatmaps, want.numpy(), atol=1e-5)
     with torch.no_grad():
-        assert np.array_equal(r.preds, vit(x).argmax(1).numpy())
+        probs = torch.softmax(vit(x), 1).numpy()
+    # The rollout's forward (explicit maps) and timm's fused forward round differently: the same probabilities
+    # within float32 rounding, and the predicted class is the argmax up to that rounding (a near-tie may flip).
+    assert np.allclose(r.probs, probs, atol=1e-5)
+    assert np.all(probs[np.arange(len(probs)), r.preds] >= probs.max(1) - 1e-5)
 
 
 def test_timm_vit_and_dgvit_in_one_figure2(tmp_path):
