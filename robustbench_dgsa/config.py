@@ -114,13 +114,19 @@ class TrainConfig:
     device: str = _f("auto", pattern=DEVICE_PATTERN, what="auto, cpu, cuda or cuda:N")
 
 
+# How max_test examples are chosen (engine.predict.select_test): the first N in official order (RobustBench's
+# n_examples), a class-stratified N (seed 0), or "auto" = the first N unless they miss a class.
+TEST_SUBSETS = ("first", "stratified", "auto")
+
+
 @dataclass
 class DataConfig:
     dataset: str = _f("synthetic-vision", pattern=r".+", what="a dataset name")
     data_root: str | None = _f(None)
     download: bool = _f(False)
     max_train: int | None = _f(None, **_POS)  # subsample the training split (stratified, seeded); none = all
-    max_test: int | None = _f(None, **_POS)   # subsample the test split (first N in official order); none = all
+    max_test: int | None = _f(None, **_POS)   # subsample the test split (test_subset says how); none = all
+    test_subset: str = _f("first", choices=TEST_SUBSETS)  # "first" N (RobustBench) | "stratified" | "auto"
     val_fraction: float = _f(0.2, **_UNIT)     # stratified train/validation split of the training fold
     min_freq: int = _f(2, **_POS)              # text vocabulary
     max_vocab: int = _f(60000, ge=2)

@@ -141,7 +141,16 @@ def test_external_loaders(tmp_path):
     with pytest.raises(UserError, match="random_init"):
         load_timm_model("vit_tiny_patch16_224", **kw)
     a = load_timm_model("vit_tiny_patch16_224", random_init=True, **kw)
-    assert a.random_init and a.preprocess.image_size == 32
+    assert a.random_init and a.preprocess is None  # raw [0, 1] input unless timm's is asked for
+    assert a.name == "vit_tiny_patch16_224-random-init-s0" and a.init_seed == 0
+    assert load_timm_model("vit_tiny_patch16_224", random_init=True, timm_norm=True, **kw).preprocess.image_size == 32
+    # seeded: the same seed draws the same weights (torch's generator untouched), another seed other weights
+    state = torch.random.get_rng_state()
+    again = load_timm_model("vit_tiny_patch16_224", random_init=True, seed=0, **kw)
+    other = load_timm_model("vit_tiny_patch16_224", random_init=True, seed=1, **kw)
+    assert torch.equal(state, torch.random.get_rng_state())
+    assert weights_sha256(again.model) == weights_sha256(a.model) != weights_sha256(other.model)
+    assert other.name.endswith("-random-init-s1")
     w = tmp_path / "w.safetensors"
     save_file({k: v.contiguous() for k, v in a.model.state_dict().items()}, str(w))
     b = load_timm_model("vit_tiny_patch16_224", weights=w, **kw)
@@ -165,14 +174,26 @@ def test_cli_evaluate_timm_and_module(tmp_path):
             "--quiet"]
     r = CliRunner().invoke(app, base + ["--timm", "test_vit"])
     assert isinstance(r.exception, UserError) and "random_init" in str(r.exception)
-    r = CliRunner().invoke(app, base + ["--timm", "test_vit", "--random-init", "--name", "vt",
-                                        "--corruptions", "contrast", "--severity", "2", "--json"])
+    # raw [0, 1] input at the data's size by default; --timm-norm: timm's mean/std and test_vit's 160 px
+    r = CliRunner().invoke(app, base + ["--timm", "test_vit", "--random-init", "--store", str(tmp_path / "raw")])
+    assert r.exit_code == 0, r.output
+    prov = next(iter(store.load_runs(tmp_path / "raw").values()))
+    assert prov["input_convention"] == "raw" and prov["preprocess"]["image_size"] is None
+    assert set(store.load_results(tmp_path / "raw").model) == {"test_vit-random-init-s0"}
+    r = CliRunner().invoke(app, base + ["--timm", "test_vit", "--random-init", "--seed", "3", "--timm-norm",
+                                        "--name", "vt", "--corruptions", "contrast", "--severity", "2", "--json"])
     assert r.exit_code == 0, r.output
     rows = store.load_results(sd)
     assert set(rows.model) == {"vt"} and set(rows.condition) == {"clean", "contrast"}
     prov = next(iter(store.load_runs(sd).values()))
-    assert prov["random_init"] is True and prov["model_source"] == "timm:test_vit"
-    assert prov["preprocess"]["image_size"] == 160
+    assert prov["random_init"] is True and prov["model_source"] == "timm:test_vit" and prov["init_seed"] == 3
+    assert prov["preprocess"]["image_size"] == 160 and prov["input_convention"] == "timm"
+    # the same name for other weights (another seed) is refused, never mixed into one model
+    r = CliRunner().invoke(app, base + ["--timm", "test_vit", "--random-init", "--seed", "4", "--timm-norm",
+                                        "--name", "vt"])
+    assert isinstance(r.exception, UserError) and "another model named 'vt'" in str(r.exception)
+    r = CliRunner().invoke(app, base + ["--timm", "test_vit", "--weights", "w.safetensors", "--seed", "4"])
+    assert isinstance(r.exception, UserError) and "--seed goes with --random-init" in str(r.exception)
     r = CliRunner().invoke(app, base + ["--module", "torchvision.models.resnet:resnet18"])
     assert isinstance(r.exception, UserError) and "1000 logits" in str(r.exception)
     r = CliRunner().invoke(app, base + ["--module", "torchvision.models.resnet:resnet18", "--model-args",
