@@ -100,12 +100,25 @@ def _content_key(image: np.ndarray) -> int:
     return int.from_bytes(h.digest(), "little") % _MAX_KEY
 
 
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _marker(token: str) -> str:
+    return os.path.join(tempfile.gettempdir(), f"corruptions-sizewarning-{token}")
+
+
 def _tree_token() -> str:
-    """The process tree's token: set by its first process that imports this module, inherited by the rest."""
+    """The process tree's token: set by its first process that imports this module (which removes the tree's
+    marker file when it exits), inherited by the rest through the environment."""
     token = os.environ.get(_TREE_ENV)
     if not token:
         token = f"{os.getpid()}-{os.urandom(6).hex()}"
         os.environ[_TREE_ENV] = token
+        atexit.register(_remove, _marker(token))
     return token
 
 
@@ -119,25 +132,14 @@ def _warn_once_per_tree(message: str) -> None:
     if _WARNED_HERE:
         return
     _WARNED_HERE = True
-    marker = os.path.join(tempfile.gettempdir(), f"corruptions-sizewarning-{_TREE}")
     try:
-        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        os.close(os.open(_marker(_TREE), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except FileExistsError:
         return
     except OSError:
         pass  # no shared temp folder: warn in this process
-    else:
-        if _TREE.startswith(f"{os.getpid()}-"):
-            atexit.register(_remove, marker)  # the tree's root cleans up
     warnings.warn(message.replace("this warning is shown once", "this warning is shown once per process tree"),
                   SizeWarning, stacklevel=4)
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 class CorruptedDataset(torch.utils.data.Dataset):
