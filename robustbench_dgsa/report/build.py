@@ -5,8 +5,8 @@
 ``results/README.md``) and writes, never running a model:
 
 * Table 1 / Table 3: clean accuracy mean ± SD over seeds per dataset and model, the paper's value beside ours;
-* Figure 4: accuracy vs severity per corruption (images) or noise type (text), one line per model, ±1 SD band;
-* Figure 5: training and validation curves per model, ±1 SD band;
+* Figure 4: accuracy vs severity per corruption (images) or noise type (text), one line per model, 95% t-interval band (seaborn);
+* Figure 5: training and validation curves per model, 95% t-interval band (seaborn);
 * robustness summary (clean, mCA, mCE, retention, corruption groups, extra corruptions, text mNA with
   realised CER/WER) and the corruption error relative to a reference model;
 * statistical comparisons (:mod:`robustbench_dgsa.analysis.compare`): the seed-level tests are the claim (n, test,
@@ -373,7 +373,7 @@ def _severity_figures(rep: _Report, datasets: dict[str, str]) -> None:
             what = ", ".join(_SOURCE_LABELS.get(s, s) for s in srcs) or "corruptions"
         seeds = sorted(set(rows["seed"]))
         title = (f"{dataset_label(ds)}: accuracy vs severity ({what}); "
-                 f"mean ± 1 SD over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}.")
+                 f"mean and 95% t-interval over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}.")
         fig = severity_figure(cor, clean, conds, models, labels=_model_labels(models),
                               mean_panel=mean_panel, condition_labels=cond_labels)
         if fig is None:
@@ -382,7 +382,7 @@ def _severity_figures(rep: _Report, datasets: dict[str, str]) -> None:
         d = rep.rows_of(ds)
         raw = d[(d["kind"] == "eval") & (d["metric"] == "accuracy")]
         caption = (f"{title} One panel per {'noise type' if modality == 'text' else 'corruption'} "
-                   f"(severity 0 = clean), one line per model, band = ±1 SD over seeds. ")
+                   f"(severity 0 = clean), one line per model, band = 95% t-interval over seeds. ")
         if mean_panel:
             caption += (f"The first panel (bold) is the per-seed mean over the "
                         f"{mean_panel[0].split('of ')[-1]}.")
@@ -404,7 +404,7 @@ def _curve_figures(rep: _Report, datasets: dict[str, str]) -> None:
         models = _order(sub["model"])
         seeds = sorted(set(sub["seed"]))
         title = (f"{dataset_label(ds)}: training (dashed) and validation (solid) curves; "
-                 f"mean ± 1 SD over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}.")
+                 f"mean and 95% t-interval over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}.")
         fig = curves_figure(plot, models, labels=_model_labels(models))
         if fig is None:
             rep.skip("curves", title_short, "nothing to draw")
