@@ -191,7 +191,8 @@ def evaluate_command(
 def _print_eval_table(res: Any) -> None:
     from rich.console import Console
     from rich.table import Table
-    t = Table(title=f"evaluation {res.run_id} ({res.examples} test examples)")
+    examples = getattr(res, "examples", "")
+    t = Table(title=f"evaluation {res.run_id}" + (f" ({examples} test examples)" if examples else ""))
     for col in ("condition", "severity", "accuracy", "n", "cer", "wer", "source"):
         t.add_column(col)
     for r in res.table.itertuples(index=False):
