@@ -8,7 +8,9 @@ The public Python API (imported lazily, so ``import robustbench_dgsa`` stays lig
     benchmark, Preprocess, load_timm_model, load_module_model      any nn.Module (timm, torchvision, ...)
     load_pretrained, list_pretrained                               the shipped, trained models (the zoo)
     load_results, compare, build_report                            results store, statistics, report
-    rollout_metrics_run                                            attention rollout (suite models, timm ViTs)
+    rollout, rollout_metrics_run                                   attention rollout: one image -> heatmap; metrics
+    load_weights                                                   safetensors or .pth (weights_only) into a model
+    robustbench_dgsa.robustbench.benchmark                         RobustBench's own call shape
     export_robustbench                                             RobustBench model_info files
 """
 from __future__ import annotations
@@ -36,6 +38,8 @@ _LAZY = {
     "load_results": ("robustbench_dgsa.store", "load_results"),
     "build_report": ("robustbench_dgsa.report.build", "build_report"),
     "rollout_metrics_run": ("robustbench_dgsa.rollout.runs", "rollout_metrics_run"),
+    "rollout": ("robustbench_dgsa.rollout.runs", "rollout_heatmap"),
+    "load_weights": ("robustbench_dgsa.models.external", "load_weights"),
     "export_robustbench": ("robustbench_dgsa.analysis.export", "export_robustbench"),
 }
 

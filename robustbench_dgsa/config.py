@@ -114,13 +114,19 @@ class TrainConfig:
     device: str = _f("auto", pattern=DEVICE_PATTERN, what="auto, cpu, cuda or cuda:N")
 
 
+# How max_test examples are chosen (engine.predict.select_test): the first N in official order (RobustBench's
+# n_examples), a class-stratified N (seed 0), or "auto" = the first N unless they miss a class.
+TEST_SUBSETS = ("first", "stratified", "auto")
+
+
 @dataclass
 class DataConfig:
     dataset: str = _f("synthetic-vision", pattern=r".+", what="a dataset name")
     data_root: str | None = _f(None)
     download: bool = _f(False)
     max_train: int | None = _f(None, **_POS)  # subsample the training split (stratified, seeded); none = all
-    max_test: int | None = _f(None, **_POS)   # subsample the test split (first N in official order); none = all
+    max_test: int | None = _f(None, **_POS)   # subsample the test split (test_subset says how); none = all
+    test_subset: str = _f("first", choices=TEST_SUBSETS)  # "first" N (RobustBench) | "stratified" | "auto"
     val_fraction: float = _f(0.2, **_UNIT)     # stratified train/validation split of the training fold
     min_freq: int = _f(2, **_POS)              # text vocabulary
     max_vocab: int = _f(60000, ge=2)
@@ -164,10 +170,17 @@ class RunConfig:
         d = self.to_dict()
         for section, key in _WHERE_IT_RUNS:
             d[section].pop(key, None)
+        for (section, key), default in _ADDED_LATER.items():
+            if d[section].get(key) == default:
+                d[section].pop(key)
         return config_hash(d)
 
 
 _WHERE_IT_RUNS = (("data", "data_root"), ("data", "download"), ("train", "device"))
+#: fields added after runs were first stored, with the value that means what runs did before the field existed:
+#: at that value a field stays out of the hash, so older runs (and stores, and resumable checkpoints) keep their
+#: identity; any other value enters the hash as usual
+_ADDED_LATER: dict[tuple[str, str], Any] = {("data", "test_subset"): "first"}
 
 
 def config_hash(d: dict[str, Any]) -> str:

@@ -10,7 +10,8 @@ Layout of a store directory::
 Rows are appended line by line and flushed, so a killed run leaves at worst one torn last line (no newline
 at its end), which the reader skips; any other malformed line (not JSON, not UTF-8, not an object, unknown
 columns, wrongly typed values) is refused with one line naming the file and line. ``compact`` rewrites
-results.parquet atomically while holding ``.compact.lock`` (an flock) and reads the rows inside it, so of two
+results.parquet atomically while holding ``.compact.lock`` (a ``filelock.FileLock``: an flock the kernel
+releases when its holder dies, so a dead owner's lock is never left standing) and reads the rows inside it, so of two
 overlapping compactions the later one includes everything the earlier one did plus what was written since:
 a concurrent writer's rows are never dropped, and compaction never deletes a rows file. A run that fails
 calls :meth:`RunWriter.discard`, which removes what it wrote (rows, provenance, predictions, and folders it
@@ -32,11 +33,6 @@ import pandas as pd
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util import provenance
 from robustbench_dgsa.util.errors import UserError
-
-try:
-    import fcntl
-except ImportError:  # not on Windows: compactions there are not serialised
-    fcntl = None  # type: ignore[assignment]
 
 # name -> dtype; every row has all of them (missing values: "" / -1 / NaN).
 COLUMNS: dict[str, str] = {
@@ -243,14 +239,12 @@ def compact(store_dir: str | Path) -> Path:
 
 @contextlib.contextmanager
 def _compaction_lock(store_dir: Path) -> Iterator[None]:
+    """The store's compaction lock (blocking): ``filelock.FileLock`` takes an OS lock (flock on POSIX) that dies
+    with its holder, so a killed writer never leaves the store locked."""
+    from filelock import FileLock
     store_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(store_dir / ".compact.lock", os.O_CREAT | os.O_RDWR, 0o666)
-    try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+    with FileLock(str(store_dir / ".compact.lock"), thread_local=False):
         yield
-    finally:
-        os.close(fd)                                         # releases the flock
 
 
 def load_runs(store_dir: str | Path) -> dict[str, dict[str, Any]]:

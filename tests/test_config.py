@@ -36,7 +36,7 @@ def test_presets_are_package_data_checked_like_files():
         p = load_preset(name)
         assert set(p.by_modality) == set(MODALITIES) and p.by_modality["image"]["train.epochs"] >= 1
     assert isinstance(load_preset("tiny").by_modality["text"]["train.betas"], tuple)
-    with pytest.raises(UserError, match=r"unknown preset 'tinny' \(did you mean tiny\? valid: tiny, small, paper\)"):
+    with pytest.raises(UserError, match=r"unknown preset 'tinny' \(did you mean tiny\? valid: tiny, small, zoo, paper\)"):
         load_preset("tinny")
 
 
@@ -256,3 +256,15 @@ def test_cli_bad_config_values_are_one_line_and_write_nothing(tmp_path, run_cli_
         assert len(err.splitlines()) == 1 and "Traceback" not in err, err
         assert err.startswith("error:") and expect in err, (expect, err)
     assert not out.exists()
+
+
+def test_fields_added_later_keep_older_identities():
+    from robustbench_dgsa.models import get_model_config
+    """A run stored before data.test_subset existed keeps its config hash (resume, grouping) while the field holds
+    the value that means the old behaviour; another value is a different experiment."""
+    cfg = resolve_config(get_model_config("vit"), "cifar10", "small")
+    before = cfg.hash()
+    assert cfg.data.test_subset == "first"
+    assert before == "3c5eb95f500c"   # pinned: the hash this config had before the field was added
+    cfg.data.test_subset = "stratified"
+    assert cfg.hash() != before

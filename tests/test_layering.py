@@ -19,7 +19,7 @@ RANK = {
     "config": 1, "store": 1,
     "data": 2, "models": 2,
     "engine": 3,
-    "rollout": 4, "analysis": 4,
+    "rollout": 4, "analysis": 4, "robustbench": 4,
     "report": 5,
     "jobs": 6,
     "cli": 7,

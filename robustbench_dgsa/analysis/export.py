@@ -2,22 +2,37 @@
 
 Writes, under ``out_dir``::
 
-    model_info/<dataset>/corruptions/<model>.json
-    model_info/<dataset>/corruptions/unaggregated_results.csv
+    model_info/<dataset>/corruptions/<model>.json            one per model whose 15 x 5 grid is complete
+    model_info/<dataset>/corruptions/unaggregated_results.csv every model (missing cells empty)
+    incomplete_grids.<dataset>.json                          models with an incomplete grid: NOT model_info files
 
-The JSON has RobustBench's model_info fields (``link``, ``name``, ``authors``, ``additional_data``,
-``number_forward_passes``, ``dataset``, ``venue``, ``architecture``, ``eps``, ``clean_acc``, ``reported``,
-``corruptions_acc``, ``footnote``); what the store does not know (link, authors, venue, the paper's reported
-number) is null. Accuracies are percentages with two decimals, as strings, as RobustBench writes them.
-``corruptions_acc`` is the mean accuracy over the 15 benchmark corruptions × 5 severities — given only when
-every one of those 75 cells is in the store for every seed of the model; otherwise it is null and the footnote
-says which cells are missing. The footnote also says where the corrupted images came from (regenerated
-CIFAR-10-C-style data is not the official CIFAR-10-C), how many test images and seeds are behind the numbers.
+RobustBench's ``generate_leaderboard`` reads every JSON in ``model_info/<dataset>/corruptions/`` and sorts by
+``corruptions_acc``, so one record without it breaks the whole page: a model whose grid misses a cell goes to the
+side file instead, with its footnote naming the missing cells. The JSON has RobustBench's model_info fields
+(``link``, ``name``, ``authors``, ``additional_data``, ``number_forward_passes``, ``dataset``, ``venue``,
+``architecture``, ``eps``, ``clean_acc``, ``reported``, ``corruptions_acc``, ``corruptions_mce``, ``footnote``).
+Fields a leaderboard shows are never null or a Python repr: what the store does not know (link, authors, venue)
+is empty, as in RobustBench's own files; ``architecture`` is the model's source (``timm:<name>``,
+``module:<pkg.mod:factory>``, ``python:<class path>``) or ``dgsa-bench <model>``; ``additional_data`` is false
+(for an outside model the footnote says the store cannot know). Where the target folder already holds a JSON for
+the model, the fields the store does not know keep their values there (RobustBench's ``update_json`` merges the
+same way). Accuracies are percentages with two decimals, as strings, as RobustBench writes them.
+
+``corruptions_acc`` is the mean accuracy over the 15 benchmark corruptions × 5 severities, for every seed of the
+model. ``corruptions_mce`` is RobustBench's mCE: the mean over corruptions of (mean error over severities) /
+(AlexNet's mean error over severities), in percent — given where a reference grid is at hand: ``mce_reference``
+(an unaggregated CSV such as RobustBench's own ``model_info/<dataset>/corruptions/unaggregated_results.csv`` with
+an ``AlexNet`` row, or the name of a store model), else an ``AlexNet`` row already in the target CSV or the
+store. The footnote says where the corrupted images came from (regenerated CIFAR-C-style data is not the official
+files), how many test images and seeds are behind the numbers.
+
 The CSV is RobustBench's unaggregated table: two header rows (corruption, severity) in RobustBench's corruption
-order, one row per model, accuracies as fractions (mean over seeds); missing cells are empty.
+order, one row per model, accuracies as fractions (mean over seeds); missing cells are empty. Rows of other
+models already in the target CSV (RobustBench's own file holds the whole leaderboard) are kept.
 
-A store dataset that is not ``cifar10`` / ``cifar100`` (e.g. a custom ``npz:`` source) is exported only when
-``dataset`` names RobustBench's dataset for it.
+A store dataset that is not ``cifar10`` / ``cifar100`` (e.g. a custom ``npz:`` source) is exported as the dataset
+family its evaluation runs recorded (from an official or regenerated CIFAR-10-C / CIFAR-100-C folder), else only
+when ``dataset`` names RobustBench's dataset for it.
 """
 from __future__ import annotations
 
@@ -45,6 +60,8 @@ ROBUSTBENCH_CORRUPTIONS = ("shot_noise", "motion_blur", "snow", "pixelate", "gau
 SEVERITIES = (1, 2, 3, 4, 5)
 FULL_TEST = 10_000
 CSV_NAME = "unaggregated_results.csv"
+MCE_REFERENCE = "AlexNet"           # RobustBench's normaliser for corruptions_mce
+KEEP_FROM_EXISTING = ("link", "name", "authors", "venue", "reported", "eps")  # what the store cannot know
 
 
 @dataclass
@@ -52,17 +69,19 @@ class ExportResult:
     files: list[Path] = field(default_factory=list)
     models: dict[str, dict[str, Any]] = field(default_factory=dict)   # "<dataset>/<model>" -> JSON record
     skipped: list[str] = field(default_factory=list)                    # store datasets not exported, and why
+    incomplete: dict[str, dict[str, Any]] = field(default_factory=dict)  # "<dataset>/<model>" -> side-file record
 
 
 def export_robustbench(store_dir: str | Path, out_dir: str | Path, *, dataset: str | None = None,
                        store_dataset: str | None = None, models: Sequence[str] | None = None,
-                       source: str | None = None) -> ExportResult:
+                       source: str | None = None, mce_reference: str | Path | None = None) -> ExportResult:
     """Write RobustBench model_info files for the evaluation results in ``store_dir`` (see the module docstring).
 
-    ``dataset``: RobustBench's dataset name (cifar10 / cifar100) for the exported store dataset; required when
-    that one is a custom source. ``store_dataset``: which store dataset to export (default: all that map to a
-    RobustBench dataset). ``models``: restrict to these models. ``source``: only corrupted rows from this data
-    source (official / regenerated / on-the-fly), as ``compare --source``.
+    ``dataset``: RobustBench's dataset name (cifar10 / cifar100) for the exported store dataset; needed when that
+    one is a custom source whose runs recorded no dataset family. ``store_dataset``: which store dataset to
+    export (default: all that map to a RobustBench dataset). ``models``: restrict to these models. ``source``:
+    only corrupted rows from this data source (official / regenerated / on-the-fly), as ``compare --source``.
+    ``mce_reference``: the reference grid for ``corruptions_mce`` (see the module docstring).
     """
     if dataset is not None and dataset not in ROBUSTBENCH_DATASETS:
         raise UserError(f"RobustBench dataset must be one of {', '.join(ROBUSTBENCH_DATASETS)}, got {dataset!r}")
@@ -72,34 +91,146 @@ def export_robustbench(store_dir: str | Path, out_dir: str | Path, *, dataset: s
         raise UserError(f"no test-accuracy evaluation rows in {store_dir}: nothing to export")
     runs = store.load_runs(store_dir)
     result = ExportResult()
-    for ds, rb in _dataset_map(sorted(set(rows["dataset"])), dataset, store_dataset, result.skipped):
+    for ds, rb in _dataset_map(sorted(set(rows["dataset"])), dataset, store_dataset, result.skipped,
+                               _families(rows, runs)):
         part = rows[rows["dataset"] == ds]
         wanted = list(models) if models else sorted(set(part["model"]))
         unknown = sorted(set(wanted) - set(part["model"]))
         if unknown:
             raise UserError(f"model(s) {', '.join(unknown)} have no results on {ds} (present: "
                             f"{', '.join(sorted(set(part['model'])))})")
-        folder = Path(out_dir) / "model_info" / safe_name(rb) / "corruptions"
-        table: dict[str, dict[tuple[str, int], float]] = {}
-        for model in wanted:
-            sub = part[part["model"] == model]
-            record, cells = _model_record(model, rb, ds, sub, runs)
-            path = folder / f"{safe_name(model)}.json"
-            atomic.write_text(path, json.dumps(record, indent=2) + "\n")
-            result.files.append(path)
-            result.models[f"{rb}/{model}"] = record
-            table[model] = cells
-        csv_path = folder / CSV_NAME
-        atomic.write_text(csv_path, _csv_text(table))
-        result.files.append(csv_path)
+        _export_dataset(result, Path(out_dir), ds, rb, part, wanted, runs, mce_reference)
     if not result.files:
         raise UserError("nothing exported: " + "; ".join(result.skipped))
     return result
 
 
+def _export_dataset(result: ExportResult, out_dir: Path, ds: str, rb: str, part: pd.DataFrame, wanted: list[str],
+                    runs: dict[str, dict[str, Any]], mce_reference: str | Path | None) -> None:
+    """One RobustBench dataset: model_info JSONs (complete grids), the side file (incomplete ones), the CSV."""
+    folder = out_dir / "model_info" / safe_name(rb) / "corruptions"
+    csv_path = folder / CSV_NAME
+    existing = read_unaggregated(csv_path) if csv_path.is_file() else None
+    table: dict[str, dict[tuple[str, int], float]] = {}
+    records: dict[str, dict[str, Any]] = {}
+    for model in wanted:
+        records[model], table[model] = _model_record(model, rb, ds, part[part["model"] == model], runs)
+    reference = _mce_reference(mce_reference, existing, table, rows=part, runs=runs, rb=rb, ds=ds)
+    incomplete: dict[str, dict[str, Any]] = {}
+    for model, record in records.items():
+        if record["corruptions_acc"] is None:
+            incomplete[model] = record
+            result.incomplete[f"{rb}/{model}"] = record
+            continue
+        if reference is not None:
+            record["corruptions_mce"] = _mce(table[model], reference[1])
+            record["footnote"] += f" corruptions_mce normalised by {reference[0]}."
+        path = folder / f"{safe_name(model)}.json"
+        record = _merge_existing(path, record)
+        atomic.write_text(path, json.dumps(record, indent=2) + "\n")
+        result.files.append(path)
+        result.models[f"{rb}/{model}"] = record
+    if incomplete:
+        side = out_dir / f"incomplete_grids.{safe_name(rb)}.json"
+        atomic.write_text(side, json.dumps({
+            "note": "Not RobustBench model_info files: these models miss cells of the 15 corruptions x 5 "
+                    "severities grid, so they have no corruptions_acc and would break generate_leaderboard; "
+                    "each footnote names the missing cells.", "dataset": rb, "models": incomplete}, indent=2) + "\n")
+        result.files.append(side)
+    atomic.write_text(csv_path, _csv_text(_merge_rows(existing, table)))
+    result.files.append(csv_path)
+
+
+def _families(rows: pd.DataFrame, runs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Store dataset -> cifar10 / cifar100, where every evaluation run of it that recorded a family agrees."""
+    out: dict[str, str] = {}
+    for ds, g in rows.groupby("dataset"):
+        fams = {runs.get(r, {}).get("dataset_family") for r in set(g["run_id"])} - {None, ""}
+        if len(fams) == 1 and next(iter(fams)) in ROBUSTBENCH_DATASETS:
+            out[str(ds)] = str(next(iter(fams)))
+    return out
+
+
+def _merge_existing(path: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Keep what an existing model_info file says about fields the store cannot know (link, authors, ...)."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return record
+    if not isinstance(old, dict):
+        return record
+    merged = dict(record)
+    for key in KEEP_FROM_EXISTING:  # the store has placeholders only for these (the name: the model's)
+        if old.get(key) not in (None, ""):
+            merged[key] = old[key]
+    return merged
+
+
+def _mce_reference(spec: str | Path | None, existing: pd.DataFrame | None,
+                   table: dict[str, dict[tuple[str, int], float]], *, rows: pd.DataFrame,
+                   runs: dict[str, dict[str, Any]], rb: str, ds: str
+                   ) -> tuple[str, dict[tuple[str, int], float]] | None:
+    """(label, complete reference grid) for corruptions_mce, or None where no reference is at hand."""
+    if spec is not None and Path(spec).suffix.lower() == ".csv":
+        ref = read_unaggregated(spec)
+        if MCE_REFERENCE not in ref.index:
+            raise UserError(f"{spec}: no {MCE_REFERENCE} row to normalise corruptions_mce by")
+        return _complete_or_error(f"{MCE_REFERENCE} in {Path(spec).name}", _row_cells(ref, MCE_REFERENCE), spec)
+    name = str(spec) if spec is not None else MCE_REFERENCE
+    if name in table or name in set(rows["model"]):
+        cells = table.get(name) or _model_record(name, rb, ds, rows[rows["model"] == name], runs)[1]
+        if spec is not None:
+            return _complete_or_error(f"{name} (this store)", cells, name)
+        return (f"{name} (this store)", cells) if len(cells) == len(ROBUSTBENCH_CORRUPTIONS) * 5 else None
+    if spec is not None:
+        raise UserError(f"mCE reference {name!r} is neither an unaggregated .csv file nor a model of the store")
+    if existing is not None and MCE_REFERENCE in existing.index:
+        cells = _row_cells(existing, MCE_REFERENCE)
+        return (f"{MCE_REFERENCE} in the existing {CSV_NAME}", cells) \
+            if len(cells) == len(ROBUSTBENCH_CORRUPTIONS) * 5 else None
+    return None
+
+
+def _row_cells(table: pd.DataFrame, model: str) -> dict[tuple[str, int], float]:
+    row = table.loc[model]
+    return {(c, int(s)): float(v) for (c, s), v in row.items() if c in ROBUSTBENCH_CORRUPTIONS and np.isfinite(v)}
+
+
+def _complete_or_error(label: str, cells: dict[tuple[str, int], float], where: Any):
+    if len(cells) != len(ROBUSTBENCH_CORRUPTIONS) * len(SEVERITIES):
+        raise UserError(f"mCE reference {where}: {len(cells)} of the 75 corruption x severity cells, not all")
+    return label, cells
+
+
+def _mce(cells: dict[tuple[str, int], float], ref: dict[tuple[str, int], float]) -> str | None:
+    """RobustBench's corruptions_mce: mean over corruptions of mean_s(1 - acc) / mean_s(1 - acc_ref), in %."""
+    ratios = []
+    for c in ROBUSTBENCH_CORRUPTIONS:
+        err = np.mean([1.0 - cells[(c, s)] for s in SEVERITIES])
+        ref_err = np.mean([1.0 - ref[(c, s)] for s in SEVERITIES])
+        if ref_err <= 0:
+            return None
+        ratios.append(err / ref_err)
+    return _pct(float(np.mean(ratios)))
+
+
+def _merge_rows(existing: pd.DataFrame | None, table: dict[str, dict[tuple[str, int], float]]
+                ) -> dict[str, dict[tuple[str, int], float]]:
+    """Rows of models already in the target CSV first (in their order), this export's replacing theirs."""
+    merged: dict[str, dict[tuple[str, int], float]] = {}
+    if existing is not None:
+        for model in existing.index:
+            if str(model) not in table:
+                merged[str(model)] = _row_cells(existing, model)
+    merged.update(table)
+    return merged
+
+
 def _dataset_map(present: list[str], dataset: str | None, store_dataset: str | None,
-                 skipped: list[str]) -> list[tuple[str, str]]:
-    """(store dataset, RobustBench dataset) pairs to export."""
+                 skipped: list[str], families: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(store dataset, RobustBench dataset) pairs to export; ``families``: store dataset -> the dataset family
+    its runs recorded."""
+    families = families or {}
     if store_dataset is not None:
         if store_dataset not in present:
             raise UserError(f"dataset {store_dataset!r} has no evaluation rows (present: {', '.join(present)})")
@@ -114,9 +245,10 @@ def _dataset_map(present: list[str], dataset: str | None, store_dataset: str | N
         present = [dataset]
     out = []
     for ds in present:
-        rb = dataset or (ds if ds in ROBUSTBENCH_DATASETS else None)
+        rb = dataset or (ds if ds in ROBUSTBENCH_DATASETS else families.get(ds))
         if rb is None:
-            skipped.append(f"{ds}: not a RobustBench dataset; name it with dataset= / --dataset cifar10|cifar100")
+            skipped.append(f"{ds}: not a RobustBench dataset and its runs recorded no dataset family; name it "
+                           "with dataset= / --dataset cifar10|cifar100")
             continue
         out.append((ds, rb))
     return out
@@ -146,11 +278,11 @@ def _model_record(model: str, rb_dataset: str, store_dataset: str, sub: pd.DataF
     n_values = sorted(set(int(v) for v in sub["n"]))
     sources = sorted(set(cor["source"]))
     record = {
-        "link": None, "name": model, "authors": None,
-        "additional_data": None if outside else False,
-        "number_forward_passes": 1, "dataset": rb_dataset, "venue": None,
+        "link": "", "name": model, "authors": "",
+        "additional_data": False,
+        "number_forward_passes": 1, "dataset": rb_dataset, "venue": "",
         "architecture": _architecture(model, prov), "eps": None,
-        "clean_acc": clean_acc, "reported": None, "corruptions_acc": corr_acc,
+        "clean_acc": clean_acc if clean_acc is not None else "", "reported": None, "corruptions_acc": corr_acc,
         "footnote": _footnote(store_dataset, rb_dataset, sources, n_values, seeds, missing, len(need), outside),
     }
     return record, cells
@@ -175,14 +307,18 @@ def _footnote(store_dataset: str, rb_dataset: str, sources: list[str], n_values:
         parts.append(f"corruptions_acc not given: {len(missing)} of the {n_need} corruption x severity cells are "
                      f"missing ({shown}); only the full 15 x 5 set counts.")
     if outside:
-        parts.append("Outside model: whether it used additional data is unknown to the store.")
+        parts.append("Outside model: whether it used additional data is unknown to the store (shown as no).")
     return " ".join(parts)
 
 
-def _architecture(model: str, prov: list[dict[str, Any]]) -> str | None:
+def _architecture(model: str, prov: list[dict[str, Any]]) -> str:
+    """The model's source (timm name, factory, class path), never a Python repr; the suite's own by name."""
     for p in prov:
+        src = str(p.get("model_source") or "")
+        if src and src != "python object":
+            return src
         if p.get("model_class"):
-            return str(p.get("model_source") or p["model_class"])
+            return f"python:{p['model_class']}"
     return f"dgsa-bench {model}"
 
 

@@ -152,8 +152,8 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
     json_: bool = opt.json_(),
     quiet: bool = opt.quiet(),
 ) -> None:
-    """Regenerate CIFAR-10-C-style corruptions in the official layout (<corruption>.npy + labels.npy +
-    manifest.json), optionally preview them and compare them with an official set."""
+    """Regenerate CIFAR-10-C / CIFAR-100-C-style corruptions in the official layout (<corruption>.npy +
+    labels.npy + manifest.json), optionally preview them and compare them with an official set."""
     from corruptions import layout
 
     from robustbench_dgsa.util.errors import UserError
@@ -175,8 +175,7 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
         log(f"input: {inp['description']}: {len(x)} images {x.shape[1]}x{x.shape[2]}, "
             f"{'labels' if y is not None else 'no labels'}")
         frost = _frost_textures(names, frost_dir, log)
-        phrase = ("CIFAR-100-C-style (regenerated)" if inp["dataset"] and "100" in inp["dataset"]
-                  else layout.REGENERATED_PHRASE)
+        phrase = _regenerated_phrase(inp["dataset"])
         summary.update(input=inp["description"], notes=inp["notes"], n=len(x), image_shape=list(x.shape[1:]),
                        labels=y is not None, corruptions=names, severities=sevs, seed=seed,
                        frost_source=None if frost is None else frost.source)
@@ -209,6 +208,17 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
         typer.echo(f"{summary['description']}: {len(summary['corruptions'])} corruption(s), severities "
                    f"{','.join(map(str, summary['severities']))}, {summary['n']} images -> {out} "
                    f"({summary['seconds']:.1f}s)")
+
+
+def _regenerated_phrase(dataset: str | None) -> str:
+    """How the output is called: after the dataset it came from (CIFAR-10-C-style for cifar10, CIFAR-100-C-style
+    for cifar100), CIFAR-C-style for other inputs (the constants are CIFAR's either way)."""
+    from corruptions import layout
+    if dataset == "cifar10":
+        return layout.REGENERATED_PHRASE
+    if dataset == "cifar100":
+        return "CIFAR-100-C-style (regenerated)"
+    return "CIFAR-C-style (regenerated)"
 
 
 def _regenerate(x, y, out: Path, names: list[str], sevs: list[int], *, seed: int, device: str, frost,

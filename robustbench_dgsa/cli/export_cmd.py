@@ -19,7 +19,12 @@ def export_command(
     store: Path = typer.Option(..., "--store", help="Results store folder."),
     out: Path = typer.Option(..., "--out", help="Folder to write model_info/<dataset>/corruptions/ into."),
     dataset: Optional[str] = typer.Option(None, "--dataset", help="RobustBench's dataset (cifar10 or cifar100) "
-                                          "for a store dataset that is a custom source such as npz:..."),
+                                          "for a store dataset that is a custom source such as npz:... whose runs "
+                                          "recorded no dataset family."),
+    mce_reference: Optional[str] = typer.Option(None, "--mce-reference", help="Reference grid for "
+                                                "corruptions_mce: an unaggregated CSV with an AlexNet row (e.g. "
+                                                "RobustBench's own) or a model of the store (default: an AlexNet "
+                                                "row already in the target CSV or the store, else no mCE)."),
     store_dataset: Optional[str] = typer.Option(None, "--store-dataset", help="The store dataset to export "
                                                 "(default: all that map to a RobustBench dataset)."),
     model: Optional[str] = typer.Option(None, "--model", help="Comma-separated models (default: all)."),
@@ -27,8 +32,9 @@ def export_command(
                                          "(official, regenerated, on-the-fly)."),
     as_json: bool = typer.Option(False, "--json", help="Print the written records as JSON."),
 ) -> None:
-    """RobustBench model_info JSON per model (clean_acc; corruptions_acc only for a full 15 x 5 set, else null
-    with a footnote saying why) and the unaggregated per-corruption, per-severity CSV."""
+    """RobustBench model_info JSON per model with a full 15 x 5 grid (clean_acc, corruptions_acc, corruptions_mce
+    where a reference is at hand); incomplete grids go to a side file with a footnote saying why; plus the
+    unaggregated per-corruption, per-severity CSV."""
     from robustbench_dgsa.analysis.export import export_robustbench
 
     from . import options as opt
@@ -37,16 +43,20 @@ def export_command(
         raise UserError(f"--format must be one of {', '.join(_FORMATS)}, got {fmt!r}")
     opt.check_output_dir(out, "--out")
     models = [m.strip() for m in model.split(",") if m.strip()] if model else None
-    res = export_robustbench(store, out, dataset=dataset, store_dataset=store_dataset, models=models, source=source)
+    res = export_robustbench(store, out, dataset=dataset, store_dataset=store_dataset, models=models, source=source,
+                             mce_reference=mce_reference)
     if as_json:
         typer.echo(json.dumps({"files": [str(f) for f in res.files], "models": res.models,
-                               "skipped": res.skipped}, indent=2))
+                               "incomplete": res.incomplete, "skipped": res.skipped}, indent=2))
         return
     from rich.console import Console
     con = Console(stderr=True, highlight=False)
     for key, rec in res.models.items():
-        corr = rec["corruptions_acc"] if rec["corruptions_acc"] is not None else "— (see footnote)"
-        con.print(f"{key}: clean {rec['clean_acc']}%, corruptions {corr}")
+        mce = f", mCE {rec['corruptions_mce']}%" if rec.get("corruptions_mce") else ""
+        con.print(f"{key}: clean {rec['clean_acc']}%, corruptions {rec['corruptions_acc']}%{mce}")
+    for key, rec in res.incomplete.items():
+        con.print(f"[yellow]{key}[/]: incomplete 15 x 5 grid, written to the side file "
+                  f"incomplete_grids.{key.split('/')[0]}.json, not to model_info (see its footnote)")
     for note in res.skipped:
         con.print(f"[yellow]skipped[/] {note}")
     con.print(f"wrote {len(res.files)} files under {Path(out) / 'model_info'}")

@@ -404,7 +404,8 @@ def timm(help: str | None = None) -> Any:
 
 
 def weights(help: str | None = None) -> Any:
-    return typer.Option(None, "--weights", help=help or "safetensors state dict for --timm / --module.")
+    return typer.Option(None, "--weights", help=help or "State dict for --timm / --module: .safetensors, or a "
+                        ".pt/.pth read with torch.load(weights_only=True) (tensors only, never full unpickling).")
 
 
 def random_init(help: str | None = None) -> Any:
@@ -437,3 +438,18 @@ def parse_model_args(text: str | None, option: str = "--model-args") -> dict[str
         else:
             out[key] = v
     return out
+
+
+def timm_norm(help: str | None = None) -> Any:
+    return typer.Option(False, "--timm-norm", help=help or "Feed --timm / --module models timm's normalisation "
+                        "(mean/std and input size of the model's data config) instead of the default raw [0, 1] "
+                        "images at the data's own size (RobustBench's convention).")
+
+
+def subset(help: str | None = None) -> Any:
+    return typer.Option("first", "--subset", help=help or "Which --max-examples test examples: first (the first N "
+                        "in official order, as RobustBench's n_examples), stratified (class-stratified, seed 0) or "
+                        "auto (the first N unless they miss a class).")
+
+
+DEFAULT_STORE = Path("runs/store")

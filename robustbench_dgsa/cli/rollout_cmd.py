@@ -71,17 +71,26 @@ def _untrained(name: str, text: Optional[str]) -> tuple[Any, dict[str, Any], dic
     return model, meta, preprocess
 
 
-def _timm_source(name: str, weights: Optional[Path], random_init: bool, model_args: dict[str, Any]) -> dict[str, Any]:
-    """A timm ViT (weights from safetensors, or --random-init) behind the suite's rollout interface."""
-    from robustbench_dgsa.models.external import load_timm_model
+def _timm_source(name: str, weights: Optional[Path], random_init: bool, seed: int, timm_norm: bool,
+                 model_args: dict[str, Any]) -> dict[str, Any]:
+    """A timm ViT (weights from a file, or --random-init drawn from --seed) behind the suite's rollout interface;
+    its class count from the weights' head unless --model-args says it."""
+    from robustbench_dgsa.models.external import load_timm_model, num_classes_in_weights
     from robustbench_dgsa.rollout.capture import as_rollout_model, default_preprocess
 
-    ext = load_timm_model(name, weights=weights, random_init=random_init, **model_args)
+    if "num_classes" not in model_args:
+        n = num_classes_in_weights(weights) if weights is not None else None
+        if n is not None:
+            model_args["num_classes"] = n
+        else:
+            typer.secho(f"note: --timm {name}: {'no classifier head in the weights, so ' if weights else ''}timm's "
+                        "default 1000-class head; give --model-args num_classes=N for another", fg="yellow", err=True)
+    ext = load_timm_model(name, weights=weights, random_init=random_init, seed=seed, **model_args)
     model = as_rollout_model(ext.model.eval(), ext.name)
     n = model.config.num_classes
     meta = {"model": ext.name, "classes": [f"class {i}" for i in range(n)], "source": ext.source,
-            "untrained": ext.random_init}
-    return {"model": model, "meta": meta, "preprocess": default_preprocess(model), "source": ext.source,
+            "untrained": ext.random_init, "init_seed": ext.init_seed}
+    return {"model": model, "meta": meta, "preprocess": default_preprocess(model, timm_norm), "source": ext.source,
             "name": ext.name}
 
 
@@ -250,6 +259,25 @@ def _metrics_mode(sources: list[dict[str, Any]], store: Path, dataset: Optional[
         typer.echo(f"rows written to {store} (run {', '.join(r['run_id'] for r in results)})")
 
 
+def _check_rollout_options(mode: Optional[str], head_fusion: str, discard_ratio: float) -> None:
+    from robustbench_dgsa.rollout.core import HEAD_FUSIONS, MODES
+
+    if mode is not None and mode not in MODES:
+        raise UserError(f"unknown --mode {mode!r} (valid: {', '.join(MODES)})")
+    if head_fusion not in HEAD_FUSIONS:
+        raise UserError(f"unknown --head-fusion {head_fusion!r} (valid: {', '.join(HEAD_FUSIONS)})")
+    if not 0.0 <= discard_ratio < 1.0:
+        raise UserError(f"--discard-ratio must be in [0, 1), got {discard_ratio}")
+
+
+def _check_timm_options(timm_name: Optional[str], weights: Optional[Path], random_init: bool,
+                        model_args: Optional[str], timm_norm: bool, seed: Optional[str]) -> None:
+    if timm_name is None and (weights is not None or random_init or model_args or timm_norm or seed is not None):
+        raise UserError("--weights, --random-init, --seed, --timm-norm and --model-args go with --timm")
+    if seed is not None and not random_init:
+        raise UserError("--seed goes with --random-init (the seed of the random weights)")
+
+
 def _image_and_checkpoints(inputs: Optional[list[str]], checkpoint: Optional[Path], compare: Optional[list[Path]],
                            text: Optional[str], metrics: bool) -> tuple[Optional[Path], list[Path]]:
     """The positional IMAGE (when the mode takes one) and every checkpoint given (--checkpoint, --compare, extras)."""
@@ -286,10 +314,16 @@ def rollout_command(
                    "comma-separated or repeated."),
     timm_name: Optional[str] = opt.timm(help="Also (or instead): a timm VisionTransformer by name, with --weights "
                                              "or --random-init; its maps are captured from its attention modules."),
-    weights: Optional[Path] = opt.weights(help="safetensors state dict for --timm."),
+    weights: Optional[Path] = opt.weights(help="State dict for --timm (.safetensors, or .pt/.pth read with "
+                                               "torch.load(weights_only=True))."),
     random_init: bool = opt.random_init(),
+    seed: Optional[str] = opt.seed(None, help="Seed of the --random-init weights (default 0; recorded and put into "
+                                              "the model's name)."),
+    timm_norm: bool = opt.timm_norm(help="Feed the --timm model timm's normalisation instead of raw [0, 1] images "
+                                         "(resized to its input size)."),
     model_args: Optional[str] = opt.model_args(help="Keyword arguments for the timm model, e.g. "
-                                                    "img_size=32,patch_size=4."),
+                                                    "img_size=32,patch_size=4 (num_classes: from the weights' "
+                                                    "head by default)."),
     text: Optional[str] = typer.Option(None, "--text", "-t", help="Roll out a text instead of an image."),
     out: Optional[Path] = opt.out(None, help="Output PNG (default <image stem>_rollout.png / text_rollout.png)."),
     mode: Optional[str] = typer.Option(None, "--mode",
@@ -313,14 +347,7 @@ def rollout_command(
     max_examples: int = opt.max_examples(200, help="--metrics: test examples used."),
     quiet: bool = opt.quiet(),
 ) -> None:
-    from robustbench_dgsa.rollout.core import HEAD_FUSIONS, MODES
-
-    if mode is not None and mode not in MODES:
-        raise UserError(f"unknown --mode {mode!r} (valid: {', '.join(MODES)})")
-    if head_fusion not in HEAD_FUSIONS:
-        raise UserError(f"unknown --head-fusion {head_fusion!r} (valid: {', '.join(HEAD_FUSIONS)})")
-    if not 0.0 <= discard_ratio < 1.0:
-        raise UserError(f"--discard-ratio must be in [0, 1), got {discard_ratio}")
+    _check_rollout_options(mode, head_fusion, discard_ratio)
     sev = opt.parse_severities(severity)
     opt.check_output_file(out, "--out", suffixes=(".png",))
     if metrics:
@@ -331,14 +358,14 @@ def rollout_command(
     image, ckpts = _image_and_checkpoints(inputs, checkpoint, compare, text, metrics)
     if not ckpts and not model and timm_name is None:
         raise UserError("give --checkpoint CKPT (or --timm NAME, or --model NAME for an untrained model)")
-    if timm_name is None and (weights is not None or random_init or model_args):
-        raise UserError("--weights, --random-init and --model-args go with --timm")
+    _check_timm_options(timm_name, weights, random_init, model_args, timm_norm, seed)
     if image is not None:
         from robustbench_dgsa.data.readers import check_image_file
         check_image_file(image)  # fail on a bad image (header only) before loading any model
     sources = _load_sources(ckpts, list(model or []), text)
     if timm_name is not None:
-        sources.append(_timm_source(timm_name, weights, random_init, opt.parse_model_args(model_args)))
+        sources.append(_timm_source(timm_name, weights, random_init, opt.parse_one_seed(seed or "0"), timm_norm,
+                                    opt.parse_model_args(model_args)))
     if metrics:
         if text is not None or image is not None:
             raise UserError("--metrics uses the synthetic test set; do not give an image or --text with it")

@@ -44,12 +44,14 @@ def _dump(obj: Any) -> None:
 
 @app.command("train")
 def train_command(
-    model: str = opt.model(...),
+    model: str = opt.model(..., help="Registered model(s): one or a comma list (vit,dgvit); see `dgsa-bench "
+                                     "models`."),
     dataset: str = opt.dataset(...),
-    preset: str = typer.Option("tiny", "--preset", help="Hyperparameter preset: tiny, small or paper."),
+    preset: str = typer.Option("tiny", "--preset", help="Hyperparameter preset: tiny (seconds), small (minutes on a CPU), zoo (the shipped models) or paper (the paper's protocol)."),
     seed: Optional[str] = opt.seed(None, help="Training seeds: one (3), a list (0,2,7) or a range (0-4), one run "
                                               "each (default 0)."),
-    out: Path = opt.out(..., help="Output folder; with several seeds one subfolder <model>-<dataset>-s<seed>."),
+    out: Path = opt.out(..., help="Output folder; with several models or seeds one subfolder "
+                                  "<model>-<dataset>-s<seed> each."),
     epochs: Optional[int] = typer.Option(None, "--epochs", min=1, help="Override train.epochs."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Override train.batch_size."),
     lr: Optional[float] = opt.positive_float(None, "--lr", help="Override train.lr (> 0)."),
@@ -64,32 +66,43 @@ def train_command(
     json_: bool = opt.json_(),
     quiet: bool = opt.quiet(),
 ) -> None:
-    """Train a model (per seed): checkpoint every epoch, rows in the results store, clean test accuracy."""
+    """Train models (per model and seed): checkpoint every epoch, rows in the results store, clean test
+    accuracy."""
     from ..config import load_config_file, resolve_config
     from ..models import get_model_config
     from robustbench_dgsa.engine.train import train
     from robustbench_dgsa.util.paths import safe_name
 
     seed_list = opt.parse_seeds(seed)
+    model_list = opt.split_list(model)
+    if not model_list:
+        raise UserError("--model needs at least one model name")
     _check_data_root(data_root)
     opt.check_output_dir(out, "--out")
     opt.check_output_dir(store, "--store")
     file_ov = load_config_file(config) if config else None
-    cfg = resolve_config(get_model_config(model), dataset, preset, file_overrides=file_ov,
-                         overrides=_overrides(epochs, batch_size, lr, device, data_root, download, set_))
-    if data_root is not None:
-        cfg.data.data_root = str(data_root)
+    cfgs = []
+    for m in model_list:  # every config checked before the first run starts
+        cfg = resolve_config(get_model_config(m), dataset, preset, file_overrides=file_ov,
+                             overrides=_overrides(epochs, batch_size, lr, device, data_root, download, set_))
+        if data_root is not None:
+            cfg.data.data_root = str(data_root)
+        cfgs.append((m, cfg))
     from robustbench_dgsa.engine.predict import dataset_info
-    dataset_info(cfg.data.dataset)  # unknown name -> one clear line before anything starts
+    dataset_info(cfgs[0][1].data.dataset)  # unknown name -> one clear line before anything starts
     store_dir = store if store is not None else out / "store"
+    several = len(seed_list) * len(cfgs) > 1
     results = []
-    for s in seed_list:
-        run_out = out if len(seed_list) == 1 else out / safe_name(f"{model}-{cfg.data.dataset}-s{s}")
-        r = train(cfg, s, run_out, store_dir=store_dir, resume=resume, progress=not quiet)
-        results.append({"seed": s, "run_id": r.run_id, "checkpoint": str(r.checkpoint), "out": str(run_out),
-                        "config_hash": r.config_hash, "final": r.final, "history": r.history})
+    for m, cfg in cfgs:
+        for s in seed_list:
+            run_out = out / safe_name(f"{m}-{cfg.data.dataset}-s{s}") if several else out
+            r = train(cfg, s, run_out, store_dir=store_dir, resume=resume, progress=not quiet)
+            results.append({"model": m, "seed": s, "run_id": r.run_id, "checkpoint": str(r.checkpoint),
+                            "out": str(run_out), "config_hash": r.config_hash, "final": r.final,
+                            "history": r.history})
     if json_:
-        _dump({"model": model, "dataset": cfg.data.dataset, "preset": preset, "store": str(store_dir), "runs": results})
+        _dump({"model": ",".join(model_list), "dataset": cfgs[0][1].data.dataset, "preset": preset,
+               "store": str(store_dir), "runs": results})
 
 
 # --- evaluate ----------------------------------------------------------------------------------------------
@@ -111,10 +124,16 @@ def evaluate_command(
                                              help="Frost photographs for on-the-fly frost (default: "
                                                   "<data-root>/corruptions/frost when present)."),
     text_noise: Optional[str] = opt.text_noise(),
-    max_examples: Optional[int] = opt.max_examples(help="Use the first N test examples."),
+    max_examples: Optional[int] = opt.max_examples(help="Use N test examples (which: --subset)."),
+    subset: Optional[str] = typer.Option(None, "--subset", help="Which --max-examples test examples: first (the "
+                                         "first N in official order, as RobustBench's n_examples; default), "
+                                         "stratified (class-stratified, seed 0) or auto (the first N unless they "
+                                         "miss a class). A checkpoint evaluated on its own dataset keeps its run's "
+                                         "choice."),
     split: str = typer.Option("test", "--split", help="test (default), train, or a dataset's own split such as "
                                                       "test-exact (cifar10: the 1,017 exact-pixel test images)."),
-    store: Optional[Path] = typer.Option(None, "--store", help="Results store (default: <checkpoint folder>/store)."),
+    store: Optional[Path] = typer.Option(None, "--store", help="Results store (default: <checkpoint folder>/store; "
+                                         f"for --timm / --module: {opt.DEFAULT_STORE})."),
     batch_size: int = typer.Option(256, "--batch-size", min=1, help="Evaluation batch size."),
     device: str = opt.device(),
     json_: bool = opt.json_(),
@@ -124,7 +143,12 @@ def evaluate_command(
                                          "function returning an nn.Module (its input: images in [0, 1])."),
     weights: Optional[Path] = opt.weights(),
     random_init: bool = opt.random_init(),
-    name: Optional[str] = typer.Option(None, "--name", help="Model name in the store for --timm/--module."),
+    seed: Optional[str] = opt.seed(None, help="Seed of the --random-init weights (default 0; recorded and put "
+                                              "into the model's name)."),
+    timm_norm: bool = opt.timm_norm(),
+    name: Optional[str] = typer.Option(None, "--name", help="Model name in the store for --timm/--module "
+                                       "(default: the timm name or factory, plus -random-init-s<seed>; the weights "
+                                       "hash is appended when the store holds that name for other weights)."),
     model_args: Optional[str] = opt.model_args(),
 ) -> None:
     """Accuracy of a checkpoint (or of a timm / any importable model): clean, per corruption and severity, and
@@ -141,37 +165,46 @@ def evaluate_command(
         raise UserError("give exactly one of --checkpoint, --timm or --module")
     opt.check_output_dir(store, "--store")
     if timm_name is None and module is None:
-        if weights is not None or random_init or name is not None or model_args:
-            raise UserError("--weights, --random-init, --name and --model-args go with --timm or --module, "
-                            "not --checkpoint")
+        if weights is not None or random_init or name is not None or model_args or timm_norm or seed is not None:
+            raise UserError("--weights, --random-init, --seed, --timm-norm, --name and --model-args go with --timm "
+                            "or --module, not --checkpoint")
         res = evaluate(checkpoint, dataset=dataset, data_root=data_root, split=split, max_test=max_examples,
-                       corruptions=corruptions, severities=severities, corruption_dir=corruption_dir,
+                       subset=subset, corruptions=corruptions, severities=severities, corruption_dir=corruption_dir,
                        text_noise=noise, corruption_seed=corruption_seed, store_dir=store, batch_size=batch_size,
                        device=device, progress=not quiet, frost_dir=frost_dir)
     else:
-        res = _evaluate_external(timm_name, module, weights, random_init, name, opt.parse_model_args(model_args),
+        if seed is not None and not random_init:
+            raise UserError("--seed goes with --random-init (the seed of the random weights)")
+        res = _evaluate_external(timm_name, module, weights, random_init, opt.parse_one_seed(seed or "0"), name,
+                                 opt.parse_model_args(model_args), timm_norm=timm_norm,
                                  dataset=dataset, data_root=data_root, split=split, max_examples=max_examples,
-                                 corruption=corruptions, severity=severities, corruption_dir=corruption_dir,
-                                 text_noise=noise, seed=corruption_seed, store=store, batch_size=batch_size,
+                                 subset=subset or "first", corruption=corruptions, severity=severities,
+                                 corruption_dir=corruption_dir, text_noise=noise, seed=corruption_seed,
+                                 store=store if store is not None else opt.DEFAULT_STORE, batch_size=batch_size,
                                  device=device, progress=not quiet, frost_dir=frost_dir)
     if json_:
         _dump({"checkpoint": str(checkpoint or timm_name or module), "store": str(res.store_dir), **res.summary()})
     else:
-        from rich.console import Console
-        from rich.table import Table
-        t = Table(title=f"evaluation {res.run_id}")
-        for col in ("condition", "severity", "accuracy", "n", "cer", "wer", "source"):
-            t.add_column(col)
-        for r in res.table.itertuples(index=False):
-            fmt = lambda v: "" if v != v else f"{v:.4f}"  # noqa: E731 - NaN -> blank
-            src = r.source if len(r.source) <= 32 else r.source[:31] + "…"
-            t.add_row(r.condition, str(r.severity), f"{r.accuracy:.4f}", str(r.n), fmt(r.cer), fmt(r.wer), src)
-        Console().print(t)  # a result table: stdout
+        _print_eval_table(res)
+
+
+def _print_eval_table(res: Any) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    examples = getattr(res, "examples", "")
+    t = Table(title=f"evaluation {res.run_id}" + (f" ({examples} test examples)" if examples else ""))
+    for col in ("condition", "severity", "accuracy", "n", "cer", "wer", "source"):
+        t.add_column(col)
+    for r in res.table.itertuples(index=False):
+        fmt = lambda v: "" if v != v else f"{v:.4f}"  # noqa: E731 - NaN -> blank
+        src = r.source if len(r.source) <= 32 else r.source[:31] + "…"
+        t.add_row(r.condition, str(r.severity), f"{r.accuracy:.4f}", str(r.n), fmt(r.cer), fmt(r.wer), src)
+    Console().print(t)  # a result table: stdout
 
 
 def _evaluate_external(timm_name: str | None, module: str | None, weights: Path | None, random_init: bool,
-                       name: str | None, model_args: dict[str, Any], *, dataset: str | None, store: Path | None,
-                       **kw: Any):
+                       init_seed: int, name: str | None, model_args: dict[str, Any], *, timm_norm: bool,
+                       dataset: str | None, store: Path, **kw: Any):
     """``evaluate --timm/--module``: load the model, then the library's benchmark() (same core as checkpoints)."""
     from robustbench_dgsa.engine.benchmark import benchmark
     from robustbench_dgsa.engine.evaluate import EvalResult
@@ -179,17 +212,16 @@ def _evaluate_external(timm_name: str | None, module: str | None, weights: Path 
 
     if dataset is None:
         raise UserError("--timm/--module need --dataset (the model carries no training dataset)")
-    if store is None:
-        raise UserError("--timm/--module need --store (the results store to write into)")
     if module is not None and random_init:
         raise UserError("--random-init goes with --timm (a --module factory builds its own weights)")
     if timm_name is not None:
         model_args.setdefault("num_classes", _num_classes(dataset, kw.get("data_root")))
-        ext = load_timm_model(timm_name, weights=weights, random_init=random_init, **model_args)
+        ext = load_timm_model(timm_name, weights=weights, random_init=random_init, seed=init_seed,
+                              timm_norm=timm_norm, **model_args)
     else:
-        ext = load_module_model(module, weights=weights, **model_args)
+        ext = load_module_model(module, weights=weights, timm_norm=timm_norm, **model_args)
     rows = benchmark(ext, dataset, name=name, store=store, **kw)
-    return EvalResult(rows.attrs["run_id"], rows.attrs["table"], store)
+    return EvalResult(rows.attrs["run_id"], rows.attrs["table"], store, rows.attrs["examples"])
 
 
 def _num_classes(dataset: str, data_root: Path | None) -> int:
@@ -212,7 +244,7 @@ def sweep_plan(
     models: list[str] = opt.models(...),
     datasets: list[str] = opt.datasets(...),
     seed: str = opt.seed("0-4"),
-    preset: str = typer.Option("tiny", "--preset", help="tiny, small or paper."),
+    preset: str = typer.Option("tiny", "--preset", help="Hyperparameter preset: tiny, small, zoo or paper."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Config override key=value (every job)."),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder holding the dataset files."),
     download: bool = typer.Option(False, "--download", help="Download datasets if missing."),

@@ -5,11 +5,12 @@
     from robustbench_dgsa.models.external import Preprocess
 
     vit = timm.create_model("vit_tiny_patch16_224", num_classes=10, img_size=32, patch_size=4)
-    rows = benchmark(vit, "cifar10", corruption_dir="cifar10-c-regen", preprocess=Preprocess.from_timm(vit),
+    rows = benchmark(vit, "cifar10", corruption_dir="cifar10-c-regen", timm_norm=True,
                      name="timm-vit-tiny", store="runs/store")
 
-The model maps a float batch (N, 3, H, W) in [0, 1] to logits (N, classes) — or, with ``preprocess``, the
-normalised and resized batch it was trained on. Text models take token ids (N, L) made by a ``tokenizer``
+The model maps a float batch (N, 3, H, W) in [0, 1] to logits (N, classes) — RobustBench's convention, the
+default on every route — or, with ``timm_norm=True`` / ``preprocess``, the normalised and resized batch it was
+trained on. Text models take token ids (N, L) made by a ``tokenizer``
 hook (texts -> ids, or (ids, key_padding_mask) with True = padding).
 
 It runs the suite's own evaluation core (:func:`robustbench_dgsa.engine.evaluate.evaluate_subject`: the same
@@ -17,7 +18,7 @@ condition loop, prediction loop and on-the-fly corruption keys as ``evaluate(che
 ``kind="eval"`` to the results store, so ``compare`` and ``report`` treat the model like the registered ones:
 ``model`` = ``name``, ``config_hash`` = ``weights-<first 16 hex of the weights' SHA-256>``, ``seed`` = -1 (no
 training seed), plus per-example predictions; the run record holds the parameter count, the full weights
-hash, the model's class and source, and the preprocessing.
+hash, the model's class and source, the input convention and the preprocessing.
 """
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ from corruptions.text import resolve_text_noise
 from robustbench_dgsa import store as results_store
 from robustbench_dgsa.engine.evaluate import EvalPlan, EvalSubject, evaluate_subject
 from robustbench_dgsa.engine.predict import dataset_info, resolve_device
-from robustbench_dgsa.models.external import ExternalModel, Preprocess, count_parameters, weights_sha256
+from robustbench_dgsa.models.external import (ExternalModel, Preprocess, count_parameters, input_preprocess,
+                                              weights_sha256)
 from robustbench_dgsa.models.registry import MODEL_NAMES
 from robustbench_dgsa.util.errors import UserError
 
@@ -45,7 +47,8 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
               corruption: str | Sequence[str] | None = "benchmark",
               severity: int | str | Sequence[int] = DEFAULT_SEVERITIES, corruption_dir: str | Path | None = None,
               text_noise: str | Sequence[str] | None = None, max_examples: int | None = None,
-              batch_size: int = 256, device: str = "auto", preprocess: Preprocess | dict | None = None,
+              subset: str = "first", batch_size: int = 256, device: str = "auto",
+              preprocess: Preprocess | dict | None = None, timm_norm: bool = False,
               name: str | None = None, seed: int = 0, store: str | Path | None = None,
               tokenizer: Callable[[list[str]], Any] | None = None, split: str = "test",
               frost_dir: str | Path | None = None, progress: bool = False) -> pd.DataFrame:
@@ -54,39 +57,41 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
     ``corruption``: a spec as ``resolve_corruptions`` takes it ("benchmark" = the 15, "all", a group, "fog,snow",
     a list) or None for clean only; ignored (must stay the default) for text datasets. ``severity``: 3, "1-5",
     [1, 3]. ``corruption_dir``: an official or regenerated CIFAR-C folder (default: corrupt on the fly, keyed by
-    ``seed`` and the example index). ``text_noise``: text noise types for text models. ``max_examples``: the first
-    N test examples (stratified when the first N miss a class). ``preprocess``: a :class:`Preprocess` (e.g.
-    ``Preprocess.from_timm(model)``) or None for [0, 1] input at the data's own size. ``name``: how the model
-    is called in the store (default: the :class:`ExternalModel`'s name, else the class name); the suite's
-    registered names are refused. ``store``: the results store (default: a temporary one, discarded — only
-    the returned rows remain). Returns the run's rows (:data:`robustbench_dgsa.store.COLUMNS`); ``attrs`` hold
-    ``run_id``, ``store`` and ``table`` (condition, severity, accuracy, n, ...).
+    ``seed`` and the example index). ``text_noise``: text noise types for text models. ``max_examples``: N test
+    examples, chosen as ``subset`` says: "first" (default; the first N, as RobustBench's ``n_examples``),
+    "stratified" (class-stratified, seed 0) or "auto" (the first N unless they miss a class).
+
+    Input convention, the same on every route (this function, ``evaluate --timm/--module`` and
+    :func:`robustbench_dgsa.robustbench.benchmark`): images as floats in [0, 1] at the data's own size
+    (RobustBench's), unless ``timm_norm=True`` (timm's mean/std and input size for the model) or an explicit
+    ``preprocess`` (:class:`Preprocess`) says otherwise; an :class:`ExternalModel` brings its own choice. The run
+    record and the report state which was used.
+
+    ``name``: how the model is called in the store (default: the :class:`ExternalModel`'s name, else the class
+    name); the suite's registered names are refused, and so is a name the store already holds for other weights
+    (a default name then gets the weights hash appended instead). ``store``: the results store (default: a
+    temporary one, discarded — only the returned rows remain). Returns the run's rows
+    (:data:`robustbench_dgsa.store.COLUMNS`); ``attrs`` hold ``run_id``, ``store``, ``table`` (condition,
+    severity, accuracy, n, ...) and ``examples`` (which test examples, in words).
     """
     ext = model if isinstance(model, ExternalModel) else None
     module = ext.model if ext is not None else model
     if not isinstance(module, nn.Module):
         raise UserError(f"benchmark needs a torch.nn.Module, got {type(module).__name__}")
     info = dataset_info(dataset)
-    name = _check_name(name or (ext.name if ext is not None else type(module).__name__))
     if tokenizer is None and ext is not None:
         tokenizer = ext.tokenizer
-    record = _preprocess_record(info.modality, preprocess if preprocess is not None else
-                                (ext.preprocess if ext is not None else None), tokenizer)
+    pre = _choose_preprocess(module, ext, preprocess, timm_norm)
+    record = _preprocess_record(info.modality, pre, tokenizer)
     corruptions, text_types = _conditions(info.modality, corruption, text_noise)
     severities = parse_severities(list(severity) if isinstance(severity, tuple) else severity)
     dev = resolve_device(device)
     sha = weights_sha256(module)
-    subject = EvalSubject(
-        model=module, preprocess=record, name=name, modality=info.modality, num_classes=None,
-        config_hash=f"weights-{sha[:16]}", seed=-1, epoch=-1,
-        provenance={"origin": "benchmark", "model_class": f"{type(module).__module__}.{type(module).__qualname__}",
-                    "model_source": ext.source if ext is not None else "python object",
-                    "weights_file": ext.weights if ext is not None else "",
-                    "random_init": bool(ext.random_init) if ext is not None else None,
-                    "parameters": count_parameters(module), "weights_sha256": sha,
-                    "preprocess": {k: v for k, v in record.items() if k != "tokenizer"},
-                    "tokenizer": _callable_name(tokenizer), **({"external": ext.info} if ext is not None else {})})
-    plan = EvalPlan(dataset=dataset, split=split, data_root=data_root, max_test=max_examples,
+    name = _unique_name(name, ext, module, sha, store)
+    subject = EvalSubject(model=module, preprocess=record, name=name, modality=info.modality, num_classes=None,
+                          config_hash=f"weights-{sha[:16]}", seed=-1, epoch=-1,
+                          provenance=_provenance(module, ext, record, tokenizer, sha, timm_norm, preprocess))
+    plan = EvalPlan(dataset=dataset, split=split, data_root=data_root, max_test=max_examples, subset=subset,
                     corruptions=corruptions, severities=severities, corruption_dir=corruption_dir,
                     text_noise=text_types, corruption_seed=int(seed), frost_dir=frost_dir,
                     batch_size=int(batch_size), progress=progress)
@@ -94,8 +99,53 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
         res = evaluate_subject(subject, plan, store_dir, device=dev)
         rows = results_store.load_results(store_dir)
     rows = rows[rows["run_id"] == res.run_id].reset_index(drop=True)
-    rows.attrs.update(run_id=res.run_id, store=str(store) if store is not None else None, table=res.table)
+    rows.attrs.update(run_id=res.run_id, store=str(store) if store is not None else None, table=res.table,
+                      examples=res.examples)
     return rows
+
+
+def _choose_preprocess(module: nn.Module, ext: ExternalModel | None, preprocess, timm_norm: bool):
+    """An explicit ``preprocess`` wins; ``timm_norm`` asks for timm's; else the loaded model's own choice (raw
+    unless it was loaded with timm_norm); else raw [0, 1]."""
+    if preprocess is not None and timm_norm:
+        raise UserError("give either preprocess or timm_norm=True, not both")
+    if preprocess is not None:
+        return preprocess
+    if timm_norm:
+        return input_preprocess(module, True)
+    return ext.preprocess if ext is not None else None
+
+
+def _provenance(module: nn.Module, ext: ExternalModel | None, record: dict[str, Any], tokenizer, sha: str,
+                timm_norm: bool, preprocess) -> dict[str, Any]:
+    convention = "custom" if preprocess is not None else (
+        "checkpoint" if ext is not None and ext.source.startswith("pretrained:") and not timm_norm else
+        "timm" if timm_norm or (ext is not None and ext.preprocess is not None) else "raw")
+    return {"origin": "benchmark", "model_class": f"{type(module).__module__}.{type(module).__qualname__}",
+            "model_source": ext.source if ext is not None else f"python:{type(module).__module__}."
+                                                                 f"{type(module).__qualname__}",
+            "weights_file": ext.weights if ext is not None else "",
+            "random_init": bool(ext.random_init) if ext is not None else None,
+            "init_seed": ext.init_seed if ext is not None else None,
+            "parameters": count_parameters(module), "weights_sha256": sha,
+            "input_convention": convention if record.get("modality") == "image" else "tokenizer",
+            "preprocess": {k: v for k, v in record.items() if k != "tokenizer"},
+            "tokenizer": _callable_name(tokenizer), **({"external": ext.info} if ext is not None else {})}
+
+
+def _unique_name(name: str | None, ext: ExternalModel | None, module: nn.Module, sha: str,
+                 store: str | Path | None) -> str:
+    """The store name: ``name`` (refused when the store holds it for other weights), else the default name
+    (with ``-<weights hash[:8]>`` appended when the store holds that name for other weights)."""
+    explicit = name is not None
+    name = _check_name(name if explicit else (ext.name if ext is not None else type(module).__name__))
+    others = _hashes_of(store, name) - {f"weights-{sha[:16]}"}
+    if not others:
+        return name
+    if explicit:
+        raise UserError(f"the store already holds another model named {name!r} ({sorted(others)[0]}); give this "
+                        "one another name")
+    return _check_name(f"{name}-{sha[:8]}")
 
 
 def _check_name(name: str) -> str:
@@ -106,6 +156,13 @@ def _check_name(name: str) -> str:
         raise UserError(f"{name!r} is one of the suite's registered models; evaluate its checkpoints with "
                         "evaluate(), or give this model another name")
     return name
+
+
+def _hashes_of(store: str | Path | None, name: str) -> set[str]:
+    if store is None or not Path(store).is_dir():
+        return set()
+    rows = results_store.load_results(store)
+    return set(rows.loc[rows["model"] == name, "config_hash"])
 
 
 def _preprocess_record(modality: str, preprocess: Preprocess | dict | None, tokenizer) -> dict[str, Any]:

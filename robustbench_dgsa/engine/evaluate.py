@@ -36,7 +36,7 @@ from robustbench_dgsa import store
 from robustbench_dgsa.util.errors import CheckpointError, DataError, UserError
 from robustbench_dgsa.data import load_dataset
 from robustbench_dgsa.engine.predict import (dataset_info, predict_raw, prepare, preprocess_from_meta, resolve_device,
-                                             select_test)
+                                             select_test, subset_label, subset_note)
 from robustbench_dgsa.models.checkpoint import load_checkpoint
 from robustbench_dgsa.util.progress import log, track
 from robustbench_dgsa.util.provenance import sha256_file
@@ -49,11 +49,12 @@ class EvalResult:
     run_id: str
     table: pd.DataFrame          # condition, severity, accuracy, n, cer, wer, source
     store_dir: Path | None = None
+    examples: str = ""           # which test examples, in words ("first 500 of 10,000", "stratified 100 of ...")
 
     def summary(self) -> dict[str, Any]:
         t = self.table
         clean = t[t.condition == "clean"]
-        out: dict[str, Any] = {"run_id": self.run_id,
+        out: dict[str, Any] = {"run_id": self.run_id, "examples": self.examples,
                                "clean_accuracy": float(clean.accuracy.iloc[0]) if len(clean) else None}
         corr = t[t.condition != "clean"]
         if len(corr):
@@ -87,12 +88,14 @@ class EvalSubject:
 
 @dataclass
 class EvalPlan:
-    """Which data and conditions: one dataset split (the first ``max_test`` examples), image corruptions from
+    """Which data and conditions: one dataset split (``max_test`` examples chosen as ``subset`` says: the first N
+    by default, see :func:`~robustbench_dgsa.engine.predict.select_test`), image corruptions from
     ``corruption_dir`` or on the fly, text noise, all at ``severities``."""
     dataset: str
     split: str = "test"
     data_root: str | Path | None = None
     max_test: int | None = None
+    subset: str = "first"
     corruptions: Sequence[str] | None = None
     severities: Sequence[int] = (1, 2, 3, 4, 5)
     corruption_dir: str | Path | None = None
@@ -106,7 +109,8 @@ class EvalPlan:
 
 
 def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: str | Path | None = None,
-             split: str = "test", max_test: int | None = None, corruptions: Sequence[str] | None = None,
+             split: str = "test", max_test: int | None = None, subset: str | None = None,
+             corruptions: Sequence[str] | None = None,
              severities: Sequence[int] = (1, 2, 3, 4, 5), corruption_dir: str | Path | None = None,
              text_noise: Sequence[str] | None = None, corruption_seed: int = 0,
              store_dir: str | Path | None = None, batch_size: int = 256, device: str = "auto",
@@ -115,7 +119,8 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
     """Evaluate ``checkpoint`` on ``dataset`` (default: the one it was trained on). See the module docstring.
 
     ``store_dir`` defaults to ``<checkpoint folder>/store`` (where ``train`` put its rows by default).
-    ``max_test`` defaults to the run's ``data.max_test`` when ``dataset`` is the training dataset.
+    ``max_test`` and ``subset`` (first N, stratified, auto) default to the run's ``data.max_test`` and
+    ``data.test_subset`` when ``dataset`` is the training dataset, else to all / "first".
     ``error_rate_sample``: realised CER/WER are measured on at most this many examples spread evenly over the
     test set (Levenshtein on long reviews is slow); the rows' ``n`` says how many.
     ``frost_dir``: the frost photographs for on-the-fly ``frost`` (default: ``<data_root>/corruptions/frost`` when
@@ -137,6 +142,8 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
                               "pass --dataset")
     if max_test is None and dataset == trained_on:
         max_test = (run_cfg.get("data") or {}).get("max_test")
+    if subset is None:
+        subset = str((run_cfg.get("data") or {}).get("test_subset") or "first") if dataset == trained_on else "first"
     if data_root is None and dataset == trained_on:
         data_root = (run_cfg.get("data") or {}).get("data_root")
     cfg = model.config
@@ -147,8 +154,8 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
         classes=list(meta["classes"]) if meta.get("classes") else None,
         provenance={"checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": sha256_file(checkpoint),
                     "train_run_id": meta.get("run_id")})
-    plan = EvalPlan(dataset=dataset, split=split, data_root=data_root, max_test=max_test, corruptions=corruptions,
-                    severities=severities, corruption_dir=corruption_dir, text_noise=text_noise,
+    plan = EvalPlan(dataset=dataset, split=split, data_root=data_root, max_test=max_test, subset=subset,
+                    corruptions=corruptions, severities=severities, corruption_dir=corruption_dir, text_noise=text_noise,
                     corruption_seed=corruption_seed, frost_dir=frost_dir, batch_size=batch_size, chunk=chunk,
                     error_rate_sample=error_rate_sample, progress=progress)
     store_dir = Path(store_dir) if store_dir is not None else checkpoint.parent / "store"
@@ -163,6 +170,7 @@ class _EvalData:
     raw: Any               # the selected examples
     source: str            # the data's own description
     n_classes: int = 0
+    examples: str = ""     # which examples, in words (subset_label)
 
 
 def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
@@ -189,10 +197,14 @@ def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
     if plan.text_noise and subject.modality != "text":
         raise UserError("text noise applies to text models; use --corruptions for image models")
     y_full = np.asarray(data.y, dtype=np.int64)
-    idx = select_test(y_full, plan.max_test)
+    idx = select_test(y_full, plan.max_test, plan.subset)
+    note = subset_note(y_full, idx)
+    if note:
+        log(f"[evaluate] note: {note}")
     raw_all = np.asarray(data.x) if subject.modality == "image" else list(data.texts)
     raw = raw_all[idx] if subject.modality == "image" else [raw_all[i] for i in idx]
-    return _EvalData(y_full[idx], idx, raw_all, raw, str(getattr(data, "source", "") or ""), len(data.classes))
+    return _EvalData(y_full[idx], idx, raw_all, raw, str(getattr(data, "source", "") or ""), len(data.classes),
+                     subset_label(y_full, idx))
 
 
 def _check_output_classes(subject: EvalSubject, data: _EvalData, dev) -> None:
@@ -204,6 +216,11 @@ def _check_output_classes(subject: EvalSubject, data: _EvalData, dev) -> None:
         with torch.no_grad():
             out = subject.model(x.to(dev), key_padding_mask=mask.to(dev)) if mask is not None else subject.model(
                 x.to(dev))
+    except (RuntimeError, AssertionError, ValueError, TypeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise UserError(f"model {subject.name} fails on one input of shape {tuple(x.shape)} "
+                        f"({_input_words(subject.preprocess)}): {first}; if it expects another input size or "
+                        "normalisation, ask for timm's (timm_norm) or give a Preprocess") from None
     finally:
         subject.model.train(was_training)
     if not isinstance(out, torch.Tensor) or out.ndim != 2 or out.shape[0] != 1:
@@ -261,7 +278,7 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
 
     pred, _ = predict_raw(model, data.raw, pre, **kw)
     acc = record("clean", 0, pred, data.source)
-    log(f"[evaluate] {subject.name} seed {subject.seed} on {plan.dataset}/{plan.split} ({len(data.y)} examples): "
+    log(f"[evaluate] {subject.name} seed {subject.seed} on {plan.dataset}/{plan.split} ({data.examples} examples): "
         f"clean accuracy {acc:.4f}")
     frost_source = _run_corruptions(record, subject, plan, data, severities, dev, kw) if plan.corruptions else ""
     if plan.text_noise:
@@ -280,7 +297,41 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
     if len(out) > 1:
         log(f"[evaluate] {len(out) - 1} corrupted conditions: mean accuracy "
             f"{out[out.condition != 'clean'].accuracy.mean():.4f} -> {store_dir}")
-    return EvalResult(run_id, out, store_dir)
+    return EvalResult(run_id, out, store_dir, data.examples)
+
+
+def _input_words(pre: dict[str, Any]) -> str:
+    """The input convention of an image preprocess record, in words (run records, reports, errors)."""
+    if pre.get("modality") != "image":
+        return "token ids"
+    if all(float(m) == 0.0 for m in pre["mean"]) and all(float(v) == 1.0 for v in pre["std"]):
+        size = pre.get("image_size")
+        return "raw [0, 1] input" + (f", resized to {size}x{size}" if size else ", at the data's own size")
+    return (f"normalised input: mean {[round(float(m), 4) for m in pre['mean']]}, std "
+            f"{[round(float(v), 4) for v in pre['std']]}, size {pre.get('image_size') or 'as the data'}")
+
+
+def dataset_family(dataset: str, corruption_dir: str | Path | None) -> str | None:
+    """cifar10 / cifar100 when known: the dataset's own name, else the corruption folder's (official
+    ``CIFAR-100-C``, or a regenerated set whose manifest says CIFAR-100-C-style); None when unknown."""
+    name = str(dataset).lower()
+    if name in ("cifar10", "cifar100"):
+        return name
+    if corruption_dir is None:
+        return None
+    d = Path(corruption_dir)
+    words = d.name.upper()
+    try:
+        import json
+        words += " " + str(json.loads((d / "manifest.json").read_text(encoding="utf-8")).get("description", ""))
+    except (OSError, ValueError, AttributeError):
+        pass
+    words = words.upper()
+    if "CIFAR-100-C" in words or "CIFAR100-C" in words:
+        return "cifar100"
+    if "CIFAR-10-C" in words or "CIFAR10-C" in words:
+        return "cifar10"
+    return None
 
 
 def _write_run(writer: "store.RunWriter", record: "_Recorder", subject: "EvalSubject", plan: "EvalPlan",
@@ -290,6 +341,9 @@ def _write_run(writer: "store.RunWriter", record: "_Recorder", subject: "EvalSub
     writer.write_provenance({"kind": "eval", **subject.provenance, "model": subject.name, "seed": subject.seed,
                              "config_hash": subject.config_hash, "dataset": plan.dataset,
                              "trained_on": subject.trained_on, "split": plan.split, "max_test": plan.max_test,
+                             "test_subset": plan.subset, "examples": data.examples,
+                             "input": _input_words(subject.preprocess),
+                             "dataset_family": dataset_family(plan.dataset, plan.corruption_dir),
                              "n": int(len(data.y)), "data_source": data.source,
                              "data_root": str(plan.data_root or ""),
                              "corruptions": list(plan.corruptions or []), "severities": list(severities),

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from robustbench_dgsa.config import TEST_SUBSETS
 from robustbench_dgsa.data import Vocab, stratified_subsample, to_model_input
 from robustbench_dgsa.data.registry import get_info
 from robustbench_dgsa.util.errors import CheckpointError, UserError
@@ -120,13 +121,20 @@ def prepare(raw: Any, preprocess: dict[str, Any]) -> tuple[torch.Tensor, torch.T
     return prepare_texts(raw, preprocess)
 
 
-def select_test(y: np.ndarray, max_test: int | None) -> np.ndarray:
-    """Indices of the test examples to use: all, or the first ``max_test`` in official order.
+def select_test(y: np.ndarray, max_test: int | None, subset: str = "first") -> np.ndarray:
+    """Indices of the test examples to use: all, or ``max_test`` of them chosen as ``subset`` says.
 
-    When the first N would miss a class (test sets stored class by class, e.g. IMDB, 20 Newsgroups), a
-    stratified subsample with a fixed seed (0) is used instead, returned in official order. The choice
-    depends only on the labels and N, so every model and seed sees the same examples.
+    * ``"first"`` (default): the first N in official order, as RobustBench's ``n_examples`` takes them, even
+      when they miss a class (:func:`subset_note` says so).
+    * ``"stratified"``: a class-stratified subsample with a fixed seed (0), returned in official order.
+    * ``"auto"``: the first N, or the stratified subsample when the first N miss a class (for test sets stored
+      class by class, e.g. IMDB, 20 Newsgroups; the text presets ask for it).
+
+    The choice depends only on the labels, N and ``subset``, so every model and seed sees the same examples;
+    :func:`subset_label` names it for run records and reports.
     """
+    if subset not in TEST_SUBSETS:
+        raise UserError(f"test subset must be one of {', '.join(TEST_SUBSETS)}, got {subset!r}")
     y = np.asarray(y)
     n = len(y)
     if max_test is None or max_test >= n:
@@ -134,9 +142,29 @@ def select_test(y: np.ndarray, max_test: int | None) -> np.ndarray:
     if max_test <= 0:
         raise UserError(f"max_test must be positive, got {max_test}")
     first = np.arange(max_test)
-    if len(np.unique(y[first])) == len(np.unique(y)):
+    if subset == "first" or (subset == "auto" and len(np.unique(y[first])) == len(np.unique(y))):
         return first
     return np.sort(np.asarray(stratified_subsample(y, max_test, 0), dtype=np.int64))
+
+
+def subset_label(y: np.ndarray, idx: np.ndarray) -> str:
+    """How the examples ``idx`` of a split with labels ``y`` were chosen, in words: "all 10,000", "first 500 of
+    10,000" or "stratified 100 of 10,000 (seed 0)"."""
+    n, k = len(y), len(idx)
+    if k == n:
+        return f"all {n:,}"
+    if np.array_equal(np.asarray(idx), np.arange(k)):
+        return f"first {k:,} of {n:,}"
+    return f"stratified {k:,} of {n:,} (seed 0)"
+
+
+def subset_note(y: np.ndarray, idx: np.ndarray) -> str | None:
+    """A warning when the chosen examples miss classes of the split (None when they cover all of them)."""
+    have, want = len(np.unique(np.asarray(y)[idx])), len(np.unique(y))
+    if have == want or len(idx) == 0:
+        return None
+    return (f"the {subset_label(y, idx)} test examples cover {have} of the {want} classes; a class-stratified "
+            "subset of the same size is available on request (subset 'stratified')")
 
 
 def trim_padding(ids: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -324,7 +324,8 @@ def prepare_data(cfg: RunConfig, seed: int) -> PreparedData:
     * the official training fold is first subsampled (stratified, seeded) to ``max_train / (1 - val_fraction)``
       examples when ``max_train`` is set, then split ``val_fraction`` stratified into validation, so the
       training part has about ``max_train`` examples and validation keeps its proportion;
-    * the test split is the official one; ``max_test`` keeps the first N (see :func:`inputs.select_test`).
+    * the test split is the official one; ``max_test`` keeps N of it as ``test_subset`` says (the first N by
+      default; see :func:`robustbench_dgsa.engine.predict.select_test`).
     """
     d = cfg.data
     info = dataset_info(d.dataset)
@@ -344,7 +345,7 @@ def prepare_data(cfg: RunConfig, seed: int) -> PreparedData:
         tr_idx, va_idx = pool[np.asarray(tr_rel)], pool[np.asarray(va_rel)]
     else:
         tr_idx, va_idx = pool, pool[:0]
-    te_idx = select_test(test_full.y, d.max_test)
+    te_idx = select_test(test_full.y, d.max_test, d.test_subset)
     if len(tr_idx) == 0:
         raise UserError(f"dataset {d.dataset!r}: no training examples left after the split")
 

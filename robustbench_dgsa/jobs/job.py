@@ -13,8 +13,10 @@ A job is finished when ``job_done.json`` is there, its checkpoint is there and i
 store. :func:`run_job` returns at once for a finished job, and re-checks after taking the lock, so two
 runners (two ``sweep run`` processes, a Slurm task and a local run) never train one job twice.
 
-Locks: taken inside a short ``flock`` on ``.job.lock.guard`` (so checking and replacing a stale lock is one
-step), never taken over while the owner lives. On the same host the owner is gone when its pid no longer
+Locks: taken inside a short ``filelock.FileLock`` on ``.job.lock.guard`` (so checking and replacing a stale lock
+is one step), never taken over while the owner lives. The owner record itself stays hand-written: filelock's
+marker locks cannot declare a crashed owner on another host dead (they wait for it forever, or expire by age
+while the owner may still run), and this runner needs both: a live owner is never displaced, a dead one always. On the same host the owner is gone when its pid no longer
 exists, or the pid now belongs to a process with another start time, or the machine rebooted (boot id); a
 lock from another host (a shared cluster folder) is refreshed every minute by its owner and counts as stale
 after :data:`STALE_AFTER_S` seconds without a refresh.
@@ -226,22 +228,19 @@ def owner_alive(info: dict[str, Any], mtime: float) -> bool:
 
 
 class _Guard:
-    """A short exclusive ``flock`` around reading / replacing a job lock (no-op where flock is missing)."""
+    """A short exclusive lock around reading / replacing a job lock: ``filelock.FileLock`` (an OS lock that dies
+    with its holder) on ``.job.lock.guard``."""
 
     def __init__(self, folder: Path) -> None:
-        self.path = folder / LOCK_GUARD
+        from filelock import FileLock
+        self.lock = FileLock(str(folder / LOCK_GUARD), thread_local=False)
 
     def __enter__(self) -> "_Guard":
-        self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o666)
-        try:
-            import fcntl
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-        except (ImportError, OSError):
-            pass
+        self.lock.acquire()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        os.close(self.fd)                             # closing releases the flock
+        self.lock.release()
 
 
 class JobLock:

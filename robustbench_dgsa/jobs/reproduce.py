@@ -171,7 +171,7 @@ def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path
     if x.dtype != np.uint8 or x.ndim != 4 or x.shape[-1] != 3:
         return None
     y = np.asarray(data.y, dtype=np.int64)
-    n = int(select_test(y, cfg.data.max_test).max()) + 1
+    n = int(select_test(y, cfg.data.max_test, cfg.data.test_subset).max()) + 1
     out = plan.out / "corrupted" / f"{dataset}-first{n}"
     man = read_manifest(out) if out.is_dir() else None
     if man is not None and man.n == n and list(man.severities) == list(plan.severities) \

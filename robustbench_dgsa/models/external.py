@@ -2,18 +2,25 @@
 :class:`Preprocess` record that turns uint8 images into such a model's input.
 
 * :func:`load_timm_model` — ``timm.create_model(name, pretrained=False, ...)`` (timm is optional), weights
-  from a safetensors file; without weights only when ``random_init=True`` (recorded as such).
-* :func:`load_module_model` — ``"pkg.mod:factory"``: the factory is imported and called (it may load its own
-  weights); ``weights`` (safetensors) are loaded on top when given.
+  from a file; without weights only when ``random_init=True``, drawn from ``seed`` (both recorded, and put
+  into the model's name, so two different random models never share a name).
+* :func:`load_module_model` — ``"pkg.mod:factory"``: the factory is imported (from the current folder too, as
+  ``python -m`` does) and called (it may load its own weights); ``weights`` are loaded on top when given.
+* :func:`load_weights` — a state dict from safetensors, or from a ``.pt`` / ``.pth`` / ``.bin`` file through
+  ``torch.load(weights_only=True)`` (PyTorch's restricted unpickler: tensors and plain containers only, never
+  arbitrary objects); a file needing more than that is refused.
+* :func:`input_preprocess` — the one input convention: raw images in [0, 1] at the data's own size
+  (RobustBench's), or timm's normalisation and input size when asked for (``timm_norm``).
 * :func:`weights_sha256` / :func:`count_parameters` — how a model is identified in the results store.
-
-Weights are only ever read with safetensors (never unpickled).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
+import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,6 +30,13 @@ from torch import nn
 
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.jsonio import to_jsonable
+from robustbench_dgsa.util.progress import log
+
+# How images reach an outside model: "raw" = floats in [0, 1] at the data's own size (RobustBench's convention,
+# the default on every route); "timm" = timm's mean/std and input size for the model (opt-in: timm_norm=True).
+INPUT_CONVENTIONS = {"raw": "raw [0, 1] input (RobustBench's convention)",
+                     "timm": "timm's normalisation (mean/std and input size of the model's data config)"}
+PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 
 
 @dataclass(frozen=True)
@@ -72,9 +86,10 @@ class ExternalModel:
     name: str
     source: str                        # "timm:<name>" or "module:<pkg.mod:factory>"
     weights: str = ""                  # safetensors file loaded ("" = none)
-    random_init: bool = False          # True: untrained, random weights
-    preprocess: Preprocess | None = None
+    random_init: bool = False          # True: untrained, random weights (drawn from ``init_seed``)
+    preprocess: Preprocess | None = None   # None: raw [0, 1] input (see :func:`input_preprocess`)
     info: dict[str, Any] = field(default_factory=dict)
+    init_seed: int | None = None       # the seed of a random initialisation
     tokenizer: Any = None              # text models: texts -> token ids, or (ids, padding mask)
 
 
@@ -103,18 +118,60 @@ def weights_sha256(model: nn.Module) -> str:
     return h.hexdigest()
 
 
-def load_safetensors_weights(model: nn.Module, path: str | Path) -> None:
-    """Load a safetensors state dict into ``model`` (strict: every key must match)."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
+def input_preprocess(model: nn.Module, timm_norm: bool = False) -> Preprocess | None:
+    """The input convention, one for every route: None = raw [0, 1] images at the data's own size (RobustBench's);
+    ``timm_norm=True``: timm's mean/std and the model's input size (:meth:`Preprocess.from_timm`)."""
+    if not isinstance(timm_norm, bool):
+        raise UserError(f"timm_norm must be True or False, got {timm_norm!r}")
+    return Preprocess.from_timm(model) if timm_norm else None
+
+
+def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+    """A state dict from ``path``: safetensors, or a pickled ``.pt`` / ``.pth`` / ``.bin`` / ``.ckpt`` through
+    ``torch.load(weights_only=True)`` only. A pickle whose top level holds the weights under ``state_dict`` /
+    ``model`` / ``model_state_dict`` (and nothing but tensors there) is accepted; anything that needs more
+    than tensors and plain containers is refused, never unpickled in full."""
     p = Path(path)
     if not p.is_file():
         raise UserError(f"weights file not found: {p}")
+    if p.suffix.lower() in PICKLE_SUFFIXES:
+        return _read_restricted_pickle(p)
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
     try:
-        state = load_file(str(p))
+        return load_file(str(p))
     except (SafetensorError, OSError, ValueError) as e:
-        raise UserError(f"cannot read weights {p}: not a safetensors file ({type(e).__name__}); convert a "
-                        "pickled checkpoint with safetensors.torch.save_file(model.state_dict(), ...)") from None
+        raise UserError(f"cannot read weights {p}: not a safetensors file ({type(e).__name__}); a PyTorch "
+                        f"state dict must end in {'/'.join(PICKLE_SUFFIXES)}") from None
+
+
+def _read_restricted_pickle(p: Path) -> dict[str, torch.Tensor]:
+    import pickle
+    log(f"note: reading {p.name} with torch.load(weights_only=True): PyTorch's restricted loader (tensors and "
+        "plain containers only; nothing else is unpickled)")
+    try:
+        obj = torch.load(str(p), map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, AttributeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise UserError(f"refused weights {p.name}: it needs more than tensors to load (torch.load with "
+                        f"weights_only=True failed: {first[:160]}); save model.state_dict() instead") from None
+    if isinstance(obj, dict) and not _all_tensors(obj):
+        inner = [k for k in ("state_dict", "model", "model_state_dict") if isinstance(obj.get(k), dict)]
+        obj = obj[inner[0]] if len(inner) == 1 else obj
+    if not isinstance(obj, dict) or not obj or not _all_tensors(obj):
+        raise UserError(f"refused weights {p.name}: not a state dict of tensors (name -> tensor); save "
+                        "model.state_dict() instead")
+    return dict(obj)
+
+
+def _all_tensors(d: dict) -> bool:
+    return all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in d.items())
+
+
+def load_weights(model: nn.Module, path: str | Path) -> None:
+    """Load a state dict file (:func:`read_state_dict`) into ``model`` (strict: every key must match)."""
+    p = Path(path)
+    state = read_state_dict(p)
     missing, unexpected = _key_mismatch(model.state_dict(), state)
     if missing or unexpected:
         raise UserError(f"weights {p.name} do not fit the model: {len(missing)} missing key(s)"
@@ -128,56 +185,100 @@ def load_safetensors_weights(model: nn.Module, path: str | Path) -> None:
                         ) from None
 
 
+load_safetensors_weights = load_weights  # the earlier name
+
+
+def num_classes_in_weights(path: str | Path) -> int | None:
+    """The class count of a timm classifier's weights (rows of ``head.weight`` / ``fc.weight`` /
+    ``classifier.weight``), None when the file names no such head."""
+    state = read_state_dict(path)
+    for key in ("head.weight", "head.fc.weight", "fc.weight", "classifier.weight", "last_linear.weight"):
+        t = state.get(key)
+        if isinstance(t, torch.Tensor) and t.ndim == 2:
+            return int(t.shape[0])
+    return None
+
+
 def _key_mismatch(expected: dict[str, Any], got: dict[str, Any]) -> tuple[list[str], list[str]]:
     return sorted(set(expected) - set(got)), sorted(set(got) - set(expected))
 
 
 def load_timm_model(name: str, *, weights: str | Path | None = None, num_classes: int | None = None,
-                    random_init: bool = False, **kwargs: Any) -> ExternalModel:
-    """A timm model by name (never downloading weights): ``weights`` (safetensors) or, only with
-    ``random_init=True``, random initialisation. ``kwargs`` go to ``timm.create_model`` (img_size, depth, ...)."""
+                    random_init: bool = False, seed: int = 0, timm_norm: bool = False,
+                    **kwargs: Any) -> ExternalModel:
+    """A timm model by name (never downloading weights): ``weights`` (safetensors, or a ``.pth`` read by
+    :func:`read_state_dict`) or, only with ``random_init=True``, random initialisation drawn from ``seed`` (torch's
+    global generator is left as it was). ``timm_norm``: feed it timm's normalisation instead of raw [0, 1]
+    input (:func:`input_preprocess`). ``kwargs`` go to ``timm.create_model`` (img_size, depth, ...)."""
     timm = _import_timm()
     if weights is None and not random_init:
-        raise UserError(f"no weights for timm model {name!r}: give a safetensors file, or ask for an untrained "
+        raise UserError(f"no weights for timm model {name!r}: give a weights file, or ask for an untrained "
                         "model explicitly (random_init=True / --random-init)")
+    if weights is not None and random_init:
+        raise UserError("give weights or ask for a random initialisation, not both")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise UserError(f"seed must be a non-negative integer, got {seed!r}")
     if num_classes is not None:
         kwargs["num_classes"] = int(num_classes)
-    try:
-        model = timm.create_model(name, pretrained=False, **kwargs)
-    except RuntimeError as e:  # timm: "Unknown model (...)"
-        raise UserError(f"timm cannot build {name!r}: {e}") from None
-    except TypeError as e:
-        raise UserError(f"timm model {name!r}: bad option ({e})") from None
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        try:
+            model = timm.create_model(name, pretrained=False, **kwargs)
+        except RuntimeError as e:  # timm: "Unknown model (...)"
+            raise UserError(f"timm cannot build {name!r}: {e}") from None
+        except TypeError as e:
+            raise UserError(f"timm model {name!r}: bad option ({e})") from None
     if weights is not None:
-        load_safetensors_weights(model, weights)
+        load_weights(model, weights)
     model.eval()
-    label = name if weights is not None else f"{name}-random-init"  # an untrained model says so in its name
+    # an untrained model says so, and which draw it is, in its name
+    label = name if weights is not None else f"{name}-random-init-s{int(seed)}"
     return ExternalModel(model, label, f"timm:{name}", str(weights or ""), weights is None,
-                         Preprocess.from_timm(model), {"timm_kwargs": to_jsonable(kwargs, fallback=repr)})
+                         input_preprocess(model, timm_norm), {"timm_kwargs": to_jsonable(kwargs, fallback=repr)},
+                         int(seed) if weights is None else None)
 
 
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 def load_module_model(spec: str, *, weights: str | Path | None = None, args: Sequence[Any] = (),
-                      **kwargs: Any) -> ExternalModel:
-    """``"pkg.mod:factory"`` → ``factory(*args, **kwargs)``, an ``nn.Module``; ``weights`` (safetensors) loaded
-    on top when given (otherwise the factory's own weights are used, recorded as such)."""
+                      timm_norm: bool = False, **kwargs: Any) -> ExternalModel:
+    """``"pkg.mod:factory"`` → ``factory(*args, **kwargs)``, an ``nn.Module``; ``weights`` loaded on top when
+    given (otherwise the factory's own weights are used, recorded as such). The module is imported with the
+    current folder on the import path, as ``python -m`` has it. ``timm_norm``: see :func:`input_preprocess`."""
     if not isinstance(spec, str) or not _SPEC.match(spec):
         raise UserError(f"module model must be written 'package.module:factory', got {spec!r}")
     mod_name, fn_name = spec.split(":")
-    try:
-        module = importlib.import_module(mod_name)
-    except ImportError as e:
-        raise UserError(f"cannot import {mod_name!r} for {spec}: {e}") from None
-    factory = getattr(module, fn_name, None)
-    if not callable(factory):
-        raise UserError(f"{mod_name} has no callable {fn_name!r}")
-    model = factory(*args, **kwargs)
+    with _cwd_on_path():
+        try:
+            module = importlib.import_module(mod_name)
+        except ImportError as e:
+            raise UserError(f"cannot import {mod_name!r} for {spec} (looked in the current folder too): {e}"
+                            ) from None
+        factory = getattr(module, fn_name, None)
+        if not callable(factory):
+            raise UserError(f"{mod_name} has no callable {fn_name!r}")
+        model = factory(*args, **kwargs)
     if not isinstance(model, nn.Module):
         raise UserError(f"{spec} returned {type(model).__name__}, not a torch.nn.Module")
     if weights is not None:
-        load_safetensors_weights(model, weights)
+        load_weights(model, weights)
     model.eval()
-    return ExternalModel(model, fn_name, f"module:{spec}", str(weights or ""), False, None,
-                         {"factory_kwargs": to_jsonable(kwargs, fallback=repr)})
+    return ExternalModel(model, fn_name, f"module:{spec}", str(weights or ""), False,
+                         input_preprocess(model, timm_norm), {"factory_kwargs": to_jsonable(kwargs, fallback=repr)})
+
+
+@contextlib.contextmanager
+def _cwd_on_path():
+    """The current folder first on ``sys.path`` while importing (``python -m`` puts it there; a console script
+    does not), taken out again afterwards."""
+    cwd = os.getcwd()
+    added = cwd not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, cwd)
+    try:
+        yield
+    finally:
+        if added:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(cwd)

@@ -5,8 +5,8 @@
 ``results/README.md``) and writes, never running a model:
 
 * Table 1 / Table 3: clean accuracy mean ± SD over seeds per dataset and model, the paper's value beside ours;
-* Figure 4: accuracy vs severity per corruption (images) or noise type (text), one line per model, ±1 SD band;
-* Figure 5: training and validation curves per model, ±1 SD band;
+* Figure 4: accuracy vs severity per corruption (images) or noise type (text), one line per model, 95% t-interval band (seaborn);
+* Figure 5: training and validation curves per model, 95% t-interval band (seaborn);
 * robustness summary (clean, mCA, mCE, retention, corruption groups, extra corruptions, text mNA with
   realised CER/WER) and the corruption error relative to a reference model;
 * statistical comparisons (:mod:`robustbench_dgsa.analysis.compare`): the seed-level tests are the claim (n, test,
@@ -373,7 +373,7 @@ def _severity_figures(rep: _Report, datasets: dict[str, str]) -> None:
             what = ", ".join(_SOURCE_LABELS.get(s, s) for s in srcs) or "corruptions"
         seeds = sorted(set(rows["seed"]))
         title = (f"{dataset_label(ds)}: accuracy vs severity ({what}); "
-                 f"mean ± 1 SD over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}.")
+                 f"mean and 95% t-interval over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}.")
         fig = severity_figure(cor, clean, conds, models, labels=_model_labels(models),
                               mean_panel=mean_panel, condition_labels=cond_labels)
         if fig is None:
@@ -382,7 +382,7 @@ def _severity_figures(rep: _Report, datasets: dict[str, str]) -> None:
         d = rep.rows_of(ds)
         raw = d[(d["kind"] == "eval") & (d["metric"] == "accuracy")]
         caption = (f"{title} One panel per {'noise type' if modality == 'text' else 'corruption'} "
-                   f"(severity 0 = clean), one line per model, band = ±1 SD over seeds. ")
+                   f"(severity 0 = clean), one line per model, band = 95% t-interval over seeds. ")
         if mean_panel:
             caption += (f"The first panel (bold) is the per-seed mean over the "
                         f"{mean_panel[0].split('of ')[-1]}.")
@@ -404,7 +404,7 @@ def _curve_figures(rep: _Report, datasets: dict[str, str]) -> None:
         models = _order(sub["model"])
         seeds = sorted(set(sub["seed"]))
         title = (f"{dataset_label(ds)}: training (dashed) and validation (solid) curves; "
-                 f"mean ± 1 SD over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}.")
+                 f"mean and 95% t-interval over {len(seeds)} seed{'s' if len(seeds) != 1 else ''}.")
         fig = curves_figure(plot, models, labels=_model_labels(models))
         if fig is None:
             rep.skip("curves", title_short, "nothing to draw")
@@ -867,12 +867,14 @@ def _caveats(rep: _Report, cfgs: dict[str, dict[str, Any]], datasets: dict[str, 
         hashes = sorted(set(rep.df.loc[(rep.df["dataset"] == ds), "config_hash"]) - {""})
         data = [cfgs[h]["data"] for h in hashes if h in cfgs and "data" in cfgs[h]]
         mt = sorted({d.get("max_train") for d in data if d.get("max_train")})
-        ms = sorted({d.get("max_test") for d in data if d.get("max_test")})
+        ms = sorted({(d.get("max_test"), d.get("test_subset") or "first") for d in data if d.get("max_test")})
         if mt or ms:
             parts = ([f"trained on at most {', '.join(f'{v:,}' for v in mt)} examples"] if mt else []) + \
-                    ([f"evaluated on the first {', '.join(f'{v:,}' for v in ms)} test examples"] if ms else [])
+                    ([f"evaluated on {', '.join(_subset_words(n, how) for n, how in ms)} test examples"]
+                     if ms else [])
             out.append(f"Subset: on {dataset_label(ds)} the runs were {' and '.join(parts)} — not the paper's "
                        "full splits; accuracies are not comparable with the paper's.")
+    out += _outside_model_lines(rep)
     seeds = rep.df[rep.df["kind"].isin(["eval", "train"]) & (rep.df["seed"] >= 0)]
     few = []
     for (ds, m), g in seeds.groupby(["dataset", "model"], sort=True):
@@ -1126,6 +1128,23 @@ def _write_report(store_dir: Path, out: Path, df: pd.DataFrame, reference: str |
     return rep
 
 
+def _subset_words(n: int, how: str) -> str:
+    return {"first": f"the first {n:,}", "stratified": f"a class-stratified {n:,} (seed 0)",
+            "auto": f"{n:,} (the first, or class-stratified where those miss a class)"}.get(how, f"{n:,} ({how})")
+
+
+def _outside_model_lines(rep: _Report) -> list[str]:
+    """Models evaluated with benchmark / --timm / --module: their input convention and test examples."""
+    seen: dict[str, set[str]] = {}
+    for rec in rep.runs.values():
+        if rec.get("origin") == "benchmark" and rec.get("model"):
+            words = str(rec.get("input") or "input convention not recorded")
+            if rec.get("examples"):
+                words += f"; test examples: {rec['examples']}"
+            seen.setdefault(str(rec["model"]), set()).add(words)
+    return [f"Outside model {m}: {' | '.join(sorted(w))}." for m, w in sorted(seen.items())]
+
+
 def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
     """One line per dataset: the model size and training schedule the runs used (from their configs)."""
     out = []
@@ -1136,7 +1155,8 @@ def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: di
             continue
         m, t, d = cfg["model"], cfg["train"], cfg["data"]
         n = f", up to {d['max_train']:,} training examples" if d.get("max_train") else ""
-        n += f", first {d['max_test']:,} test examples" if d.get("max_test") else ""
+        n += f", {_subset_words(d['max_test'], d.get('test_subset') or 'first')} test examples" \
+            if d.get("max_test") else ""
         out.append(f"Setup on {dataset_label(ds)}: D={m['dim']}, {m['depth']} layers, {m['heads']} heads; "
                    f"{t['epochs']} epochs, batch {t['batch_size']}, lr {t['lr']:g}{n}"
                    + (f" ({len(hashes)} configs)" if len(hashes) > 1 else ""))

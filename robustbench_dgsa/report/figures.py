@@ -5,7 +5,9 @@ Every recipe takes tidy rows from the results store (never a model) and returns 
 styles come from the model facts table (:data:`robustbench_dgsa.models.registry.MODEL_FACTS`); the style and
 the saver are :mod:`robustbench_dgsa.util.figures` (matplotlib defaults + our style at draw and save time,
 PNG at 200 dpi + vector PDF, byte-identical across re-runs). Figures carry no title: the report's caption
-says what they show.
+says what they show. Lines with bands (Figures 4 and 5) are drawn by ``seaborn.lineplot`` from the per-seed rows:
+the mean over seeds and a 95% t-interval over seeds (:func:`robustbench_dgsa.analysis.stats.t_interval`, a
+deterministic interval — no bootstrap), in each model's own colour, marker and line style.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from robustbench_dgsa.analysis.stats import t_interval
 from robustbench_dgsa.models.registry import model_styles
 from robustbench_dgsa.util.figures import save_figure, style
 
@@ -44,20 +47,29 @@ def grid_figure(nrows: int, ncols: int, *, panel: tuple[float, float], left: flo
     return fig, axes
 
 
-def _seed_stats(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Mean and SD over seeds of ``value`` (one value per seed first: repeated rows are averaged)."""
-    per_seed = df.groupby(keys + ["seed"], sort=True)["value"].mean().reset_index()
-    g = per_seed.groupby(keys, sort=True)["value"]
-    out = g.agg(mean="mean", sd="std", n="count").reset_index()
-    out["sd"] = out["sd"].fillna(0.0)
-    return out
+def _per_seed(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """One value per seed and ``keys`` (repeated rows are averaged)."""
+    return df.groupby(keys + ["seed"], sort=True)["value"].mean().reset_index()
 
 
-def _band(ax, x, mean, sd, n, sty, linestyle=None) -> None:
+def _ci95(values) -> tuple[float, float]:
+    """The band: a 95% t-interval over seeds (a point for one seed)."""
+    m, _, lo, hi = t_interval(values)
+    return (m, m) if not np.isfinite(lo) else (lo, hi)
+
+
+def _lines(ax, per_seed: pd.DataFrame, x: str, sty, linestyle=None) -> None:
+    """One model's line (mean over seeds) and band (95% t-interval) with seaborn, in the model's style."""
+    import seaborn as sns
     colour, marker, ls = sty
-    ax.plot(x, mean, color=colour, marker=marker, linestyle=linestyle or ls)
-    if (np.asarray(n) > 1).any():
-        ax.fill_between(x, mean - sd, mean + sd, color=colour, alpha=0.15, linewidth=0)
+    if per_seed.empty:
+        return
+    many = per_seed.groupby(x)["seed"].nunique().max() > 1
+    sns.lineplot(data=per_seed, x=x, y="value", estimator="mean", errorbar=_ci95 if many else None, ax=ax,
+                 color=colour, marker=marker, linestyle=linestyle or ls, markeredgewidth=0, sort=True,
+                 err_kws={"alpha": 0.15, "linewidth": 0}, legend=False)
+    ax.set_xlabel("")
+    ax.set_ylabel("")
 
 
 def _legend_on_top(fig: Figure, handles: list[Line2D], ncol: int | None = None) -> None:
@@ -91,7 +103,8 @@ def severity_figure(acc: pd.DataFrame, clean: pd.DataFrame, conditions: Sequence
                     *, labels: dict[str, str], mean_panel: tuple[str, Sequence[str]] | None = None,
                     condition_labels: dict[str, str] | None = None, ylabel: str = "accuracy (%)",
                     ncols: int = 5) -> Figure | None:
-    """Figure 4: accuracy vs severity, one panel per condition, one line per model, ±1 SD band over seeds.
+    """Figure 4: accuracy vs severity, one panel per condition, one line per model, 95% t-interval band over
+    seeds (seaborn).
 
     ``acc``: rows (model, seed, condition, severity, value) with value in percent, severity 1..5;
     ``clean``: rows (model, seed, value) drawn at severity 0 of every panel. ``mean_panel`` =
@@ -113,7 +126,7 @@ def severity_figure(acc: pd.DataFrame, clean: pd.DataFrame, conditions: Sequence
     for c in conditions:
         panels.append((condition_labels.get(c, c), acc[acc["condition"] == c]))
 
-    clean_stats = _seed_stats(clean, ["model"]) if not clean.empty else pd.DataFrame(columns=["model"])
+    clean_seeds = _per_seed(clean, ["model"]).assign(severity=0) if not clean.empty else None
     ncols = max(1, min(ncols, len(panels)))
     nrows = math.ceil(len(panels) / ncols)
     pw = 2.1
@@ -122,17 +135,11 @@ def severity_figure(acc: pd.DataFrame, clean: pd.DataFrame, conditions: Sequence
                                 wgap=0.22, hgap=0.75, sharex=True, sharey=True)
         for i, (ptitle, data) in enumerate(panels):
             ax = axes[i // ncols][i % ncols]
-            stats = _seed_stats(data, ["model", "severity"])
+            seeds = _per_seed(data, ["model", "severity"])
+            if clean_seeds is not None:
+                seeds = pd.concat([clean_seeds[clean_seeds["model"].isin(set(seeds["model"]))], seeds])
             for m in models:
-                s = stats[stats["model"] == m].sort_values("severity")
-                c = clean_stats[clean_stats["model"] == m] if len(clean_stats) else clean_stats
-                if len(c):
-                    s = pd.concat([pd.DataFrame({"model": [m], "severity": [0], "mean": c["mean"].values,
-                                                 "sd": c["sd"].values, "n": c["n"].values}), s])
-                if s.empty:
-                    continue
-                _band(ax, s["severity"].to_numpy(float), s["mean"].to_numpy(float), s["sd"].to_numpy(float),
-                      s["n"].to_numpy(), styles[m])
+                _lines(ax, seeds[seeds["model"] == m], "severity", styles[m])
             ax.set_title(_panel_title(ptitle, pw),
                          fontweight="bold" if (mean_panel is not None and i == 0) else "normal")
             ax.set_xticks(range(0, 6))
@@ -157,7 +164,8 @@ def curves_figure(train: pd.DataFrame, models: Sequence[str], *, labels: dict[st
                   metrics: Sequence[tuple[str, str]] = (("loss", "loss"), ("accuracy", "accuracy (%)"))
                   ) -> Figure | None:
     """Figure 5: training (dashed) and validation (solid) curves per model (colour and marker from the model
-    table), ±1 SD band over seeds. ``train``: rows (model, seed, split, metric, epoch, value); accuracy in %.
+    table), 95% t-interval band over seeds (seaborn). ``train``: rows (model, seed, split, metric, epoch, value);
+    accuracy in %.
     """
     metrics = [(m, lab) for m, lab in metrics if (train["metric"] == m).any()]
     if train.empty or not metrics:
@@ -171,14 +179,11 @@ def curves_figure(train: pd.DataFrame, models: Sequence[str], *, labels: dict[st
         axes = axes[0]
         for ax, (metric, ylabel) in zip(axes, metrics):
             sub = train[train["metric"] == metric]
-            stats = _seed_stats(sub, ["model", "split", "epoch"])
+            seeds = _per_seed(sub, ["model", "split", "epoch"])
             for m in models:
                 for sp in splits:
-                    s = stats[(stats["model"] == m) & (stats["split"] == sp)].sort_values("epoch")
-                    if s.empty:
-                        continue
-                    _band(ax, s["epoch"].to_numpy(float), s["mean"].to_numpy(float), s["sd"].to_numpy(float),
-                          s["n"].to_numpy(), styles[m], linestyle=SPLIT_STYLE.get(sp, "-"))
+                    _lines(ax, seeds[(seeds["model"] == m) & (seeds["split"] == sp)], "epoch", styles[m],
+                           linestyle=SPLIT_STYLE.get(sp, "-"))
             ax.set_xlabel("epoch")
             ax.set_ylabel(ylabel)
             ax.set_title(metric)

@@ -125,8 +125,12 @@ def as_rollout_model(model: nn.Module, name: str | None = None) -> nn.Module:
                     f"{type(model).__name__}")
 
 
-def default_preprocess(model: nn.Module) -> dict[str, Any] | None:
-    """timm's normalisation and the input size for an adapted timm ViT (None for the suite's own models)."""
+def default_preprocess(model: nn.Module, timm_norm: bool = False) -> dict[str, Any] | None:
+    """For an adapted timm ViT: raw [0, 1] input resized to its input size (the suite's one input convention,
+    RobustBench's), or with ``timm_norm`` timm's normalisation too; None for the suite's own models (their
+    checkpoints carry their preprocessing)."""
     if isinstance(model, TimmViTAdapter):
-        return Preprocess.from_timm(model.vit).to_record()
+        if timm_norm:
+            return Preprocess.from_timm(model.vit).to_record()
+        return Preprocess(image_size=model.config.image_size, in_chans=model.config.in_chans).to_record()
     return None

@@ -203,6 +203,42 @@ def image_rollout(model, images_uint8: np.ndarray, preprocess: dict[str, Any], *
     return r.heatmaps, r.preds
 
 
+def rollout_heatmap(model: Any, image: Any, *, mode: str | None = None, head_fusion: str = "mean",
+                    discard_ratio: float = 0.0, timm_norm: bool = False, preprocess: dict[str, Any] | None = None,
+                    device: Any = None) -> np.ndarray:
+    """One image's attention-rollout heatmap, (H, W) float32 at the image's size (``rb.rollout``).
+
+    ``model``: one of the suite's models, a checkpoint path, or a timm ``VisionTransformer`` (maps captured from
+    its attention modules). ``image``: a uint8 (H, W, 3) / (H, W) array, a PIL image or an image file (read by the
+    one reader, at most :data:`MAX_SIDE` px on the longer side). ``mode``: signed / positive / a_pos / a_neg / raw
+    (default per model, as the CLI). A timm ViT gets raw [0, 1] input resized to its input size unless
+    ``timm_norm``; a checkpoint brings its own preprocessing; a bare suite model needs ``preprocess``.
+    """
+    if isinstance(model, (str, Path)):
+        model, _, pre = _load(model, preprocess, None)
+    else:
+        model = as_rollout_model(model)
+        pre = preprocess or default_preprocess(model, timm_norm)
+        if pre is None:
+            raise UserError("rollout of a bare suite model needs its preprocess record (mean/std); pass the "
+                            "checkpoint path instead, or preprocess=")
+    arr = _image_array(image)
+    return image_rollout_full(model, arr[None], pre, mode=mode, head_fusion=head_fusion,
+                              discard_ratio=discard_ratio, device=device).heatmaps[0]
+
+
+def _image_array(image: Any) -> np.ndarray:
+    if isinstance(image, (str, Path)):
+        return readers.read_image(image, max_side=MAX_SIDE)
+    if hasattr(image, "mode") and hasattr(image, "size") and not isinstance(image, np.ndarray):  # a PIL image
+        return readers.pil_to_array(image)
+    arr = np.asarray(image)
+    if arr.dtype != np.uint8 or arr.ndim not in (2, 3):
+        raise UserError(f"image must be a uint8 (H, W[, C]) array, a PIL image or a file, got {arr.dtype} "
+                        f"{arr.shape}")
+    return arr
+
+
 # --- text --------------------------------------------------------------------------------------------
 
 @dataclass

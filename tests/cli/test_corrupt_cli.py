@@ -46,7 +46,7 @@ def test_corrupt_npz_json_and_roundtrip(tmp_path, arrays):
     summary = json.loads(res.stdout)
     assert summary["n"] == 10 and summary["labels"] is True and summary["severities"] == [1, 3]
     assert set(summary["corruptions"]) == {"contrast", "gaussian_noise"}
-    assert summary["description"] == "CIFAR-10-C-style (regenerated)"
+    assert summary["description"] == "CIFAR-C-style (regenerated)"  # not called CIFAR-10 for an npz input
     man = layout.read_manifest(out)
     assert summary["files"] == {k: v["sha256"] for k, v in man.files.items()}
     x = np.load(arrays / "xy.npz")["x"]
@@ -255,3 +255,13 @@ def test_corrupt_text_jsonl(tmp_path):
     s = json.loads(res.stdout)
     assert s["n"] == 5 and len(s["conditions"]) == 6
     assert all(0 < c["cer"] < 1 for c in s["conditions"])
+
+
+def test_regenerated_sets_are_named_after_their_dataset():
+    from robustbench_dgsa.cli.corrupt_cmd import _regenerated_phrase
+    from robustbench_dgsa.engine.evaluate import dataset_family
+    assert _regenerated_phrase("cifar100") == "CIFAR-100-C-style (regenerated)"
+    assert _regenerated_phrase("cifar10") == "CIFAR-10-C-style (regenerated)"
+    assert _regenerated_phrase(None) == "CIFAR-C-style (regenerated)"
+    assert dataset_family("cifar100", None) == "cifar100" and dataset_family("npz:/x.npz", None) is None
+    assert dataset_family("npz:/x.npz", "/data/CIFAR-100-C") == "cifar100"

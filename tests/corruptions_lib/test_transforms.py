@@ -121,3 +121,98 @@ def test_dataloader_with_workers_equals_corrupt():
     assert np.array_equal(labels, y)
     other = corrupt(x, "impulse_noise", 2, seed=12)
     assert not np.array_equal(got, other)
+
+
+class _TransformDataset(torch.utils.data.Dataset):
+    """Images through a plain transform (no index): what torchvision datasets do with ``transform=``."""
+
+    def __init__(self, x, transform):
+        self.x, self.transform = x, transform
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return self.transform(Image.fromarray(self.x[i])), i
+
+
+def _loader_bytes(ds, workers):
+    loader = torch.utils.data.DataLoader(ds, batch_size=3, shuffle=False, num_workers=workers,
+                                         collate_fn=lambda b: b)
+    return [np.asarray(img).tobytes() for batch in loader for img, _ in batch]
+
+
+def test_plain_transform_is_byte_identical_across_worker_counts():
+    """Without an index the image itself keys the draws: num_workers 0 and 2 give the same bytes, and so does
+    a call in this process, in any order."""
+    x = _images(7, seed=5)
+    ds = _TransformDataset(x, Corrupt("shot_noise", 4, seed=2))
+    zero, two = _loader_bytes(ds, 0), _loader_bytes(ds, 2)
+    assert zero == two
+    here = [np.asarray(Corrupt("shot_noise", 4, seed=2)(Image.fromarray(x[i]))).tobytes() for i in (6, 2, 0)]
+    assert here == [zero[6], zero[2], zero[0]]
+    assert len(set(zero)) == 7 and zero[0] != np.asarray(Image.fromarray(x[0])).tobytes()
+    # the seed still keys the draws, and an explicit index still wins
+    assert np.asarray(Corrupt("shot_noise", 4, seed=3)(Image.fromarray(x[0]))).tobytes() != zero[0]
+    assert np.array_equal(Corrupt("shot_noise", 4, seed=2)(x[0], index=0), corrupt(x[:1], "shot_noise", 4, seed=2)[0])
+
+
+def test_batches_and_tv_tensors():
+    v2 = pytest.importorskip("torchvision.transforms.v2")
+    tv_tensors = pytest.importorskip("torchvision.tv_tensors")
+    x = _images(4, seed=9)
+    t = Corrupt("gaussian_noise", 2, seed=1)
+    chw = torch.from_numpy(x).permute(0, 3, 1, 2).contiguous()
+    # a batch (N, C, H, W): each image as on its own (content keys), or keyed index, index+1, ...
+    batch = t(chw)
+    assert batch.shape == chw.shape and batch.dtype == torch.uint8
+    for i in range(4):
+        assert torch.equal(batch[i], t(chw[i]))
+    keyed = t(chw, index=10).permute(0, 2, 3, 1).numpy()
+    assert np.array_equal(keyed, corrupt(x, "gaussian_noise", 2, seed=1, indices=range(10, 14)))
+    assert np.array_equal(t(x, index=[3, 1, 2, 0]), corrupt(x, "gaussian_noise", 2, seed=1, indices=[3, 1, 2, 0]))
+    floats = t(chw.float() / 255)
+    assert floats.dtype == torch.float32 and torch.equal((floats * 255).round().to(torch.uint8), batch)
+    with pytest.raises(CorruptionError, match="one per image"):
+        t(chw, index=[1, 2])
+    # transforms.v2: a tv_tensors.Image stays one, the label of an (image, label) sample passes through
+    img = tv_tensors.Image(chw[0])
+    pipe = v2.Compose([Corrupt("gaussian_noise", 2, seed=1), v2.ToDtype(torch.float32, scale=True)])
+    out, label = pipe(img, 7)
+    assert isinstance(out, tv_tensors.Image) and label == 7 and out.dtype == torch.float32
+    assert torch.equal((out * 255).round().to(torch.uint8).as_subclass(torch.Tensor), batch[0])
+    assert isinstance(t(tv_tensors.Image(chw)), tv_tensors.Image)
+
+
+_WARN_SCRIPT = """
+import warnings, numpy as np, torch
+warnings.simplefilter("default")
+from corruptions import Corrupt
+
+class DS(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        return Corrupt("brightness", 1)(np.full((40, 40, 3), i, dtype=np.uint8))
+
+for workers in (2, 2):
+    for _ in torch.utils.data.DataLoader(DS(), batch_size=2, num_workers=workers):
+        pass
+Corrupt("brightness", 1)(np.zeros((40, 40, 3), dtype=np.uint8))
+"""
+
+
+def test_size_warning_once_per_process_tree(tmp_path):
+    """Two DataLoaders of two workers each, then the parent: one SizeWarning in all, not one per worker."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "CORRUPTIONS_WARN_TREE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(__import__("pathlib").Path(corruptions.__file__).parents[1]),
+                                         env.get("PYTHONPATH", "")])
+    env["TMPDIR"] = str(tmp_path)
+    r = subprocess.run([sys.executable, "-c", _WARN_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count("SizeWarning") == 1, r.stderr
+    assert "once per process tree" in r.stderr
+    assert not list(tmp_path.glob("corruptions-sizewarning-*"))  # the tree's root removed its marker

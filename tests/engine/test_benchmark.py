@@ -141,7 +141,16 @@ def test_external_loaders(tmp_path):
     with pytest.raises(UserError, match="random_init"):
         load_timm_model("vit_tiny_patch16_224", **kw)
     a = load_timm_model("vit_tiny_patch16_224", random_init=True, **kw)
-    assert a.random_init and a.preprocess.image_size == 32
+    assert a.random_init and a.preprocess is None  # raw [0, 1] input unless timm's is asked for
+    assert a.name == "vit_tiny_patch16_224-random-init-s0" and a.init_seed == 0
+    assert load_timm_model("vit_tiny_patch16_224", random_init=True, timm_norm=True, **kw).preprocess.image_size == 32
+    # seeded: the same seed draws the same weights (torch's generator untouched), another seed other weights
+    state = torch.random.get_rng_state()
+    again = load_timm_model("vit_tiny_patch16_224", random_init=True, seed=0, **kw)
+    other = load_timm_model("vit_tiny_patch16_224", random_init=True, seed=1, **kw)
+    assert torch.equal(state, torch.random.get_rng_state())
+    assert weights_sha256(again.model) == weights_sha256(a.model) != weights_sha256(other.model)
+    assert other.name.endswith("-random-init-s1")
     w = tmp_path / "w.safetensors"
     save_file({k: v.contiguous() for k, v in a.model.state_dict().items()}, str(w))
     b = load_timm_model("vit_tiny_patch16_224", weights=w, **kw)
@@ -165,14 +174,26 @@ def test_cli_evaluate_timm_and_module(tmp_path):
             "--quiet"]
     r = CliRunner().invoke(app, base + ["--timm", "test_vit"])
     assert isinstance(r.exception, UserError) and "random_init" in str(r.exception)
-    r = CliRunner().invoke(app, base + ["--timm", "test_vit", "--random-init", "--name", "vt",
-                                        "--corruptions", "contrast", "--severity", "2", "--json"])
+    # raw [0, 1] input at the data's size by default; --timm-norm: timm's mean/std and test_vit's 160 px
+    r = CliRunner().invoke(app, base + ["--timm", "test_vit", "--random-init", "--store", str(tmp_path / "raw")])
+    assert r.exit_code == 0, r.output
+    prov = next(iter(store.load_runs(tmp_path / "raw").values()))
+    assert prov["input_convention"] == "raw" and prov["preprocess"]["image_size"] is None
+    assert set(store.load_results(tmp_path / "raw").model) == {"test_vit-random-init-s0"}
+    r = CliRunner().invoke(app, base + ["--timm", "test_vit", "--random-init", "--seed", "3", "--timm-norm",
+                                        "--name", "vt", "--corruptions", "contrast", "--severity", "2", "--json"])
     assert r.exit_code == 0, r.output
     rows = store.load_results(sd)
     assert set(rows.model) == {"vt"} and set(rows.condition) == {"clean", "contrast"}
     prov = next(iter(store.load_runs(sd).values()))
-    assert prov["random_init"] is True and prov["model_source"] == "timm:test_vit"
-    assert prov["preprocess"]["image_size"] == 160
+    assert prov["random_init"] is True and prov["model_source"] == "timm:test_vit" and prov["init_seed"] == 3
+    assert prov["preprocess"]["image_size"] == 160 and prov["input_convention"] == "timm"
+    # the same name for other weights (another seed) is refused, never mixed into one model
+    r = CliRunner().invoke(app, base + ["--timm", "test_vit", "--random-init", "--seed", "4", "--timm-norm",
+                                        "--name", "vt"])
+    assert isinstance(r.exception, UserError) and "another model named 'vt'" in str(r.exception)
+    r = CliRunner().invoke(app, base + ["--timm", "test_vit", "--weights", "w.safetensors", "--seed", "4"])
+    assert isinstance(r.exception, UserError) and "--seed goes with --random-init" in str(r.exception)
     r = CliRunner().invoke(app, base + ["--module", "torchvision.models.resnet:resnet18"])
     assert isinstance(r.exception, UserError) and "1000 logits" in str(r.exception)
     r = CliRunner().invoke(app, base + ["--module", "torchvision.models.resnet:resnet18", "--model-args",
@@ -222,3 +243,62 @@ def test_text_model_with_tokenizer_hook_equals_hand_loop():
         noisy = add_text_noise(clean, noise, 3, seed=4, indices=np.arange(N))
         assert acc[(noise, 3)] == pytest.approx(float((model(tokenizer(noisy)).argmax(1).numpy() == y).mean()))
     assert set(rows[rows.condition == noise].metric) == {"accuracy", "cer", "wer"}
+
+
+def test_pth_checkpoints_load_through_weights_only_and_pickles_are_refused(tmp_path, plant_pickle, capsys):
+    """A torchvision model's state_dict saved as .pth loads (torch.load(weights_only=True), with a note); a planted
+    pickle whose __reduce__ runs code is refused and never executed; a pickle of more than tensors is refused."""
+    from torchvision.models import resnet18
+    from robustbench_dgsa.models.external import load_module_model, load_weights, weights_sha256
+    torch.manual_seed(3)
+    src = resnet18(num_classes=6)
+    pth = tmp_path / "resnet18.pth"
+    torch.save(src.state_dict(), pth)
+    m = load_module_model("torchvision.models:resnet18", weights=pth, num_classes=6)
+    assert weights_sha256(m.model) == weights_sha256(src)
+    assert "weights_only=True" in capsys.readouterr().err
+    wrapped = tmp_path / "ckpt.pt"   # the common {"state_dict": ..., "epoch": ...} layout
+    torch.save({"state_dict": src.state_dict(), "epoch": 3}, wrapped)
+    other = resnet18(num_classes=6)
+    load_weights(other, wrapped)
+    assert weights_sha256(other) == weights_sha256(src)
+    bad, marker = tmp_path / "evil.pth", tmp_path / "pwned"
+    plant_pickle(bad, marker)
+    with pytest.raises(UserError, match="refused weights evil.pth"):
+        load_weights(resnet18(num_classes=6), bad)
+    assert not marker.exists()
+    whole = tmp_path / "whole_model.pth"
+    torch.save(src, whole)  # a pickled module: needs more than tensors
+    with pytest.raises(UserError, match="refused weights whole_model.pth"):
+        load_weights(resnet18(num_classes=6), whole)
+
+
+def test_first_n_by_default_stratified_on_request():
+    from robustbench_dgsa.engine.predict import select_test, subset_label, subset_note
+    y = np.repeat(np.arange(4), 5)          # stored class by class
+    first = select_test(y, 8)
+    assert list(first) == list(range(8)) and subset_label(y, first) == "first 8 of 20"
+    assert "cover 2 of the 4 classes" in subset_note(y, first)
+    strat = select_test(y, 8, "stratified")
+    assert sorted(np.bincount(y[strat]).tolist()) == [2, 2, 2, 2] and subset_label(y, strat).startswith("stratified 8")
+    assert list(select_test(y, 8, "auto")) == list(strat)
+    assert list(select_test(np.arange(20) % 4, 8, "auto")) == list(range(8))
+    with pytest.raises(UserError, match="first, stratified, auto"):
+        select_test(y, 8, "random")
+
+
+def test_rb_rollout_one_image(tmp_path):
+    timm = pytest.importorskip("timm")
+    import robustbench_dgsa as rb
+    from PIL import Image
+    torch.manual_seed(0)
+    vit = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=6, img_size=32, patch_size=8,
+                            depth=2, embed_dim=32, num_heads=2)
+    img = np.random.default_rng(0).integers(0, 256, (40, 36, 3), dtype=np.uint8)
+    heat = rb.rollout(vit, img)
+    assert heat.shape == (40, 36) and heat.dtype == np.float32 and np.isfinite(heat).all()
+    Image.fromarray(img).save(tmp_path / "i.png")
+    assert np.array_equal(rb.rollout(vit, tmp_path / "i.png"), heat)
+    assert not np.array_equal(rb.rollout(vit, img, timm_norm=True), heat)  # another input, another map
+    with pytest.raises(UserError, match="image must be"):
+        rb.rollout(vit, img.astype(np.float32))
