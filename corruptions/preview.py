@@ -29,7 +29,7 @@ def preview_grid(images: np.ndarray, corruptions: str | Sequence[str], severitie
     from matplotlib.figure import Figure
 
     from . import api
-    from .layout import _resolve_names, _resolve_severities, check_images
+    from .layout.checks import _resolve_names, _resolve_severities, check_images
 
     x = check_images(images)
     names = _resolve_names(corruptions)
