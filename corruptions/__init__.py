@@ -7,6 +7,7 @@ from .api import SizeWarning, corrupt, corrupt_batches
 from .errors import CorruptionError
 from .frost import FrostTextures, load_frost_textures
 from .registry import (
+    SEVERITY_RULE,
     ALL,
     BENCHMARK,
     CONSTANTS_VERSION,
@@ -31,6 +32,7 @@ __all__ = [
     "DETERMINISTIC",
     "EXTRA",
     "GROUPS",
+    "SEVERITY_RULE",
     "SUBSETS",
     "Corrupt",
     "CorruptedDataset",

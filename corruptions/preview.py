@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import os
 import textwrap
-import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from .atomic import atomic_path
 from .errors import CorruptionError
 
 
@@ -88,10 +88,6 @@ def preview_grid(images: np.ndarray, corruptions: str | Sequence[str], severitie
         fig.suptitle("\n".join(lines), fontsize=9, y=1 - 0.08 / fig_h, va="top")
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.partial")
-    try:
+    with atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=dpi)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     return out

@@ -175,50 +175,73 @@ def resolve_corruptions(spec: str | Iterable[str]) -> list[str]:
     return out
 
 
-_SEV_ERROR = "severity must be in 1..5"
+SEVERITY_RULE = "severity must be in 1..5 (one, a list 1,3,5, a range 1-5, or all)"
+_ALL_SEVERITIES = (1, 2, 3, 4, 5)
 
 
-def _one_severity(v) -> int:
+def _sev_error(spec, why: str = "") -> CorruptionError:
+    return CorruptionError(f"{SEVERITY_RULE}{why}, got {spec!r}")
+
+
+def _one_severity(v, spec) -> int:
+    """One severity (an int, an integer-like object or a string of digits) in 1..5."""
     if isinstance(v, bool):
-        raise CorruptionError(f"{_SEV_ERROR}, got {v!r}")
-    if isinstance(v, int) or (hasattr(v, "__index__") and not isinstance(v, str)):
-        s = int(v.__index__()) if not isinstance(v, int) else v
-    elif isinstance(v, str) and re.fullmatch(r"\s*\d+\s*", v):
+        raise _sev_error(spec)
+    if isinstance(v, str):
+        if not re.fullmatch(r"\s*\d+\s*", v):
+            raise _sev_error(spec)
         s = int(v)
+    elif hasattr(v, "__index__"):
+        s = int(v.__index__())
     else:
-        raise CorruptionError(f"{_SEV_ERROR}, got {v!r}")
+        raise _sev_error(spec)
     if not 1 <= s <= 5:
-        raise CorruptionError(f"{_SEV_ERROR}, got {v!r}")
+        raise _sev_error(spec)
     return s
 
 
-def check_severity(severity) -> int:
-    """One severity as an int in 1..5; CorruptionError otherwise."""
-    return _one_severity(severity)
+def _severity_word(word: str, spec) -> list[int]:
+    """One comma-free word: ``all``, a range ``lo-hi`` or one severity."""
+    w = word.strip().lower()
+    if w == "all":
+        return list(_ALL_SEVERITIES)
+    m = re.fullmatch(r"(\d+)\s*-\s*(\d+)", w)
+    if m is None:
+        return [_one_severity(w, spec)]
+    lo, hi = _one_severity(m.group(1), spec), _one_severity(m.group(2), spec)
+    if lo > hi:
+        raise _sev_error(spec, " (an empty range)")
+    return list(range(lo, hi + 1))
 
 
-def parse_severities(spec) -> list[int]:
-    """``3`` / ``"3"`` / ``"1-5"`` / ``"1,3,5"`` / ``[1, 3]`` -> sorted unique severities in 1..5."""
+def parse_severities(spec, *, keep_order: bool = False) -> list[int]:
+    """The one severity rule: ``3``, ``"3"``, ``"1,3,5"``, ``"1-5"``, ``"all"``, ``"5, 1-2"``, or a list of those
+    (``[1, 3]``, ``["1-2", 5]``) -> severities in 1..5.
+
+    Sorted and duplicate-free by default; ``keep_order=True`` keeps the order given (the order in which a writer
+    stacks its blocks) and refuses a severity given twice. Anything else: :class:`CorruptionError` with the rule.
+    """
     if isinstance(spec, str):
-        parts = [p.strip() for p in spec.split(",") if p.strip()]
-        if not parts:
-            raise CorruptionError(f"{_SEV_ERROR}, got {spec!r}")
-        out: set[int] = set()
-        for p in parts:
-            m = re.fullmatch(r"(\d+)\s*-\s*(\d+)", p)
-            if m:
-                lo, hi = _one_severity(m.group(1)), _one_severity(m.group(2))
-                if lo > hi:
-                    raise CorruptionError(f"{_SEV_ERROR}, got empty range {p!r}")
-                out.update(range(lo, hi + 1))
-            else:
-                out.add(_one_severity(p))
-        return sorted(out)
-    if isinstance(spec, (list, tuple, set, frozenset)):
-        if not spec:
-            raise CorruptionError(f"{_SEV_ERROR}, got {spec!r}")
-        return sorted({_one_severity(v) for v in spec})
-    return [_one_severity(spec)]
+        words = [w for w in spec.split(",") if w.strip()]
+    elif isinstance(spec, (list, tuple, set, frozenset)):
+        words = list(spec)
+    else:
+        words = [spec]
+    out: list[int] = []
+    for w in words:
+        out += _severity_word(w, spec) if isinstance(w, str) else [_one_severity(w, spec)]
+    if not out:
+        raise _sev_error(spec)
+    if not keep_order:
+        return sorted(set(out))
+    if len(set(out)) != len(out):
+        raise _sev_error(spec, "; severities repeat")
+    return out
+
+
+def check_severity(severity) -> int:
+    """One severity as an int in 1..5; CorruptionError (the rule of :func:`parse_severities`) otherwise."""
+    return _one_severity(severity, severity)
 
 
 # --- imagecorruptions-compatible subsets ------------------------------------------------------------------

@@ -52,22 +52,9 @@ def _resolve_names(corruptions: str | Sequence[str]) -> list[str]:
 
 
 def _resolve_severities(severities: str | int | Sequence[int]) -> list[int]:
+    """Severities in the order given (the order of the blocks), each once: :func:`registry.parse_severities`."""
     from .. import registry
-    if isinstance(severities, str):
-        sevs = list(registry.parse_severities(severities))
-    elif isinstance(severities, (int, np.integer)) and not isinstance(severities, bool):
-        sevs = [int(severities)]
-    else:
-        sevs = list(severities)
-    for s in sevs:
-        if isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 1 <= int(s) <= 5:
-            raise CorruptionError(f"severity must be an integer 1..5, got {s!r}")
-    sevs = [int(s) for s in sevs]
-    if len(set(sevs)) != len(sevs):
-        raise CorruptionError(f"severities repeat: {sevs}")
-    if not sevs:
-        raise CorruptionError("no severity given")
-    return sevs
+    return registry.parse_severities(severities, keep_order=True)
 
 
 def name_list(names: Sequence[str], limit: int = 6) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .locks import _write_json_atomic
+from ..atomic import write_json
 
 
 def _digest_cache_path() -> Path:
@@ -49,7 +49,7 @@ def file_sha256(path: str | os.PathLike) -> str:
         cache = dict(keep[-_DIGEST_CACHE_MAX:])
     try:
         cache_path.parent.mkdir(parents=True, exist_ok=True)
-        _write_json_atomic(cache_path, cache)
+        write_json(cache_path, cache)
     except OSError:
         pass
     return digest

@@ -1,13 +1,12 @@
-"""Advisory locks on a layout folder and on a run's partial files; stale-partial cleaning; atomic JSON."""
+"""Advisory locks on a layout folder and on a run's partial files; stale-partial cleaning."""
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
-import uuid
 from pathlib import Path
-from typing import Any
+
+from ..atomic import PARTIAL_SUFFIX
 
 try:  # advisory locks (POSIX); elsewhere runs are not serialised and stale partials are kept
     import fcntl
@@ -50,7 +49,7 @@ def clean_stale_partials(directory: str | os.PathLike) -> list[str]:
     if fcntl is None or not d.is_dir():
         return removed
     now = time.time()
-    for p in d.glob(".*.partial"):
+    for p in d.glob(f".*{PARTIAL_SUFFIX}"):
         try:
             if not p.is_file() or now - p.stat().st_mtime < _STALE_MIN_AGE_S:
                 continue
@@ -70,24 +69,3 @@ def clean_stale_partials(directory: str | os.PathLike) -> list[str]:
         finally:
             os.close(fd)
     return removed
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.partial")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps(obj, indent=2, default=str) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-

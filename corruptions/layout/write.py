@@ -12,10 +12,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import CorruptionError
+from ..errors import CorruptionError, OutputExistsError
 from .checks import ProgressWrapper, _check_labels, _label_dtype, _resolve_names, _resolve_severities, _wrap, check_images, name_list
 from .digest import _hash_array, _hash_file, file_sha256
-from .locks import _folder_lock, _fsync, _lock_partial, _write_json_atomic, clean_stale_partials
+from ..atomic import fsync_file, partial_path, write_json
+from .locks import _folder_lock, _lock_partial, clean_stale_partials
 from .manifest import (MANIFEST_FORMAT, MANIFEST_NAME, REGENERATED_PHRASE, Manifest, _difference, _manifest_data, _run_key,
                        library_versions, read_manifest)
 from .official import layout_suffix
@@ -68,7 +69,7 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
         _write_files(x, out, plan.todo, sevs, plan.suffix, seed, device, frost_obj, chunk_size, progress, token,
                      staged, held, entries, created)
         if plan.write_labels:
-            _write_labels(y, len(sevs), out / f".{plan.labels_name}.{token}.partial", plan.labels_name, staged,
+            _write_labels(y, len(sevs), partial_path(out / plan.labels_name, token), plan.labels_name, staged,
                           held, entries, created)
         with _folder_lock(out):  # read-merge-write: a concurrent run's entries are kept
             cur, same, data = _merge_and_commit(out, overwrite, plan, entries, staged, description,
@@ -142,8 +143,7 @@ def _plan_run(x: np.ndarray, y: np.ndarray | None, out: Path, names: list[str], 
     elif old is None and (out / MANIFEST_NAME).exists():
         existing.append(MANIFEST_NAME)
     if existing and not overwrite:
-        raise CorruptionError(f"output exists in {out}: {name_list(existing)}; pass overwrite (--overwrite) to "
-                              f"replace it")
+        raise OutputExistsError(out, existing)
     return _RunPlan(run_key, suffix, old, skipped, todo, labels_name, write_labels)
 
 
@@ -182,7 +182,7 @@ def _merge_and_commit(out: Path, overwrite: bool, plan: _RunPlan, entries: dict,
     for final, tmp in staged.items():
         os.replace(tmp, out / final)
     staged.clear()
-    _write_json_atomic(out / MANIFEST_NAME, data)
+    write_json(out / MANIFEST_NAME, data)
     return cur, same, data
 
 
@@ -249,7 +249,7 @@ def _write_files(x, out: Path, names, sevs, suffix, seed, device, frost_obj, chu
                 _finish(mm, staged[f"{current}{suffix}.npy"], f"{current}{suffix}.npy", current, entries, created,
                         registry)
             fname = f"{name}{suffix}.npy"
-            tmp = out / f".{fname}.{token}.partial"
+            tmp = partial_path(out / fname, token)
             staged[fname] = tmp
             held.append(_lock_partial(tmp))
             mm = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(n_rows, h, w, 3))
@@ -285,7 +285,7 @@ def _finish(mm: np.memmap, tmp: Path, fname: str, name: str, entries: dict, crea
     mm.flush()
     shape, dtype = list(mm.shape), str(mm.dtype)
     del mm
-    _fsync(tmp)
+    fsync_file(tmp)
     spec = registry.CORRUPTIONS.get(name)
     entries[fname] = {"sha256": _hash_file(tmp, "sha256"), "shape": shape, "dtype": dtype,
                       "bytes": tmp.stat().st_size, "corruption": name,

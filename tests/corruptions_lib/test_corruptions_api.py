@@ -104,6 +104,11 @@ def test_parse_severities():
     assert C.parse_severities("5, 1-2") == [1, 2, 5]
     assert C.parse_severities([2, 2, 4]) == [2, 4]
     assert C.parse_severities(np.int64(4)) == [4]
+    assert C.parse_severities("all") == C.parse_severities(" ALL ") == [1, 2, 3, 4, 5]
+    assert C.parse_severities(["1-2", 5]) == [1, 2, 5]
+    assert C.parse_severities("3,1", keep_order=True) == [3, 1]  # the writers' block order
+    with pytest.raises(CorruptionError, match="repeat"):
+        C.parse_severities([1, 1], keep_order=True)
     for bad in ("0", 0, 6, "6", "1-6", "x", "", "2.5", 2.5, True, "3-1", [], [0, 1], None):
         with pytest.raises(CorruptionError, match="severity must be in 1..5"):
             C.parse_severities(bad)

@@ -222,3 +222,15 @@ def test_text_model_with_tokenizer_hook_equals_hand_loop():
         noisy = add_text_noise(clean, noise, 3, seed=4, indices=np.arange(N))
         assert acc[(noise, 3)] == pytest.approx(float((model(tokenizer(noisy)).argmax(1).numpy() == y).mean()))
     assert set(rows[rows.condition == noise].metric) == {"accuracy", "cer", "wer"}
+
+
+def test_benchmark_severity_all_is_the_one_rule():
+    """``severity="all"`` reads as 1..5, as ``--severity all`` does (one parser: corruptions.registry)."""
+    from corruptions.errors import CorruptionError
+    from robustbench_dgsa.engine.benchmark import benchmark
+
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(32 * 32 * 3, 6))
+    rows = benchmark(model, "synthetic-vision", corruption="contrast", severity="all", max_examples=8, device="cpu")
+    assert sorted(set(rows[rows.condition == "contrast"].severity)) == [1, 2, 3, 4, 5]
+    with pytest.raises(CorruptionError, match="severity must be in 1..5"):
+        benchmark(model, "synthetic-vision", corruption="contrast", severity="0-2", max_examples=8, device="cpu")
