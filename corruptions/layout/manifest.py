@@ -175,6 +175,8 @@ def _manifest_data(old: dict | None, run_key: dict, suffix: str, entries: dict, 
         "description": description,
         "note": "Regenerated with keyed randomness; not the published arrays (the reference generator had no "
                 "seed, so the random corruptions match the official files only in distribution).",
+        "constants": next((r.name for r in registry.REGIMES.values()
+                           if r.constants_version == run_key["constants_version"]), None),
         "constants_version": run_key["constants_version"],
         "seed": run_key["seed"],
         "severities": sevs,

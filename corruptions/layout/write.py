@@ -17,21 +17,22 @@ from .checks import ProgressWrapper, _check_labels, _label_dtype, _resolve_names
 from .digest import _hash_array, _hash_file, file_sha256
 from ..atomic import fsync_file, partial_path, write_json
 from .locks import _folder_lock, _lock_partial, clean_stale_partials
-from .manifest import (MANIFEST_FORMAT, MANIFEST_NAME, REGENERATED_PHRASE, Manifest, _difference, _manifest_data, _run_key,
+from .manifest import (MANIFEST_FORMAT, MANIFEST_NAME, Manifest, _difference, _manifest_data, _run_key,
                        library_versions, read_manifest)
 from .official import layout_suffix
 
 
 def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corruptions: str | Sequence[str],
-               severities: str | int | Sequence[int], *, seed: int = 0, device: str | None = None,
-               frost: Any = None, chunk_size: int = 1000, overwrite: bool = False,
-               progress: ProgressWrapper | None = None, description: str = REGENERATED_PHRASE,
+               severities: str | int | Sequence[int], *, constants: str | None = None, seed: int = 0,
+               device: str | None = None, frost: Any = None, chunk_size: int = 1000, overwrite: bool = False,
+               progress: ProgressWrapper | None = None, description: str | None = None,
                input_description: str | None = None, preflight: bool = True) -> Manifest:
     """Write the official layout for ``images`` (uint8 N×H×W×3) into ``out_dir`` and return its manifest.
 
     ``corruptions``: names, groups, "benchmark", "extra" or "all" (a string or a list of them).
     ``severities``: ``"1-5"``, ``"1,3"``, an int or a list; blocks are stacked in the order given.
     ``labels``: N integer labels or None; written tiled per block (uint8 when all < 256, as the official file).
+    ``constants``: "cifar", "tiny-imagenet" or "imagenet"; default: the regime of the image size (32, 64, 224 px).
     ``frost``: None (default textures), a directory, or a loaded ``FrostTextures``; its ``source`` is recorded.
     ``progress``: optional wrapper ``progress(iterable, total=..., description=...) -> iterable`` (e.g.
     ``robustbench_dgsa.util.progress.track``); the library prints nothing itself.
@@ -43,18 +44,21 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
     lists with intact files are skipped (``Manifest.skipped``). Concurrent runs merge under a folder lock.
     Stale partial files of killed runs are deleted first.
     """
-    from .. import registry
+    from .. import api, registry
 
     x, y, names, sevs, seed, out = _check_regenerate_args(images, labels, corruptions, severities, seed,
                                                           chunk_size, out_dir)
     n, h, w = int(x.shape[0]), int(x.shape[1]), int(x.shape[2])
-    plan = _plan_run(x, y, out, names, sevs, seed, overwrite, registry)
+    regime = registry.resolve_regime(constants, h, w)
+    plan = _plan_run(x, y, out, names, sevs, seed, overwrite, regime)
     if not plan.todo and not plan.write_labels:
         return Manifest(plan.old.path, plan.old.data, skipped=tuple(plan.skipped))
 
+    description = description or f"{regime.dataset}-style (regenerated)"
     frost_obj, frost_source, frost_files = _frost_for(plan.todo, frost)
+    corrupter = api.Corrupter(regime.name, seed, device, frost_obj)
     if preflight:  # fail fast on one image before any file is created (bad size, missing assets, device)
-        _preflight(x, plan.todo, sevs, seed, device, frost_obj)
+        _preflight(x, plan.todo, sevs, corrupter)
     n_rows = len(sevs) * n
     _check_disk_space(out, len(plan.todo) * n_rows * h * w * 3 + (n_rows * 8 if y is not None else 0))
 
@@ -66,8 +70,8 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
     entries: dict[str, dict] = {}
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     try:
-        _write_files(x, out, plan.todo, sevs, plan.suffix, seed, device, frost_obj, chunk_size, progress, token,
-                     staged, held, entries, created)
+        _write_files(x, out, plan.todo, sevs, plan.suffix, corrupter, chunk_size, progress, token, staged, held,
+                     entries, created)
         if plan.write_labels:
             _write_labels(y, len(sevs), partial_path(out / plan.labels_name, token), plan.labels_name, staged,
                           held, entries, created)
@@ -116,10 +120,10 @@ class _RunPlan:
 
 
 def _plan_run(x: np.ndarray, y: np.ndarray | None, out: Path, names: list[str], sevs: list[int], seed: int,
-              overwrite: bool, registry) -> _RunPlan:
+              overwrite: bool, regime) -> _RunPlan:
     """What the run will be, and whether it collides with what is there (CorruptionError if so)."""
     n, h, w = int(x.shape[0]), int(x.shape[1]), int(x.shape[2])
-    run_key = {"format": MANIFEST_FORMAT, "constants_version": registry.CONSTANTS_VERSION, "seed": seed,
+    run_key = {"format": MANIFEST_FORMAT, "constants_version": regime.constants_version, "seed": seed,
                "severities": sevs, "n": n, "image_shape": [h, w, 3], "images_sha256": _hash_array(x),
                "labels_sha256": None if y is None else _hash_array(y), "library_versions": library_versions()}
     suffix = layout_suffix(n, sevs)
@@ -225,19 +229,17 @@ def _frost_for(names: list[str], frost: Any):
     return obj, getattr(obj, "source", None), dict(getattr(obj, "file_sha256", None) or {})
 
 
-def _preflight(x: np.ndarray, names: list[str], sevs: list[int], seed: int, device, frost_obj) -> None:
-    from .. import api
+def _preflight(x: np.ndarray, names: list[str], sevs: list[int], corrupter) -> None:
     h, w = int(x.shape[1]), int(x.shape[2])
     for name in names:
         for sev in sevs:
-            _check_output(api.corrupt(x[:1], name, sev, seed=seed, indices=np.arange(1), device=device,
-                                      frost=frost_obj), (1, h, w, 3), name, sev)
+            _check_output(corrupter(x[:1], name, sev, np.arange(1)), (1, h, w, 3), name, sev)
 
 
-def _write_files(x, out: Path, names, sevs, suffix, seed, device, frost_obj, chunk_size, progress, token,
+def _write_files(x, out: Path, names, sevs, suffix, corrupter, chunk_size, progress, token,
                  staged: dict, held: list, entries: dict, created: str) -> None:
     """Stream every corruption into its locked hidden partial file (renamed later by the caller)."""
-    from .. import api, registry
+    from .. import registry
     n, h, w = int(x.shape[0]), int(x.shape[1]), int(x.shape[2])
     n_rows = len(sevs) * n
     jobs = [(name, b, sev, start, min(n, start + chunk_size))
@@ -254,8 +256,7 @@ def _write_files(x, out: Path, names, sevs, suffix, seed, device, frost_obj, chu
             held.append(_lock_partial(tmp))
             mm = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint8, shape=(n_rows, h, w, 3))
             current = name
-        res = api.corrupt(x[start:stop], name, sev, seed=seed, indices=np.arange(start, stop),
-                          device=device, frost=frost_obj)
+        res = corrupter(x[start:stop], name, sev, np.arange(start, stop))
         mm[b * n + start:b * n + stop] = _check_output(res, (stop - start, h, w, 3), name, sev)
     if mm is not None:
         _finish(mm, staged[f"{current}{suffix}.npy"], f"{current}{suffix}.npy", current, entries, created, registry)
