@@ -283,44 +283,48 @@ def gaussian_blur_kernel(x, wts, iy, ix, out):
 
 
 @kernel
-def _glass_shuffle(img, choices, i, tmp):
-    """``blur.glass_shuffle`` of image i in place, img (H * W * C,) uint8: per pass it, every pixel (h, w)
-    with h, w >= 2 takes the old pixel (h - (c >> 1), w - (c & 1)), c = choices[i, it, h - 2, w - 2]."""
-    hh, ww = choices.shape[2], choices.shape[3]
-    w = ww + 2
-    c = img.shape[0] // ((hh + 2) * w)
+def _glass_shuffle(img, choices, i, d):
+    """``blur.glass_shuffle`` of image i in place, img (H, W, C) uint8: per pass it, for h = H-d .. d+1 and
+    w = W-d .. d+1 in that order, pixel (h, w) takes the current pixel (h + dy, w + dx) with
+    (dx, dy) = ``blur.glass_offsets(choices[i, it, h-d-1, w-d-1], d)``: the reference's loop literally."""
+    h_, w_, c = img.shape
+    k = 2 * d
     for it in range(choices.shape[1]):
-        for j in range(img.shape[0]):
-            tmp[j] = img[j]
-        for a in range(hh):
-            cr = choices[i, it, a]
-            dst = img[((a + 2) * w + 2) * c : ((a + 3) * w) * c]
-            for b in range(ww):
-                ch = cr[b]
-                src = np.uint64(((a + 2 - (ch >> 1)) * w + b + 2 - (ch & 1)) * c)  # >= 0: no wrap-around check
+        for h in range(h_ - d, d, -1):
+            cr = choices[i, it, h - d - 1]
+            for w in range(w_ - d, d, -1):
+                ch = cr[w - d - 1]
+                src = img[h + (d - 1) - ch // k, w + (d - 1) - ch % k]
+                dst = img[h, w]
                 for q in range(c):
-                    dst[b * c + q] = tmp[src + np.uint64(q)]
+                    dst[q] = src[q]
 
 
 @kernel
-def glass_blur_kernel(x, wts, iy, ix, choices, out):
+def glass_shuffle_kernel(img, choices, d):
+    """:func:`_glass_shuffle` of every image of img (N, H, W, C) uint8, in place."""
+    for i in range(img.shape[0]):
+        _glass_shuffle(img[i], choices, i, d)
+
+
+@kernel
+def glass_blur_kernel(x, wts, iy, ix, choices, d, out):
     """``blur.glass_blur_apply`` on uint8 x (N, H, W, C): y = the SciPy filter of p / 255.; the uint8
-    min(max(floor(y * 255), 0), 255); :func:`_glass_shuffle` with choices (N, iterations, H-2, W-2) int64;
-    the filter of that / 255.; ``floor_u8``."""
+    min(max(floor(y * 255), 0), 255); :func:`_glass_shuffle` with choices (N, iterations, H-2d, W-2d) int64 and
+    max_delta d; the filter of that / 255.; ``floor_u8``."""
     n, h, w, c = x.shape
     src = np.empty((h, w * c), np.float64)
     mid = np.empty((h, ix.shape[0] * c), np.float64)
     res = np.empty((h, w * c), np.float64)
     img = np.empty((1, h, w, c), np.uint8)
     img2 = img[0].reshape((h, w * c))
-    tmp = np.empty(h * w * c, np.uint8)
     for i in range(n):
         _unit64(x, i, src)
         _gauss_filter(src, wts, iy, ix, c, mid, res)
         for a in range(h):
             for j in range(w * c):
                 img2[a, j] = np.uint8(np.int32(min(max(np.floor(res[a, j] * 255.0), 0.0), 255.0)))
-        _glass_shuffle(img2.reshape(h * w * c), choices, i, tmp)
+        _glass_shuffle(img[0], choices, i, d)
         _unit64(img, 0, src)
         _gauss_filter(src, wts, iy, ix, c, mid, res)
         _floor_u8(res, out[i].reshape((h, w * c)))

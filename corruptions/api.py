@@ -1,17 +1,18 @@
-"""``corrupt``: apply one CIFAR-C corruption at one severity to a batch of uint8 images."""
+"""``corrupt``: apply one corruption at one severity, with one regime's constants, to a batch of uint8 images."""
 from __future__ import annotations
 
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 import numpy as np
 import torch
 
 from . import blur, digital, noise, weather
 from .errors import CorruptionError
-from .registry import check_severity, get_spec
+from .registry import check_severity, get_spec, resolve_regime
 from .rng import KeyedRandom
 
 _IMPL = {
@@ -72,20 +73,20 @@ def _describe(images) -> str:
 
 
 class SizeWarning(UserWarning):
-    """The corruption constants are CIFAR's (tuned for 32x32 images); other sizes are not CIFAR-C-comparable."""
+    """Constants applied to images of another size than their reference's (32, 64 or 224 px): the results are not
+    comparable with the published set."""
 
 
-_SIZE_WARNED = False
+_SIZE_WARNED: set = set()
 
 
-def _warn_size(images) -> None:
-    global _SIZE_WARNED
-    h, w = int(images.shape[-3]), int(images.shape[-2])
-    if (h, w) != (32, 32) and not _SIZE_WARNED:
-        _SIZE_WARNED = True
-        warnings.warn(f"corruptions use CIFAR-10-C constants (tuned for 32x32 images); got {h}x{w} images, whose "
-                      "results are not comparable with CIFAR-10-C (this warning is shown once)", SizeWarning,
-                      stacklevel=3)
+def _warn_size(regime, h: int, w: int) -> None:
+    key = (regime.name, h, w)
+    if (h, w) != (regime.size, regime.size) and key not in _SIZE_WARNED:
+        _SIZE_WARNED.add(key)
+        warnings.warn(f"corruptions use {regime.dataset} constants (tuned for {regime.size}x{regime.size} images); "
+                      f"got {h}x{w} images, whose results are not comparable with {regime.dataset} (this warning is "
+                      f"shown once)", SizeWarning, stacklevel=3)
 
 
 def _imagecorruptions_call(images, name, severity, corruption_name, corruption_number):
@@ -156,22 +157,27 @@ def _resolve_device(device, images) -> torch.device:
     return dev
 
 
-def corrupt(images, name: str | None = None, severity: int = 1, *, seed: int = 0, indices=None, device=None,
-            frost=None, corruption_name: str | None = None, corruption_number: int = -1):
-    """Apply corruption ``name`` at ``severity`` (1..5) with CIFAR-10-C constants.
+def corrupt(images, name: str | None = None, severity: int = 1, *, constants: str | None = None, seed: int = 0,
+            indices=None, device=None, frost=None, corruption_name: str | None = None, corruption_number: int = -1):
+    """Apply corruption ``name`` at ``severity`` (1..5) with the constants of one reference generator.
+
+    ``constants``: ``"cifar"`` (CIFAR-10-C, 32 px), ``"tiny-imagenet"`` (Tiny-ImageNet-C, 64 px) or ``"imagenet"``
+    (ImageNet-C, 224 px); by default the regime of the image size (32x32, 64x64, 224x224; other sizes: a
+    CorruptionError asking for the constants). Constants of another size than the images' give a
+    :class:`SizeWarning` once per process and size.
 
     imagecorruptions' call style works too: ``corrupt(image, corruption_name="fog", severity=3)``,
     ``corrupt(image, corruption_number=9, severity=3)`` (position in :data:`~corruptions.registry.ALL`) or
     positionally ``corrupt(image, 3, "fog")``; in that style a grayscale (H, W) or (H, W, 1) image is stacked to
-    three channels first, as imagecorruptions does. Constants are always the CIFAR ones; images that are not
-    32x32 trigger a :class:`SizeWarning` once per process.
+    three channels first, as imagecorruptions does. At 224 px this uses the ImageNet constants, as
+    imagecorruptions does (its elastic_transform differs; see docs/corruptions-imagenet.md).
 
     On CPU the batch is processed in chunks of 64 images by ``torch.get_num_threads()`` worker threads
     (each single-threaded); results do not depend on the chunking or the number of workers.
 
     images: uint8 (N, H, W, 3) or (H, W, 3), NumPy array or torch tensor, RGB. Returns the same type and
     shape (uint8): NumPy in, NumPy out; a tensor comes back on its own device unless ``device`` is given.
-    Random draws for image i come from a generator keyed by (seed, name, severity, indices[i]) (indices
+    Random draws for image i come from a generator keyed by (constants, seed, name, severity, indices[i]) (indices
     default to 0..N-1), so ``corrupt(x[5:9], ..., indices=[5, 6, 7, 8])`` equals ``corrupt(x, ...)[5:9]``.
     ``frost``: a :class:`~corruptions.frost.FrostTextures`; default :func:`load_frost_textures()`.
     """
@@ -181,45 +187,19 @@ def corrupt(images, name: str | None = None, severity: int = 1, *, seed: int = 0
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise CorruptionError(f"seed must be an integer, got {seed!r}")
     _check_images(images)
-    _warn_size(images)
+    h, w = int(images.shape[-3]), int(images.shape[-2])
+    regime = resolve_regime(constants, h, w)
+    _warn_size(regime, h, w)
     single = images.ndim == 3
     batch = images[None] if single else images
-    n = batch.shape[0]
-    idx = _check_indices(indices, n)
+    idx = _check_indices(indices, batch.shape[0])
     dev = _resolve_device(device, images)
-    textures = None
-    if spec.name == "frost":
-        from .frost import FrostTextures, load_frost_textures
-
-        if frost is None:
-            textures = load_frost_textures()
-        elif isinstance(frost, FrostTextures):
-            textures = frost
-        else:
-            raise CorruptionError(f"frost must be a FrostTextures object, got {type(frost).__name__}")
+    extra = (_frost_for(frost, regime),) if spec.name == "frost" else ()
     x = torch.from_numpy(np.ascontiguousarray(batch)) if isinstance(batch, np.ndarray) else batch.detach()
     out = torch.empty(tuple(x.shape), dtype=torch.uint8, device=dev)
-    if n:
-        rng = KeyedRandom(seed, spec.name, sev, idx, device=dev) if spec.random else None
-        fn, param = _IMPL[spec.name], spec.param(sev)
-        step = _CHUNK.get(dev.type, 512)
-        extra = (textures,) if textures is not None else ()
-
-        def work(s: int):
-            xc = x[s : s + step].to(dev).contiguous()
-            rc = rng.subset(slice(s, s + step)) if rng is not None else None
-            out[s : s + step] = fn(xc, param, rc, *extra)
-
-        starts = range(0, n, step)
-        workers = min(torch.get_num_threads(), len(starts)) if dev.type == "cpu" else 1
-        if workers > 1 and threading.current_thread().name.startswith("corruptions"):
-            workers = 1  # already inside a worker: no nested pools
-        if workers > 1:
-            for _ in _pool(workers).map(work, starts):
-                pass
-        else:
-            for s in starts:
-                work(s)
+    if batch.shape[0]:
+        rng = KeyedRandom(seed, spec.name, sev, idx, device=dev, prefix=regime.key) if spec.random else None
+        _run_chunks(x, out, _IMPL[spec.name], spec.param(sev, regime.name), rng, extra, dev)
     if single:
         out = out[0]
     if isinstance(images, np.ndarray):
@@ -227,8 +207,41 @@ def corrupt(images, name: str | None = None, severity: int = 1, *, seed: int = 0
     return out if device is not None else out.to(images.device)
 
 
-def corrupt_batches(images, name: str, severity: int, *, batch_size: int = 1000, seed: int = 0,
-                    start_index: int = 0, device=None, frost=None) -> Iterator:
+def _frost_for(frost, regime):
+    """The frost textures (default: :func:`load_frost_textures`) as ``regime``'s generator resizes them."""
+    from .frost import FrostTextures, load_frost_textures
+
+    if frost is None:
+        frost = load_frost_textures()
+    elif not isinstance(frost, FrostTextures):
+        raise CorruptionError(f"frost must be a FrostTextures object, got {type(frost).__name__}")
+    return frost.at_scale(regime.frost_scale)
+
+
+def _run_chunks(x, out, fn, param, rng, extra: tuple, dev) -> None:
+    """``out[s:s+step] = fn(x[s:s+step], param, rng of those images, *extra)`` over the chunks, on CPU by the
+    process-wide worker pool."""
+    step = _CHUNK.get(dev.type, 512)
+
+    def work(s: int):
+        xc = x[s : s + step].to(dev).contiguous()
+        rc = rng.subset(slice(s, s + step)) if rng is not None else None
+        out[s : s + step] = fn(xc, param, rc, *extra)
+
+    starts = range(0, x.shape[0], step)
+    workers = min(torch.get_num_threads(), len(starts)) if dev.type == "cpu" else 1
+    if workers > 1 and threading.current_thread().name.startswith("corruptions"):
+        workers = 1  # already inside a worker: no nested pools
+    if workers > 1:
+        for _ in _pool(workers).map(work, starts):
+            pass
+    else:
+        for s in starts:
+            work(s)
+
+
+def corrupt_batches(images, name: str, severity: int, *, batch_size: int = 1000, constants: str | None = None,
+                    seed: int = 0, start_index: int = 0, device=None, frost=None) -> Iterator:
     """Yield ``corrupt`` of consecutive slices of ``images`` (bounded memory for writers).
 
     Slice k covers images[k*batch_size : (k+1)*batch_size] with global indices offset by ``start_index``;
@@ -242,5 +255,20 @@ def corrupt_batches(images, name: str, severity: int, *, batch_size: int = 1000,
         images = images[None]
     for s in range(0, n, batch_size):
         chunk = images[s : s + batch_size]
-        yield corrupt(chunk, name, severity, seed=seed, indices=np.arange(start_index + s, start_index + s + len(chunk)),
-                      device=device, frost=frost)
+        yield corrupt(chunk, name, severity, constants=constants, seed=seed,
+                      indices=np.arange(start_index + s, start_index + s + len(chunk)), device=device, frost=frost)
+
+
+@dataclass(frozen=True)
+class Corrupter:
+    """How a writer corrupts: one regime's constants, the seed of the keyed randomness, the device and the frost
+    textures; ``corrupter(x, name, severity, indices)`` is :func:`corrupt` with these settings."""
+
+    constants: str
+    seed: int = 0
+    device: str | None = None
+    frost: Any = None
+
+    def __call__(self, x, name: str, severity: int, indices) -> np.ndarray:
+        return corrupt(x, name, severity, constants=self.constants, seed=self.seed, indices=indices,
+                       device=self.device, frost=self.frost)

@@ -6,7 +6,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ._cpu_blur import defocus_blur_kernel, gaussian_blur_kernel, glass_blur_kernel, zoom_blur_kernel
+from ._cpu_blur import (defocus_blur_kernel, gaussian_blur_kernel, glass_blur_kernel, glass_shuffle_kernel,
+                        zoom_blur_kernel)
 from ._ops import (
     clipped_zoom_hwb_torch,
     clipped_zoom_tables,
@@ -48,18 +49,31 @@ def gaussian_blur_torch(x: torch.Tensor, sigma: float) -> torch.Tensor:
 # glass_blur (random)
 
 
-def glass_shuffle(x: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
-    """The reference's local "swap" loop, vectorised.
+def glass_offsets(choices, d: int):
+    """The reference's ``dx, dy = np.random.randint(-d, d, size=2)`` from a choice c in 0 .. (2d)^2 - 1:
+    dx = d - 1 - c % 2d, dy = d - 1 - c // 2d, each uniform over -d .. d-1 (randint's upper bound is exclusive).
+    For d = 1: (dx, dy) = (-(c & 1), -(c >> 1))."""
+    return (d - 1) - choices % (2 * d), (d - 1) - choices // (2 * d)
 
-    ``choices``: int tensor (N, iterations, H-2, W-2) with values 0..3 for pixels (h, w), h, w >= 2, as
-    drawn by ``np.random.randint(-1, 1, size=2)`` -> (dx, dy) = (-(c & 1), -(c >> 1)).
 
-    The reference scans h = H-1..2 and w = W-1..2 and does ``x[h,w], x[h',w'] = x[h',w'], x[h,w]`` on
-    NumPy views: a *copy* of (h', w') = (h+dy, w+dx) into (h, w), not a swap. Because the scan runs in
-    reverse and the offsets are in {-1, 0}, every source (up, left, up-left) is still unmodified when it
-    is read, so one pass equals: new[h, w] = old[h+dy, w+dx] for all h, w >= 2 at once. Rows and columns
-    0-1 are never written. (tests/test_corruptions_properties.py checks this against a literal loop.)
+def glass_shuffle(x: torch.Tensor, choices: torch.Tensor, d: int = 1) -> torch.Tensor:
+    """The reference's local "swap" loop.
+
+    ``choices``: int tensor (N, iterations, H-2d, W-2d) with values 0 .. (2d)^2 - 1 for the pixels (h, w),
+    d < h < H-d+1, d < w < W-d+1 (:func:`glass_offsets`).
+
+    The reference scans h = H-d .. d+1 and w = W-d .. d+1 and does ``x[h,w], x[h',w'] = x[h',w'], x[h,w]`` on
+    NumPy views: a *copy* of (h', w') = (h+dy, w+dx) into (h, w), not a swap. For d = 1 the offsets are in
+    {-1, 0}: every source (up, left, up-left) is still unmodified when it is read (the scan runs in reverse), so
+    one pass equals new[h, w] = old[h+dy, w+dx] for all pixels at once, computed here as one gather. For d >= 2
+    a source may lie below or right of the pixel and be rewritten already in this pass: the loop is sequential and
+    runs literally, on the CPU (:func:`corruptions._cpu_blur.glass_shuffle_kernel`), whatever the device.
+    (tests/corruptions_lib/test_corruptions_properties.py checks both against a literal NumPy loop.)
     """
+    if d != 1:
+        img = x.detach().cpu().numpy().copy()
+        glass_shuffle_kernel(img, choices.detach().cpu().to(torch.int64).contiguous().numpy(), d)
+        return torch.from_numpy(img).to(x.device)
     n, h, w, c = x.shape
     dev = x.device
     hh = torch.arange(2, h, device=dev).view(1, h - 2, 1)
@@ -73,39 +87,45 @@ def glass_shuffle(x: torch.Tensor, choices: torch.Tensor) -> torch.Tensor:
     return img
 
 
-def glass_choices(rng: KeyedRandom, iterations: int, h: int, w: int) -> torch.Tensor:
-    """(N, iterations, H-2, W-2) uniform choices in 0..3 (two fair {-1, 0} offsets per pixel and pass)."""
-    u = rng.uniform(iterations * (h - 2) * (w - 2))
+def glass_choices(rng: KeyedRandom, iterations: int, h: int, w: int, d: int = 1) -> torch.Tensor:
+    """(N, iterations, H-2d, W-2d) uniform choices in 0 .. (2d)^2 - 1: two fair offsets in -d .. d-1 per pixel
+    and pass (:func:`glass_offsets`)."""
+    k = (2 * d) ** 2
+    u = rng.uniform(iterations * (h - 2 * d) * (w - 2 * d))
+    shape = (rng.n, iterations, h - 2 * d, w - 2 * d)
     if u.device.type == "cpu":  # u > 0, so truncation is the floor: the same integers in one NumPy pass
-        return torch.from_numpy((u.numpy() * 4.0).astype(np.int64)).view(rng.n, iterations, h - 2, w - 2)
-    return torch.floor(u * 4.0).to(torch.int64).view(rng.n, iterations, h - 2, w - 2)
+        return torch.from_numpy((u.numpy() * float(k)).astype(np.int64)).view(shape)
+    return torch.floor(u * float(k)).to(torch.int64).view(shape)
 
 
 def glass_blur_apply(x: torch.Tensor, params, choices: torch.Tensor) -> torch.Tensor:
     """Gaussian, uint8 truncation, :func:`glass_shuffle` with ``choices``, Gaussian, ``floor_u8``. On the
     CPU one compiled pass (``_cpu_blur.glass_blur_kernel``), elsewhere :func:`glass_blur_apply_torch`."""
-    sigma = params[0]
+    sigma, d = params[0], int(params[1])
     if x.device.type != "cpu" or x.numel() == 0 or sigma <= 1e-15:
         return glass_blur_apply_torch(x, params, choices)
     out = np.empty(tuple(x.shape), np.uint8)
     tables = gaussian_tables(float(sigma), 4.0, x.shape[1], x.shape[2], "nearest")
-    glass_blur_kernel(x.contiguous().numpy(), *tables, choices.to(torch.int64).contiguous().numpy(), out)
+    glass_blur_kernel(x.contiguous().numpy(), *tables, choices.to(torch.int64).contiguous().numpy(), d, out)
     return torch.from_numpy(out)
 
 
 def glass_blur_apply_torch(x: torch.Tensor, params, choices: torch.Tensor) -> torch.Tensor:
-    sigma, _max_delta, _iterations = params
+    sigma, d, _iterations = params
     # np.uint8(gaussian(x/255., sigma) * 255): truncation to uint8 *before* the shuffle
     y = scipy_gaussian_torch(u8_to_unit64(x), sigma, dims=(1, 2), mode="nearest", truncate=4.0)
     y = (y * 255.0).floor_().clamp_(0, 255).to(torch.uint8)
-    y = glass_shuffle(y, choices)
+    y = glass_shuffle(y, choices, int(d))
     return floor_u8(scipy_gaussian_torch(u8_to_unit64(y), sigma, dims=(1, 2), mode="nearest", truncate=4.0))
 
 
 def glass_blur(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
     _, h, w, _ = x.shape
-    # max_delta is 1 at every CIFAR severity: offsets in {-1, 0} (randint's upper bound is exclusive)
-    return glass_blur_apply(x, params, glass_choices(rng, params[2], h, w))
+    d = int(params[1])  # max_delta: 1 at every CIFAR severity; up to 4 at ImageNet's
+    if h <= 2 * d or w <= 2 * d:
+        from .errors import CorruptionError
+        raise CorruptionError(f"glass_blur with max_delta {d} needs images larger than {2 * d}x{2 * d}, got {h}x{w}")
+    return glass_blur_apply(x, params, glass_choices(rng, params[2], h, w, d))
 
 
 # ----------------------------------------------------------------------------------------------

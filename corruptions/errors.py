@@ -1,5 +1,24 @@
 """Errors of the corruption library (independent of the rest of the suite)."""
+from __future__ import annotations
+
+import os
+from typing import Sequence
 
 
 class CorruptionError(ValueError):
     """Bad input to the corruption library: unknown name, severity out of range, wrong dtype/shape, bad file."""
+
+
+class OutputExistsError(CorruptionError):
+    """A writer would replace existing outputs; nothing was touched. ``directory`` and ``names`` say which, so a
+    caller can name its own switch (the library's is the ``overwrite=True`` argument)."""
+
+    def __init__(self, directory: str | os.PathLike, names: Sequence[str]):
+        self.directory, self.names = str(directory), list(names)
+        super().__init__(f"output exists in {self.directory}: {self.shown}; pass overwrite=True to replace it")
+
+    @property
+    def shown(self) -> str:
+        """The names, at most six, then how many more."""
+        head = ", ".join(self.names[:6])
+        return head if len(self.names) <= 6 else f"{head} and {len(self.names) - 6} more"

@@ -1,4 +1,5 @@
-"""Frost textures: the reference's frost1..frost5 photographs, resized x0.2 as the generator does.
+"""Frost textures: the reference's frost1..frost5 photographs, resized as each generator does (x0.2 for CIFAR,
+x0.3 for Tiny-ImageNet, native size for ImageNet: ``Regime.frost_scale``; :meth:`FrostTextures.at_scale`).
 
 Lookup order of :func:`load_frost_textures`:
 
@@ -23,19 +24,50 @@ import torch
 from .errors import CorruptionError
 
 FROST_FILES = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")
-# sizes (H, W) after cv2.resize(fx=0.2, fy=0.2) of the real textures
+# sizes (H, W) of the photographs, and after cv2.resize(fx=0.2, fy=0.2) (CIFAR's factor)
+FROST_NATIVE = ((600, 900), (315, 560), (315, 560), (350, 527), (495, 660))
 FROST_SHAPES = ((120, 180), (63, 112), (63, 112), (70, 105), (99, 132))
 PROCEDURAL = "procedural"
+_CIFAR_SCALE = 0.2
+
+
+def frost_shapes(scale: float) -> tuple:
+    """(H, W) of the five textures after ``cv2.resize(fx=fy=scale)``: OpenCV rounds W * scale and H * scale to the
+    nearest integer (half to even)."""
+    if scale == 1.0:
+        return FROST_NATIVE
+    return tuple((int(np.rint(h * scale)), int(np.rint(w * scale))) for h, w in FROST_NATIVE)
 
 
 @dataclass
 class FrostTextures:
-    """The 5 textures in use, RGB uint8, already resized x0.2 (INTER_LINEAR), plus where they came from."""
+    """The 5 textures in use, RGB uint8, resized by ``scale`` (cv2 INTER_LINEAR; 1 = the photographs as they are),
+    plus where they came from. ``originals``: the decoded photographs (RGB), from which :meth:`at_scale` resizes;
+    None for textures given directly."""
 
     source: str
     textures: tuple  # 5 arrays (H, W, 3) uint8, RGB
     file_sha256: dict = field(default_factory=dict)  # file name -> sha256 of the bytes read (empty if procedural)
+    scale: float = _CIFAR_SCALE
+    originals: tuple | None = field(default=None, repr=False, compare=False)
     _stacked: dict = field(default_factory=dict, repr=False, compare=False)
+    _scaled: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def at_scale(self, scale: float) -> "FrostTextures":
+        """These textures as the generator with frost resize factor ``scale`` uses them (cached)."""
+        scale = float(scale)
+        if scale == self.scale:
+            return self
+        if scale not in self._scaled:
+            if self.is_procedural:
+                self._scaled[scale] = FrostTextures(PROCEDURAL, procedural_textures(scale), scale=scale)
+            elif self.originals is None:
+                raise CorruptionError(f"these frost textures are resized x{self.scale} and carry no photographs to "
+                                      f"resize x{scale}; load them with load_frost_textures()")
+            else:
+                self._scaled[scale] = FrostTextures(self.source, tuple(_resize(o, scale) for o in self.originals),
+                                                    dict(self.file_sha256), scale, self.originals)
+        return self._scaled[scale]
 
     @property
     def shapes(self) -> tuple:
@@ -67,27 +99,37 @@ class FrostTextures:
         return self._stacked[key]
 
 
-def _prepare(data: bytes, name: str) -> np.ndarray:
-    """cv2.imread semantics (3-channel BGR, alpha dropped), resize x0.2 INTER_LINEAR, then BGR -> RGB."""
+def _decode(data: bytes, name: str) -> np.ndarray:
+    """cv2.imread semantics (3-channel BGR, alpha dropped), then BGR -> RGB."""
     import cv2
 
     img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     if img is None:
         raise CorruptionError(f"frost texture {name} cannot be decoded as an image")
-    img = cv2.resize(img, (0, 0), fx=0.2, fy=0.2)
     return np.ascontiguousarray(img[..., ::-1])
 
 
+def _resize(rgb: np.ndarray, scale: float) -> np.ndarray:
+    """``cv2.resize(img, (0, 0), fx=scale, fy=scale)`` (INTER_LINEAR) as the generators call it; scale 1: no resize
+    (the ImageNet generator crops the photograph itself). Per channel, so the channel order does not matter."""
+    import cv2
+
+    if scale == 1.0:
+        return rgb
+    return np.ascontiguousarray(cv2.resize(rgb, (0, 0), fx=scale, fy=scale))
+
+
 def _from_files(paths: dict, source: str) -> FrostTextures:
-    textures, sums = [], {}
+    originals, sums = [], {}
     for name in FROST_FILES:
         try:
             data = Path(paths[name]).read_bytes()
         except OSError as e:
             raise CorruptionError(f"frost texture {paths[name]} cannot be read: {e.strerror or e}") from None
         sums[name] = hashlib.sha256(data).hexdigest()
-        textures.append(_prepare(data, name))
-    return FrostTextures(source=source, textures=tuple(textures), file_sha256=sums)
+        originals.append(_decode(data, name))
+    textures = tuple(_resize(o, _CIFAR_SCALE) for o in originals)
+    return FrostTextures(source=source, textures=textures, file_sha256=sums, originals=tuple(originals))
 
 
 def _imagecorruptions_files():
@@ -112,8 +154,9 @@ def _imagecorruptions_files():
     return dist.version, found
 
 
-def procedural_textures() -> tuple:
-    """A deterministic ice-crystal-like stand-in for the 5 textures (same resized sizes).
+def procedural_textures(scale: float = _CIFAR_SCALE) -> tuple:
+    """A deterministic ice-crystal-like stand-in for the 5 textures, at the sizes of the photographs resized by
+    ``scale`` (needle length, thickness and density scale with it, so every size looks alike).
 
     Bright, slightly blue-tinted, with clusters of thin straight needles branching at 60 degrees on a soft
     fractal haze. It is a substitute, not the reference: results made with it are labelled 'procedural'.
@@ -122,20 +165,22 @@ def procedural_textures() -> tuple:
 
     rng = np.random.default_rng(20190108)
     out = []
-    for h, w in FROST_SHAPES:
+    k_len = float(scale) / _CIFAR_SCALE
+    for h, w in frost_shapes(scale):
         s = 4  # draw at 4x, then downsample (anti-aliased needles)
         big = np.zeros((h * s, w * s), np.float32)
-        for _ in range(int(h * w / 60)):
+        for _ in range(int(h * w / (60 * k_len * k_len))):
             cy, cx = rng.uniform(0, h * s), rng.uniform(0, w * s)
             base = rng.uniform(0, np.pi)
-            length = rng.uniform(3, 12) * s
+            length = rng.uniform(3, 12) * s * k_len
             inten = rng.uniform(0.25, 1.0)
             for k in range(3):  # hexagonal symmetry of ice needles
                 a = base + k * np.pi / 3
                 dy, dx = np.sin(a) * length / 2, np.cos(a) * length / 2
                 p0 = (int(cx - dx), int(cy - dy))
                 p1 = (int(cx + dx), int(cy + dy))
-                cv2.line(big, p0, p1, float(inten), thickness=max(1, s // 2), lineType=cv2.LINE_AA)
+                cv2.line(big, p0, p1, float(inten), thickness=max(1, int(round(s // 2 * k_len))),
+                         lineType=cv2.LINE_AA)
         needles = cv2.resize(big, (w, h), interpolation=cv2.INTER_AREA)
         haze = np.zeros((h, w), np.float32)
         for octave in range(1, 5):

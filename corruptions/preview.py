@@ -8,28 +8,30 @@ from __future__ import annotations
 
 import os
 import textwrap
-import uuid
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from .atomic import atomic_path
 from .errors import CorruptionError
 
 
 def preview_grid(images: np.ndarray, corruptions: str | Sequence[str], severities: str | int | Sequence[int],
-                 out_png: str | os.PathLike, *, seed: int = 0, frost: Any = None, device: str | None = None,
+                 out_png: str | os.PathLike, *, constants: str | None = None, seed: int = 0, frost: Any = None,
+                 device: str | None = None,
                  indices: Sequence[int] | None = None, title: str | None = None, cell_px: int = 64) -> Path:
     """Draw ``images`` (K, H, W, 3) uint8 under each corruption and severity into ``out_png``.
 
     Layout: rows = images x corruptions (grouped by corruption), columns = "clean" then the severities.
+    ``constants``: as :func:`corruptions.corrupt` (default: by image size).
     Returns the PNG path.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     from . import api
-    from .layout import _resolve_names, _resolve_severities, check_images
+    from .layout.checks import _resolve_names, _resolve_severities, check_images
 
     x = check_images(images)
     names = _resolve_names(corruptions)
@@ -61,7 +63,7 @@ def preview_grid(images: np.ndarray, corruptions: str | Sequence[str], severitie
             put(ci * k + i, 0, x[i])
             row_labels.append(f"{name} · #{int(idx[i])}")
         for si, sev in enumerate(sevs):
-            res = api.corrupt(x, name, sev, seed=seed, indices=idx, device=device, frost=frost)
+            res = api.corrupt(x, name, sev, constants=constants, seed=seed, indices=idx, device=device, frost=frost)
             for i in range(k):
                 put(ci * k + i, 1 + si, np.asarray(res[i]))
 
@@ -88,10 +90,6 @@ def preview_grid(images: np.ndarray, corruptions: str | Sequence[str], severitie
         fig.suptitle("\n".join(lines), fontsize=9, y=1 - 0.08 / fig_h, va="top")
 
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.partial")
-    try:
+    with atomic_path(out) as tmp:
         fig.savefig(tmp, format="png", dpi=dpi)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
     return out

@@ -5,7 +5,8 @@ So any subset of a dataset regenerates bit-identically, in any order, in any chu
 
 Construction (all arithmetic mod 2**64 on int64 tensors, identical on every device):
 
-* ``base = blake2b-64("cifar-c|<seed>|<name>|<severity>")`` (Python, once per call);
+* ``base = blake2b-64("<regime key>|<seed>|<name>|<severity>")`` (Python, once per call; the key is
+  ``cifar-c``, ``tiny-imagenet-c`` or ``imagenet-c``);
 * ``key_i = mix(base + mix(index_i + GOLDEN))`` per image;
 * the j-th 64-bit word of stream s is ``mix(key_i + (s * 2**32 + j + 1) * GOLDEN)``: a SplitMix64 stream
   per (image, stream), with ``mix`` the SplitMix64 finaliser (Stafford variant 13);
@@ -67,9 +68,10 @@ def mix64_py(z: int) -> int:
     return z
 
 
-def base_key(seed: int, name: str, severity: int) -> int:
-    """64-bit key of (seed, corruption, severity), as a signed int64 value."""
-    digest = hashlib.blake2b(f"cifar-c|{int(seed)}|{name}|{int(severity)}".encode(), digest_size=8).digest()
+def base_key(seed: int, name: str, severity: int, prefix: str = "cifar-c") -> int:
+    """64-bit key of (regime, seed, corruption, severity), as a signed int64 value; ``prefix`` is the regime's key
+    (``Regime.key``: cifar-c, tiny-imagenet-c, imagenet-c), so each regime has its own draws."""
+    digest = hashlib.blake2b(f"{prefix}|{int(seed)}|{name}|{int(severity)}".encode(), digest_size=8).digest()
     return _signed(int.from_bytes(digest, "little"))
 
 
@@ -142,11 +144,11 @@ class KeyedRandom:
     that image's global index, so slicing the batch slices the draws.
     """
 
-    def __init__(self, seed: int, name: str, severity: int, indices, device="cpu"):
+    def __init__(self, seed: int, name: str, severity: int, indices, device="cpu", prefix: str = "cifar-c"):
         self.seed, self.name, self.severity = int(seed), name, int(severity)
         idx = torch.as_tensor(np.asarray(indices, dtype=np.int64))
         self.indices = idx
-        self.base = base_key(seed, name, severity)
+        self.base = base_key(seed, name, severity, prefix)
         self.keys = image_keys(self.base, idx.to(device))
         self._keys_cpu = None
 

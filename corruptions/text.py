@@ -36,7 +36,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .errors import CorruptionError
+from .atomic import partial_path, write_json
+from .errors import CorruptionError, OutputExistsError
 
 TEXT_NOISE_VERSION = "1"
 
@@ -520,8 +521,7 @@ def write_text_noise(texts: Sequence[str], labels: Sequence | None, out_dir, noi
     names = ["clean.jsonl"] + [f"{t}_s{s}.jsonl" for t, s in conditions] + ["manifest.json"]
     existing = [nm for nm in names if (out / nm).exists()]
     if existing and not overwrite:
-        shown = ", ".join(existing[:6]) + (f" and {len(existing) - 6} more" if len(existing) > 6 else "")
-        raise CorruptionError(f"output exists in {out}: {shown}; pass overwrite (--overwrite) to replace it")
+        raise OutputExistsError(out, existing)
     # all validation before any file exists
     add_text_noise(texts[:1], types[0], sevs[0], seed=seed)
 
@@ -584,7 +584,7 @@ class _TextStaging:
     files: dict = field(default_factory=dict)
 
     def stage(self, name: str, rows: list[str], meta: dict) -> None:
-        tmp = self.out / f".{name}.{self.token}.partial"
+        tmp = partial_path(self.out / name, self.token)
         self.staged[name] = tmp
         h = hashlib.sha256()
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
@@ -604,13 +604,7 @@ class _TextStaging:
             (out / "manifest.json").unlink()
         for name, tmp in self.staged.items():
             os.replace(tmp, out / name)
-        tmp = out / f".manifest.json.{self.token}.partial"
-        self.staged["manifest.json"] = tmp
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, out / "manifest.json")
+        write_json(out / "manifest.json", manifest)
 
 
 def _text_manifest(types: list[str], sevs: list[int], seed: int, texts: list[str], labels, files: dict,

@@ -229,9 +229,10 @@ def _regenerate(x, y, out: Path, names: list[str], sevs: list[int], *, seed: int
 
     from robustbench_dgsa.util.progress import track
 
-    manifest = layout.regenerate(x, y, out, names, sevs, seed=seed, device=device, frost=frost,
-                                 chunk_size=chunk_size, overwrite=overwrite, progress=None if quiet else track,
-                                 description=phrase, input_description=input_description)
+    with opt.overwrite_flag():
+        manifest = layout.regenerate(x, y, out, names, sevs, seed=seed, device=device, frost=frost,
+                                     chunk_size=chunk_size, overwrite=overwrite, progress=None if quiet else track,
+                                     description=phrase, input_description=input_description)
     if manifest.skipped:
         _log(f"skipped (already finished in {out} with the same parameters): "
              f"{layout.name_list(manifest.skipped)}")
@@ -387,9 +388,10 @@ def corrupt_text(
     texts, labels, desc = _load_text_input(input, split, data_root, text_column, label_column, encoding, limit)
     if not quiet:
         _log(f"input: {desc}: {len(texts)} examples, {'labels' if labels is not None else 'no labels'}")
-    manifest = tn.write_text_noise(texts, labels, out, types, sevs, seed=seed, overwrite=overwrite,
-                                   max_measure=cer_sample or None, input_description=desc,
-                                   progress=None if quiet else track)
+    with opt.overwrite_flag():
+        manifest = tn.write_text_noise(texts, labels, out, types, sevs, seed=seed, overwrite=overwrite,
+                                       max_measure=cer_sample or None, input_description=desc,
+                                       progress=None if quiet else track)
     rows = [{"file": f, "noise": m["noise"], "severity": m["severity"], "p": m["p"], "cer": m["cer"],
              "wer": m["wer"], "n_measured": m["n_measured"]}
             for f, m in manifest["files"].items() if m["noise"] is not None]

@@ -16,6 +16,7 @@ flag name to its neutral messages.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import copy
 import os
 import re
@@ -71,6 +72,16 @@ _DEVICE_RE = re.compile(r"(auto|cpu|cuda(:\d+)?)")
 def _flagged(option: str, e: Exception) -> Exception:
     """The library's neutral message with the flag name in front (same error type)."""
     return type(e)(f"{option}: {e}")
+
+
+@contextlib.contextmanager
+def overwrite_flag(option: str = "--overwrite"):
+    """Map the library's "output exists" error (``corruptions.errors.OutputExistsError``) to this flag."""
+    from corruptions.errors import OutputExistsError
+    try:
+        yield
+    except OutputExistsError as e:
+        raise UserError(f"output exists in {e.directory}: {e.shown}; pass {option} to replace it") from None
 
 
 def parse_corruptions(spec: str | Iterable[str] | None, option: str = "--corruption") -> list[str] | None:

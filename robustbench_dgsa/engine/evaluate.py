@@ -422,15 +422,13 @@ def _noisy_texts(raw: list[str], raw_key: str | None, noise: str, severity: int,
 
 
 def _check_severities(severities: Sequence[int]) -> list[int]:
-    out = []
-    for s in severities:
-        s = int(s)
-        if not 1 <= s <= 5:
-            raise UserError(f"severity must be between 1 and 5, got {s}")
-        out.append(s)
-    if not out:
-        raise UserError("no severities given")
-    return out
+    """The corruption library's one severity rule (1..5, a list, a range or all), as a UserError."""
+    from corruptions.errors import CorruptionError
+    from corruptions.registry import parse_severities
+    try:
+        return parse_severities(list(severities) if isinstance(severities, tuple) else severities)
+    except CorruptionError as e:
+        raise UserError(str(e)) from None
 
 
 def _corruption_source(corruption_dir: str | Path) -> str:

@@ -178,7 +178,7 @@ def test_corrupt_overwrite(tmp_path, arrays):
     out = tmp_path / "out"
     assert _run("corrupt", "-i", str(arrays / "x.npy"), "-o", str(out), "--corruption", "contrast", "-s", "1").exit_code == 0
     res = _run("corrupt", "-i", str(arrays / "x.npy"), "-o", str(out), "--corruption", "contrast", "-s", "1", "--seed", "3")
-    assert isinstance(res.exception, CorruptionError)
+    assert isinstance(res.exception, UserError) and "pass --overwrite" in str(res.exception)
     res = _run("corrupt", "-i", str(arrays / "x.npy"), "-o", str(out), "--corruption", "contrast", "-s", "1", "--seed", "3",
                "--overwrite")
     assert res.exit_code == 0, res.output
@@ -227,7 +227,7 @@ def test_corrupt_text_txt_and_csv(tmp_path):
     assert isinstance(res.exception, CorruptionError) and "keyboard" in str(res.exception)
     res = _run("corrupt-text", "-i", str(csv_path), "-o", str(tmp_path / "o2"), "--text-column", "review",
                "--noise", "word_dropout", "-s", "2")
-    assert isinstance(res.exception, CorruptionError) and "overwrite" in str(res.exception)
+    assert isinstance(res.exception, UserError) and "pass --overwrite" in str(res.exception)
     assert not (tmp_path / "o3").exists()
 
 

@@ -104,6 +104,11 @@ def test_parse_severities():
     assert C.parse_severities("5, 1-2") == [1, 2, 5]
     assert C.parse_severities([2, 2, 4]) == [2, 4]
     assert C.parse_severities(np.int64(4)) == [4]
+    assert C.parse_severities("all") == C.parse_severities(" ALL ") == [1, 2, 3, 4, 5]
+    assert C.parse_severities(["1-2", 5]) == [1, 2, 5]
+    assert C.parse_severities("3,1", keep_order=True) == [3, 1]  # the writers' block order
+    with pytest.raises(CorruptionError, match="repeat"):
+        C.parse_severities([1, 1], keep_order=True)
     for bad in ("0", 0, 6, "6", "1-6", "x", "", "2.5", 2.5, True, "3-1", [], [0, 1], None):
         with pytest.raises(CorruptionError, match="severity must be in 1..5"):
             C.parse_severities(bad)
@@ -178,14 +183,24 @@ def test_numpy_tensor_parity(name, images):
 
 
 def test_other_sizes(textures):
+    """Sizes without a reference need the constants named (one line), then work with a SizeWarning."""
     g = np.random.default_rng(1)
     for shape in ((2, 28, 28, 3), (2, 40, 48, 3)):
         x = g.integers(0, 256, shape).astype(np.uint8)
-        for name in C.ALL:
-            out = C.corrupt(x, name, 3, frost=textures)
-            assert out.shape == x.shape and out.dtype == np.uint8
-    with pytest.raises(CorruptionError, match="frost"):
-        C.corrupt(np.zeros((1, 70, 70, 3), np.uint8), "frost", 1, frost=textures)
+        with pytest.raises(CorruptionError, match="no default constants.*cifar, tiny-imagenet, imagenet"):
+            C.corrupt(x, "contrast", 3)
+        with pytest.warns(C.SizeWarning, match="CIFAR-10-C constants"):
+            C.corrupt(x, "contrast", 2, constants="cifar")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", C.SizeWarning)
+            for name in C.ALL:
+                out = C.corrupt(x, name, 3, constants="cifar", frost=textures)
+                assert out.shape == x.shape and out.dtype == np.uint8
+    with pytest.raises(CorruptionError, match="unknown constants"):
+        C.corrupt(np.zeros((1, 32, 32, 3), np.uint8), "contrast", 1, constants="cifar10")
+    with pytest.raises(CorruptionError, match="frost"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", C.SizeWarning)
+        C.corrupt(np.zeros((1, 70, 70, 3), np.uint8), "frost", 1, constants="cifar", frost=textures)
 
 
 def test_empty_batch():

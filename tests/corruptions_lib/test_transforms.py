@@ -56,14 +56,15 @@ def test_imagecorruptions_call_styles_agree():
 
 
 def test_size_warning_once(monkeypatch):
-    monkeypatch.setattr(corruptions_api, "_SIZE_WARNED", False)
+    monkeypatch.setattr(corruptions_api, "_SIZE_WARNED", set())
     x = _images(1, size=40)[0]
     with pytest.warns(corruptions.SizeWarning, match="40x40"):
-        corrupt(x, "brightness", 1)
+        corrupt(x, "brightness", 1, constants="cifar")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        corrupt(x, "brightness", 1)  # second time: silent
+        corrupt(x, "brightness", 1, constants="cifar")  # second time: silent
         corrupt(_images(1)[0], "brightness", 1)  # 32x32: never warns
+        corrupt(_images(1, size=64)[0], "brightness", 1)  # 64x64: the Tiny-ImageNet constants, no warning
 
 
 @pytest.mark.parametrize("kind", ["numpy", "pil", "uint8_chw", "float_chw"])

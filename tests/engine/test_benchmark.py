@@ -302,3 +302,15 @@ def test_rb_rollout_one_image(tmp_path):
     assert not np.array_equal(rb.rollout(vit, img, timm_norm=True), heat)  # another input, another map
     with pytest.raises(UserError, match="image must be"):
         rb.rollout(vit, img.astype(np.float32))
+
+
+def test_benchmark_severity_all_is_the_one_rule():
+    """``severity="all"`` reads as 1..5, as ``--severity all`` does (one parser: corruptions.registry)."""
+    from corruptions.errors import CorruptionError
+    from robustbench_dgsa.engine.benchmark import benchmark
+
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(32 * 32 * 3, 6))
+    rows = benchmark(model, "synthetic-vision", corruption="contrast", severity="all", max_examples=8, device="cpu")
+    assert sorted(set(rows[rows.condition == "contrast"].severity)) == [1, 2, 3, 4, 5]
+    with pytest.raises(CorruptionError, match="severity must be in 1..5"):
+        benchmark(model, "synthetic-vision", corruption="contrast", severity="0-2", max_examples=8, device="cpu")
