@@ -46,15 +46,17 @@ _TREE_ENV = "CORRUPTIONS_WARN_TREE"  # inherited by child processes (fork and sp
 
 
 class Corrupt:
-    """Callable transform: one corruption at one severity with CIFAR-10-C constants."""
+    """Callable transform: one corruption at one severity; ``constants`` as in :func:`corrupt` (default: the regime
+    of the image size: CIFAR 32 px, Tiny-ImageNet 64 px, ImageNet 224 px)."""
 
-    def __init__(self, name: str, severity: int, seed: int = 0, *, frost=None):
+    def __init__(self, name: str, severity: int, seed: int = 0, *, constants: str | None = None, frost=None):
         self.name = get_spec(name).name
         self.severity = check_severity(severity)
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
             raise CorruptionError(f"seed must be an integer, got {seed!r}")
         self.seed = int(seed)
         self.frost = frost
+        self.constants = constants            # None: the regime of the image size (corrupt()'s default)
 
     def __repr__(self) -> str:
         return f"Corrupt(name={self.name!r}, severity={self.severity}, seed={self.seed})"
@@ -66,7 +68,8 @@ class Corrupt:
         rgb = np.repeat(batch[..., None], 3, axis=-1) if gray else batch
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", SizeWarning)
-            out = corrupt(rgb, self.name, self.severity, seed=self.seed, indices=keys, frost=self.frost)
+            out = corrupt(rgb, self.name, self.severity, constants=self.constants, seed=self.seed, indices=keys,
+                          frost=self.frost)
         for w in caught:
             if issubclass(w.category, SizeWarning):
                 _warn_once_per_tree(str(w.message))

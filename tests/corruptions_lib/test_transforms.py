@@ -194,12 +194,12 @@ class DS(torch.utils.data.Dataset):
     def __len__(self):
         return 8
     def __getitem__(self, i):
-        return Corrupt("brightness", 1)(np.full((40, 40, 3), i, dtype=np.uint8))
+        return Corrupt("brightness", 1, constants="cifar")(np.full((40, 40, 3), i, dtype=np.uint8))
 
 for workers in (2, 2):
     for _ in torch.utils.data.DataLoader(DS(), batch_size=2, num_workers=workers):
         pass
-Corrupt("brightness", 1)(np.zeros((40, 40, 3), dtype=np.uint8))
+Corrupt("brightness", 1, constants="cifar")(np.zeros((40, 40, 3), dtype=np.uint8))
 """
 
 
