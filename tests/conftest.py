@@ -158,3 +158,21 @@ def _plant_pickle(path: Path, marker: Path) -> None:
 def plant_pickle():
     """plant_pickle(path, marker): write a live malicious pickle; a test then checks ``marker`` never appears."""
     return _plant_pickle
+
+
+@pytest.fixture(scope="session")
+def tiny_zoo(tmp_path_factory):
+    """A zoo of six tiny models built by the real builder (jobs/zoo.py) on the synthetic sets: ViT/DViT/DGViT on
+    synthetic-vision, Transformer/DT/DGT on synthetic-text. Needs the real frost photographs (the builder's
+    corrupted set uses them). Returns (zoo folder, builder kwargs, cards, data root)."""
+    import shutil
+    from robustbench_dgsa.jobs.zoo import build_zoo
+    data = shared_data_dir()
+    if data is None or not (data / "corruptions" / "frost").is_dir():
+        pytest.skip("../shared/data/corruptions/frost not available")
+    root = tmp_path_factory.mktemp("tiny-zoo")
+    shutil.copytree(data / "corruptions" / "frost", root / "data" / "corruptions" / "frost")
+    kw = dict(work=root / "work", out=root / "zoo", progress=False, preset="tiny",
+              datasets={"image": "synthetic-vision", "text": "synthetic-text"})
+    cards = build_zoo(root / "data", **kw)
+    return root / "zoo", kw, cards, root / "data"

@@ -288,6 +288,17 @@ def checkpoint(default: Any = None, help: str | None = None) -> Any:
     return typer.Option(default, "--checkpoint", "-c", help=help or "checkpoint.safetensors written by train.")
 
 
+def pretrained(help: str | None = None) -> Any:
+    return typer.Option(None, "--pretrained",
+                        help=help or "A shipped trained model (see `dgsa-bench models --pretrained`): an entry name "
+                                     "(dgvit-cifar10) or a bare model name where unambiguous (dgvit); comma-separated "
+                                     "or repeated.")
+
+
+def data_root(help: str | None = None) -> Any:
+    return typer.Option(None, "--data-root", help=help or "Folder holding the dataset files (official layouts).")
+
+
 def out(default: Any = None, help: str | None = None) -> Any:
     return typer.Option(default, "--out", "-o", help=help or "Output folder.")
 

@@ -11,8 +11,10 @@ Colour conventions (SPEC §7), stated in every figure's colour bar label:
   rollout has a large uniform floor; from 0 every map would look flat). Text tokens use the light
   sequential :data:`TEXT_POSITIVE_CMAP` (the token must stay readable on its background).
 
-Figure 2 shares one scale per model column (symmetric for signed modes) with a colour bar under the column, and
-outlines the known salient region (the synthetic set) with a dashed contour. Model names, order and nothing else
+Heatmaps are drawn opaque, so every colour is exactly the colour bar's, and the image is shown under them only as
+thin grey outlines (iso-lines of its luminance): an object's own colour never reads as relevance. Figure 2 shares
+one scale per model column (symmetric for signed modes) with a colour bar under the column, and outlines the
+known salient region (the synthetic set) with a dashed contour. Model names, order and nothing else
 come from the model facts table; the style and the saver are :mod:`robustbench_dgsa.util.figures` (the user's
 matplotlibrc is ignored, PNG at 200 dpi, PDFs and PNGs byte-identical across re-runs, atomic writes).
 """
@@ -41,8 +43,9 @@ from robustbench_dgsa.util.figures import save_as, style  # noqa: E402
 SIGNED_CMAP = "RdBu_r"
 POSITIVE_CMAP = "viridis"
 TEXT_POSITIVE_CMAP = "Reds"      # token backgrounds need a light low end for the text on them
-OVERLAY_ALPHA = 0.6
 SALIENT_STYLE = dict(colors="black", linewidths=0.9, linestyles="--")
+OUTLINE_STYLE = dict(colors="0.15", linewidths=0.45, alpha=0.55)   # the image under a heatmap: grey, no hue
+OUTLINE_LEVELS = 4
 
 
 def scale_label(signed: bool) -> str:
@@ -85,6 +88,27 @@ def _show_heat(ax, heatmap: np.ndarray, signed: bool, extent, alpha: float = 1.0
                      interpolation="bilinear")
 
 
+def image_outline(ax, image: np.ndarray, extent) -> None:
+    """The image as thin grey iso-lines of its (lightly smoothed) luminance, drawn over a heatmap."""
+    from scipy.ndimage import gaussian_filter, zoom
+    img = _to_rgb(image).astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    h, w = img.shape
+    step = max(1, int(np.ceil(max(h, w) / 160)))           # contours of a large image on a bounded grid
+    lum = gaussian_filter(img[::step, ::step], 0.6 if step == 1 else 1.0)
+    if max(h, w) < 96:                                       # small images: smooth lines on a finer grid
+        lum = zoom(lum, 4, order=1)
+    if np.ptp(lum) < 1e-6:
+        return
+    levels = np.quantile(lum, np.linspace(0.2, 0.8, OUTLINE_LEVELS))
+    levels = np.unique(levels)
+    x0, x1, y0, y1 = extent[0], extent[1], extent[2], extent[3]
+    xs = np.linspace(x0, x1, lum.shape[1], endpoint=False) + (x1 - x0) / lum.shape[1] / 2
+    ys = np.linspace(y1, y0, lum.shape[0], endpoint=False) + (y0 - y1) / lum.shape[0] / 2
+    ax.contour(xs, ys, lum, levels=levels, **OUTLINE_STYLE)
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
+
+
 def _blank(ax) -> None:
     ax.set_xticks([])
     ax.set_yticks([])
@@ -95,28 +119,25 @@ def _blank(ax) -> None:
 # --- images ------------------------------------------------------------------------------------------
 
 def plot_image_rollout(image_uint8: np.ndarray, heatmap: np.ndarray, out_png: str | os.PathLike, *,
-                       signed: bool, title: str | None = None, out_pdf: str | os.PathLike | None = None,
-                       alpha: float = OVERLAY_ALPHA) -> Path:
-    """One image: input | heatmap (with colour bar) | overlay. Returns the PNG path."""
+                       signed: bool, title: str | None = None, out_pdf: str | os.PathLike | None = None) -> Path:
+    """One image: input | heatmap over the image's grey outline, with its colour bar. Returns the PNG path."""
     img = _to_rgb(image_uint8)
     H, W = img.shape[:2]
     extent = (0, W, H, 0)
     with style():
-        fig = Figure(figsize=(8.4, 3.3), layout="constrained")
-        axes = fig.subplots(1, 3)
+        fig = Figure(figsize=(6.2, 3.4), layout="constrained")
+        axes = fig.subplots(1, 2)
         axes[0].imshow(img, extent=extent, interpolation="nearest")
         axes[0].set_title("input")
         im = _show_heat(axes[1], heatmap, signed, extent)
-        axes[1].set_title("rollout")
+        image_outline(axes[1], img, extent)
+        axes[1].set_title("rollout (image as grey outline)", fontsize=9)
         cb = fig.colorbar(im, ax=axes[1], fraction=0.046, pad=0.04)
         cb.set_label(scale_label(signed), fontsize=7)
-        axes[2].imshow(img, extent=extent, interpolation="nearest")
-        _show_heat(axes[2], heatmap, signed, extent, alpha=alpha)
-        axes[2].set_title("overlay")
         for ax in axes:
             _blank(ax)
         if title:
-            fig.suptitle(title, fontsize=10)
+            fig.suptitle(title, fontsize=9)
         return save_as(fig, out_png, out_pdf)
 
 
@@ -135,14 +156,16 @@ def plot_rollout_grid(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_mod
 def rollout_grid_figure(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_model: Mapping[str, np.ndarray], *,
                         signed_by_model: Mapping[str, bool] | None = None, row_labels: Sequence[str] | None = None,
                         column_titles: Mapping[str, str] | None = None, title: str | None = None,
-                        overlay: bool = True, alpha: float = OVERLAY_ALPHA,
-                        salient: Sequence[np.ndarray] | np.ndarray | None = None) -> Figure:
+                        overlay: bool = True, salient: Sequence[np.ndarray] | np.ndarray | None = None,
+                        footnote: str | None = None) -> Figure:
     """Figure 2: rows = images, columns = the image then one rollout per model (in the mapping's order).
 
     ``heatmaps_by_model[name]`` is (K, H', W') for the K images (any H', W': stretched over the image).
     ``signed_by_model[name]`` selects the diverging colormap (default: signed iff the maps have negatives).
     Each model column shares one scale (symmetric when signed) shown by a colour bar under it, whose label
-    names the map. ``salient`` (K, H, W) bool masks are outlined (dashed) in every panel.
+    names the map. Heatmaps are opaque (their colours are the bar's); with ``overlay`` the image is drawn over
+    them as grey outlines. ``salient`` (K, H, W) bool masks are outlined (dashed) in every panel. ``footnote``: a
+    line under the figure (e.g. why the columns' modes differ).
     """
     imgs = [_to_rgb(im) for im in images]
     K = len(imgs)
@@ -169,17 +192,16 @@ def rollout_grid_figure(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_m
                 axes[r, 0].set_ylabel(str(row_labels[r]), fontsize=8)
             for c, n in enumerate(names, start=1):
                 ax = axes[r, c]
-                if overlay:
-                    ax.imshow(img, extent=extent, interpolation="nearest")
                 cmap, norm = norms[n]
                 im = ax.imshow(np.asarray(heatmaps_by_model[n][r], dtype=np.float64), cmap=cmap, norm=norm,
-                               extent=extent, alpha=alpha if overlay else 1.0, interpolation="bilinear")
+                               extent=extent, interpolation="bilinear")
+                if overlay:
+                    image_outline(ax, img, extent)
                 if r == K - 1:
                     cb = fig.colorbar(im, ax=axes[:, c], location="bottom", shrink=0.9, aspect=12, pad=0.02)
                     cb.set_label(scale_label(signed[n]), fontsize=6.5)
                     cb.ax.xaxis.set_major_locator(MaxNLocator(nbins=4, prune="both"))  # few ticks, none at the ends
                     cb.ax.tick_params(labelsize=6.5)
-                    cb.solids.set_alpha(1.0)
             if mask is not None and mask.any() and mask.shape[:2] == (H, W):
                 xs, ys = np.arange(W) + 0.5, np.arange(H) + 0.5      # pixel centres; row 0 at the top
                 for ax in axes[r]:
@@ -196,6 +218,8 @@ def rollout_grid_figure(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_m
             _blank(ax)
         if title:
             fig.suptitle(title, fontsize=10)
+        if footnote:
+            fig.supxlabel("\n".join(textwrap.wrap(footnote, int(22 * cols))), fontsize=6.5, color="0.3")
     return fig
 
 
