@@ -128,17 +128,19 @@ def load_pretrained(name: str, *, device: str = "cpu", zoo_dir: Path | None = No
     ``.tokenizer`` its vocabulary (texts: texts -> (token ids, padding mask)); ``.info`` holds the card and the
     checkpoint's meta (classes, run config). ``name``: ``dgvit-cifar10`` or a bare ``dgvit``.
     """
-    from robustbench_dgsa.engine.predict import prepare_texts, preprocess_from_meta
+    from robustbench_dgsa.data import Vocab
     from robustbench_dgsa.models.checkpoint import load_checkpoint
     from robustbench_dgsa.models.external import ExternalModel, Preprocess
     card, path = pretrained_checkpoint(name, zoo_dir)
     model, meta = load_checkpoint(path, expect_model=card.model, map_location=device)
     model.float()
-    pre = preprocess_from_meta(meta)
+    pre = meta["preprocess"]                     # written by the trainer: image mean/std/size, or text vocab
     info = {"card": card.to_dict(), "meta": meta}
     if card.modality == "text":
+        vocab, max_len = Vocab.from_list(pre["vocab"]), int(pre["max_len"])
+
         def tokenizer(texts: list[str]):
-            return prepare_texts(list(texts), pre)
+            return vocab.encode(list(texts), max_len)      # (token ids, padding mask), as in training
         return ExternalModel(model, card.name, f"pretrained:{card.name}", str(path), False, None, info,
                              tokenizer=tokenizer)
     preprocess = Preprocess(tuple(pre["mean"]), tuple(pre["std"]), int(pre["image_size"]), int(pre["in_chans"]))
