@@ -64,3 +64,24 @@ def test_second_build_skips_finished_entries(tiny_zoo, monkeypatch):
     monkeypatch.setattr(train_module, "train", boom)
     again = build_zoo(data, **kw)
     assert [c.weights_sha256 for c in again] == [c.weights_sha256 for c in cards]
+
+
+def test_refresh_rewrites_cards_without_training_or_evaluating(tiny_zoo, monkeypatch):
+    zoo, kw, cards, data = tiny_zoo
+    import robustbench_dgsa.engine.evaluate as evaluate_module
+    import robustbench_dgsa.jobs.zoo as zoo_job
+
+    def boom(*a, **k):
+        raise AssertionError("refreshing a card evaluated again")
+    monkeypatch.setattr(evaluate_module, "evaluate", boom)
+    monkeypatch.setattr(zoo_job, "export_fp16", boom)
+    again = build_zoo(data, **{**kw, "refresh_cards": True})
+    for old, new in zip(cards, again):
+        assert new.weights_sha256 == old.weights_sha256
+        assert {k: v for k, v in new.metrics.items() if k != "per_corruption"} == \
+            {k: v for k, v in old.metrics.items() if k != "per_corruption"}
+        assert new.training["curve"] and new.training["curve"][-1]["epoch"] == new.training["epochs"]
+        # the build machine's data folder appears only in the exact command that was run
+        doc = new.to_dict()
+        doc["training"] = {k: v for k, v in doc["training"].items() if k != "command"}
+        assert str(data) not in json.dumps(doc) and str(data) in new.training["command"]
