@@ -192,19 +192,43 @@ def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_ma
     (e.g. ``return_attention=True``); the model is not moved (callers put it on ``device``).
     """
     dev = resolve_device(device)
+    step = min(batch_size, CPU_FORWARD_BATCH) if dev.type == "cpu" else batch_size
     was_training = model.training
     model.eval()
     try:
         for start in range(0, len(inputs), batch_size):
-            xb = inputs[start:start + batch_size].to(dev, non_blocking=True)
-            mb = None if key_padding_mask is None else key_padding_mask[start:start + batch_size].to(dev)
-            if trim:
-                xb, mb = trim_padding(xb, mb)
-            with autocast(dev, amp):
-                out = model(xb, key_padding_mask=mb, **forward_kw) if mb is not None or forward_kw else model(xb)
-            yield out
+            outs = []
+            for s in range(start, min(start + batch_size, len(inputs)), step):
+                xb = inputs[s:s + step].to(dev, non_blocking=True)
+                mb = None if key_padding_mask is None else key_padding_mask[s:s + step].to(dev)
+                if trim:
+                    xb, mb = trim_padding(xb, mb)
+                with autocast(dev, amp):
+                    outs.append(model(xb, key_padding_mask=mb, **forward_kw) if mb is not None or forward_kw
+                                else model(xb))
+            yield outs[0] if len(outs) == 1 else _cat_outputs(outs)
     finally:
         model.train(was_training)
+
+
+#: on the CPU a model sees at most this many examples per forward call: activations of 64 CIFAR images stay
+#: in the cache, and evaluation runs ~1.15-1.2x faster than with 256 (measured on a 2-core AMD EPYC, 1 thread,
+#: D=96 ViT / DGViT); the caller's ``batch_size`` still sets what is yielded together
+CPU_FORWARD_BATCH = 64
+
+
+def _cat_outputs(outs: list[Any]) -> Any:
+    """Concatenate per-call outputs along the batch: tensors, or tuples / dicts of tensors (e.g. with maps)."""
+    first = outs[0]
+    if isinstance(first, torch.Tensor):
+        return torch.cat(outs)
+    if isinstance(first, tuple):
+        return tuple(_cat_outputs([o[i] for o in outs]) for i in range(len(first)))
+    if isinstance(first, dict):
+        return {k: _cat_outputs([o[k] for o in outs]) for k in first}
+    if isinstance(first, list):
+        return [_cat_outputs([o[i] for o in outs]) for i in range(len(first))]
+    raise TypeError(f"cannot concatenate model outputs of type {type(first).__name__}")
 
 
 @torch.no_grad()
