@@ -133,6 +133,11 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
     corruption: str = opt.corruption("all"),
     severity: str = opt.severity("1-5"),
     seed: str = opt.seed("0", help="Seed of the keyed randomness (one)."),
+    constants: Optional[str] = typer.Option(
+        None, "--constants",
+        help="Corruption constants of one reference generator: cifar (CIFAR-10-C, 32 px), tiny-imagenet "
+             "(Tiny-ImageNet-C, 64 px) or imagenet (ImageNet-C, 224 px). Default: by image size (32, 64, 224 px); "
+             "other sizes must choose."),
     out: Optional[Path] = opt.out(None, help="Output folder (official layout + manifest.json)."),
     device: str = opt.device(),
     chunk_size: int = typer.Option(1000, "--chunk-size", min=1, help="Images per chunk (bounds memory)."),
@@ -174,19 +179,20 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
             log(f"note: {note}")
         log(f"input: {inp['description']}: {len(x)} images {x.shape[1]}x{x.shape[2]}, "
             f"{'labels' if y is not None else 'no labels'}")
+        constants = _constants(constants, x.shape[1], x.shape[2])
         frost = _frost_textures(names, frost_dir, log)
-        phrase = _regenerated_phrase(inp["dataset"])
+        phrase = _regenerated_phrase(inp["dataset"], constants)
         summary.update(input=inp["description"], notes=inp["notes"], n=len(x), image_shape=list(x.shape[1:]),
                        labels=y is not None, corruptions=names, severities=sevs, seed=seed,
-                       frost_source=None if frost is None else frost.source)
+                       constants=constants, frost_source=None if frost is None else frost.source)
         if out is not None:
-            summary.update(_regenerate(x, y, out, names, sevs, seed=seed, device=dev, frost=frost,
-                                       chunk_size=chunk_size, overwrite=overwrite, quiet=quiet, phrase=phrase,
-                                       input_description=inp["description"], log=log))
+            summary.update(_regenerate(x, y, out, names, sevs, constants=constants, seed=seed, device=dev,
+                                       frost=frost, chunk_size=chunk_size, overwrite=overwrite, quiet=quiet,
+                                       phrase=phrase, input_description=inp["description"], log=log))
         if preview is not None:
             k = min(preview_images, len(x))
             from corruptions.preview import preview_grid
-            preview_grid(x[:k], names, sevs, preview, seed=seed, frost=frost, device=dev,
+            preview_grid(x[:k], names, sevs, preview, constants=constants, seed=seed, frost=frost, device=dev,
                          title=f"{phrase}, seed {seed}: {inp['description']}")
             summary["preview"] = str(preview)
             log(f"preview: {preview}")
@@ -210,10 +216,13 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
                    f"({summary['seconds']:.1f}s)")
 
 
-def _regenerated_phrase(dataset: str | None) -> str:
+def _regenerated_phrase(dataset: str | None, constants: str = "cifar") -> str:
     """How the output is called: after the dataset it came from (CIFAR-10-C-style for cifar10, CIFAR-100-C-style
-    for cifar100), CIFAR-C-style for other inputs (the constants are CIFAR's either way)."""
+    for cifar100), CIFAR-C-style for other inputs at CIFAR's constants, else after the constants' reference set."""
     from corruptions import layout
+    from corruptions.registry import get_regime
+    if constants != "cifar":
+        return f"{get_regime(constants).dataset}-style (regenerated)"
     if dataset == "cifar10":
         return layout.REGENERATED_PHRASE
     if dataset == "cifar100":
@@ -221,7 +230,27 @@ def _regenerated_phrase(dataset: str | None) -> str:
     return "CIFAR-C-style (regenerated)"
 
 
-def _regenerate(x, y, out: Path, names: list[str], sevs: list[int], *, seed: int, device: str, frost,
+def _constants(constants: Optional[str], h: int, w: int) -> str:
+    """The regime name for ``--constants`` (default: by image size), checked before any work."""
+    from corruptions.errors import CorruptionError
+    from corruptions.registry import REGIMES, get_regime, regime_for_size
+
+    from robustbench_dgsa.util.errors import UserError
+    if constants is not None:
+        try:
+            return get_regime(constants.strip().lower()).name
+        except CorruptionError as e:
+            raise UserError(f"--constants: {e}") from None
+    name = regime_for_size(h, w)
+    if name is None:
+        sizes = ", ".join(f"{r.size} px -> {r.name}" for r in REGIMES.values())
+        raise UserError(f"{h}x{w} images have no default corruption constants ({sizes}); pass --constants "
+                        f"{'|'.join(REGIMES)}")
+    return name
+
+
+def _regenerate(x, y, out: Path, names: list[str], sevs: list[int], *, constants: str, seed: int, device: str,
+                frost,
                 chunk_size: int, overwrite: bool, quiet: bool, phrase: str, input_description: str,
                 log) -> dict[str, Any]:
     """Write the corrupted sets in the official layout; the summary entries about them."""
@@ -230,7 +259,8 @@ def _regenerate(x, y, out: Path, names: list[str], sevs: list[int], *, seed: int
     from robustbench_dgsa.util.progress import track
 
     with opt.overwrite_flag():
-        manifest = layout.regenerate(x, y, out, names, sevs, seed=seed, device=device, frost=frost,
+        manifest = layout.regenerate(x, y, out, names, sevs, constants=constants, seed=seed, device=device,
+                                     frost=frost,
                                      chunk_size=chunk_size, overwrite=overwrite, progress=None if quiet else track,
                                      description=phrase, input_description=input_description)
     if manifest.skipped:

@@ -99,6 +99,26 @@ def _metrics_mode(sources: list, store: Path, dataset: Optional[str], corruption
         typer.echo(f"rows written to {store} (run {', '.join(r['run_id'] for r in results)})")
 
 
+def _check_outputs(out: Optional[Path], store: Optional[Path], index: Optional[int], dataset: Optional[str],
+                   metrics: bool) -> None:
+    """Output paths and the --index / --metrics combinations, checked before any work."""
+    opt.check_output_file(out, "--out", suffixes=(".png",))
+    if store is not None:
+        opt.check_output_dir(store, "--store")
+    if index is not None and (dataset is None or metrics):
+        raise UserError("--index goes with --dataset NAME (an image dataset), not with --metrics")
+
+
+def _timm_spec(timm_name: Optional[str], weights: Optional[Path], random_init: bool, model_args: Optional[str],
+               timm_norm: bool, seed: Optional[str]) -> Optional[dict]:
+    """The --timm model's options, checked; None without --timm."""
+    _check_timm_options(timm_name, weights, random_init, model_args, timm_norm, seed)
+    if timm_name is None:
+        return None
+    return dict(name=timm_name, weights=weights, random_init=random_init, seed=opt.parse_one_seed(seed or "0"),
+                timm_norm=timm_norm, model_args=opt.parse_model_args(model_args))
+
+
 def _check_timm_options(timm_name: Optional[str], weights: Optional[Path], random_init: bool,
                         model_args: Optional[str], timm_norm: bool, seed: Optional[str]) -> None:
     if timm_name is None and (weights is not None or random_init or model_args or timm_norm or seed is not None):
@@ -206,24 +226,17 @@ def rollout_command(
 
     options = RolloutOptions(mode, head_fusion, discard_ratio, device).check()
     sev = opt.parse_severities(severity)
-    opt.check_output_file(out, "--out", suffixes=(".png",))
-    if metrics:
-        opt.check_output_dir(store, "--store")
-    if index is not None and (dataset is None or metrics):
-        raise UserError("--index goes with --dataset NAME (an image dataset), not with --metrics")
+    _check_outputs(out, store if metrics else None, index, dataset, metrics)
     no_drift = corruption is not None and corruption.strip().lower() == "none"
     corr = [] if no_drift else opt.parse_corruptions(corruption)
     untrained, pretrained = opt.split_list(model) or [], opt.split_list(pretrained) or []
     image, ckpts = _image_and_checkpoints(inputs, checkpoint, compare, text, metrics, index is not None)
     if metrics and not (ckpts or untrained or pretrained or timm_name):
         raise UserError("--metrics needs a model: --checkpoint CKPT, --pretrained NAME, --timm NAME or --model NAME")
-    _check_timm_options(timm_name, weights, random_init, model_args, timm_norm, seed)
+    timm = _timm_spec(timm_name, weights, random_init, model_args, timm_norm, seed)
     if image is not None:
         from robustbench_dgsa.data.readers import check_image_file
         check_image_file(image)  # fail on a bad image (header only) before loading any model
-    timm = None if timm_name is None else dict(
-        name=timm_name, weights=weights, random_init=random_init, seed=opt.parse_one_seed(seed or "0"),
-        timm_norm=timm_norm, model_args=opt.parse_model_args(model_args))
     sources = _sources(ckpts, pretrained, untrained, timm, "text" if text is not None else "image", text)
     if metrics:
         _metrics_mode(sources, store, dataset, corr, sev, max_examples, options, as_json, quiet)

@@ -102,10 +102,10 @@ def test_same_pixels_through_folder_source_corrupt_and_rollout(pngs, tmp_path, m
     # corrupt: a deterministic corruption of what it read == the same corruption of the policy's pixels
     out = tmp_path / "c"
     res = CliRunner().invoke(app, ["corrupt", "-i", str(imgs), "-o", str(out), "--corruption", "contrast", "-s", "2",
-                                   "--json"])
+                                   "--constants", "cifar", "--json"])
     assert res.exit_code == 0, res.output
     x, _ = layout.load_corrupted(out, "contrast", 2)
-    assert np.array_equal(x, api.corrupt(stack, "contrast", 2))
+    assert np.array_equal(x, api.corrupt(stack, "contrast", 2, constants="cifar"))
     # rollout: the image array the rollout path hands to the model
     import robustbench_dgsa.rollout.runs as runs
     seen: list[np.ndarray] = []
@@ -178,10 +178,12 @@ def test_corrupt_npz_goes_through_the_dataset_source(tmp_path):
     x = np.stack([EXPECTED[n] for n in NAMES])
     np.savez(tmp_path / "d.npz", x=np.dstack([RGB, ALPHA])[None].repeat(2, 0), y=[1, 0])
     res = CliRunner().invoke(app, ["corrupt", "-i", str(tmp_path / "d.npz"), "-o", str(tmp_path / "o"),
-                                   "--corruption", "brightness", "-s", "3", "--json"])
+                                   "--corruption", "brightness", "-s", "3", "--constants", "cifar",
+                                   "--json"])
     assert res.exit_code == 0, res.output
     got, y = layout.load_corrupted(tmp_path / "o", "brightness", 3)
-    assert y.tolist() == [1, 0] and np.array_equal(got, api.corrupt(x[:1].repeat(2, 0), "brightness", 3))
+    assert y.tolist() == [1, 0] and np.array_equal(got, api.corrupt(x[:1].repeat(2, 0), "brightness", 3,
+                                                                                constants="cifar"))
 
 
 def test_text_tables(tmp_path):
