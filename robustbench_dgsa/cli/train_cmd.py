@@ -110,7 +110,10 @@ def train_command(
 @app.command("evaluate")
 def evaluate_command(
     checkpoint: Optional[Path] = opt.checkpoint(None, help="checkpoint.safetensors written by train (or use "
-                                                             "--timm / --module)."),
+                                                             "--pretrained / --timm / --module)."),
+    pretrained: Optional[str] = opt.pretrained(help="Instead of --checkpoint: a shipped trained model (see "
+                                                    "`dgsa-bench models --pretrained`), by entry name "
+                                                    "(dgvit-cifar10) or bare model name (dgvit)."),
     dataset: Optional[str] = opt.dataset(None, help="Default: the checkpoint's dataset."),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder holding the dataset files."),
     corruption: Optional[str] = opt.corruption(),
@@ -133,7 +136,7 @@ def evaluate_command(
     split: str = typer.Option("test", "--split", help="test (default), train, or a dataset's own split such as "
                                                       "test-exact (cifar10: the 1,017 exact-pixel test images)."),
     store: Optional[Path] = typer.Option(None, "--store", help="Results store (default: <checkpoint folder>/store; "
-                                         f"for --timm / --module: {opt.DEFAULT_STORE})."),
+                                         f"for --pretrained / --timm / --module: {opt.DEFAULT_STORE})."),
     batch_size: int = typer.Option(256, "--batch-size", min=1, help="Evaluation batch size."),
     device: str = opt.device(),
     json_: bool = opt.json_(),
@@ -161,13 +164,12 @@ def evaluate_command(
     _check_data_root(data_root)
     if corruption_dir is not None and not corruption_dir.is_dir():
         raise UserError(f"corruption directory not found: {corruption_dir}")
-    if sum(x is not None for x in (checkpoint, timm_name, module)) != 1:
-        raise UserError("give exactly one of --checkpoint, --timm or --module")
+    checkpoint, store = _evaluated_checkpoint(checkpoint, pretrained, timm_name, module, store)
     opt.check_output_dir(store, "--store")
     if timm_name is None and module is None:
         if weights is not None or random_init or name is not None or model_args or timm_norm or seed is not None:
             raise UserError("--weights, --random-init, --seed, --timm-norm, --name and --model-args go with --timm "
-                            "or --module, not --checkpoint")
+                            "or --module, not --checkpoint / --pretrained")
         res = evaluate(checkpoint, dataset=dataset, data_root=data_root, split=split, max_test=max_examples,
                        subset=subset, corruptions=corruptions, severities=severities, corruption_dir=corruption_dir,
                        text_noise=noise, corruption_seed=corruption_seed, store_dir=store, batch_size=batch_size,
@@ -186,6 +188,18 @@ def evaluate_command(
         _dump({"checkpoint": str(checkpoint or timm_name or module), "store": str(res.store_dir), **res.summary()})
     else:
         _print_eval_table(res)
+
+
+def _evaluated_checkpoint(checkpoint: Optional[Path], pretrained: Optional[str], timm_name: Optional[str],
+                          module: Optional[str], store: Optional[Path]) -> tuple[Optional[Path], Optional[Path]]:
+    """Exactly one model option; --pretrained NAME becomes the shipped checkpoint, its store the default one."""
+    if sum(x is not None for x in (checkpoint, pretrained, timm_name, module)) != 1:
+        raise UserError("give exactly one of --checkpoint, --pretrained, --timm or --module")
+    if pretrained is None:
+        return checkpoint, store
+    from robustbench_dgsa.models.zoo import pretrained_checkpoint
+    # the default store is never a folder inside the installed package
+    return pretrained_checkpoint(pretrained.strip())[1], store if store is not None else opt.DEFAULT_STORE
 
 
 def _print_eval_table(res: Any) -> None:

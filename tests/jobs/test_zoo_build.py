@@ -85,3 +85,20 @@ def test_refresh_rewrites_cards_without_training_or_evaluating(tiny_zoo, monkeyp
         doc = new.to_dict()
         doc["training"] = {k: v for k, v in doc["training"].items() if k != "command"}
         assert str(data) not in json.dumps(doc) and str(data) in new.training["command"]
+
+
+def test_evaluate_pretrained_cli_gives_the_cards_clean_accuracy(tiny_zoo, tmp_path, monkeypatch, run_main):
+    """`dgsa-bench evaluate --pretrained dgvit`: the shipped checkpoint through the checkpoint route, into the
+    default store of the working folder (never a folder inside the installed package)."""
+    import robustbench_dgsa.models.zoo as zoo_module
+    zoo = tiny_zoo[0]
+    monkeypatch.setattr(zoo_module, "ZOO_DIR", zoo)
+    card = resolve_pretrained("dgvit", zoo)
+    code, out, err = run_main(["evaluate", "--pretrained", "dgvit", "--max-examples", str(card.metrics["n_test"]),
+                               "--json", "--quiet"], tmp_path)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["clean_accuracy"] == card.metrics["clean_accuracy"]
+    assert (tmp_path / "runs" / "store").is_dir() and not (zoo / "store").exists()
+    code, _, err = run_main(["evaluate", "--pretrained", "dgvit", "--checkpoint", "x.safetensors"], tmp_path)
+    assert code == 2 and "exactly one of --checkpoint, --pretrained" in err
