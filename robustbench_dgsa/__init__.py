@@ -62,13 +62,13 @@ def __dir__() -> list[str]:
 def list_models(modality: str | None = None) -> list[str]:
     """Registered model names (vit, dvit, dgvit, ..., transformer, dt, dgt, ...), optionally of one modality
     ("image" or "text")."""
-    from robustbench_dgsa.models.registry import MODEL_NAMES, get_model_config
+    from robustbench_dgsa.models.registry import get_model_config, model_names
     if modality is None:
-        return list(MODEL_NAMES)
+        return list(model_names())
     if modality not in ("image", "text"):
         from robustbench_dgsa.util.errors import UserError
         raise UserError(f"modality must be 'image' or 'text', got {modality!r}")
-    return [n for n in MODEL_NAMES if get_model_config(n).modality == modality]
+    return [n for n in model_names() if get_model_config(n).modality == modality]
 
 
 def compare(results: Any, **options: Any):

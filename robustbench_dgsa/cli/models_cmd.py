@@ -19,11 +19,11 @@ def model_table(names: list[str] | None = None, *, image_size: int = 32, patch_s
                 overrides: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """One row per model: name, modality, attention, ffn, ffn_ratio, tokens, params, flops, macs, config."""
     from robustbench_dgsa.models.flops import count_flops, count_params, num_tokens
-    from ..models import MODEL_NAMES, apply_model_overrides, create_model, get_model_config, parse_ratio
+    from ..models import apply_model_overrides, create_model, get_model_config, model_names, parse_ratio
 
     ratio = parse_ratio(proj)
     rows = []
-    for name in names or MODEL_NAMES:
+    for name in names or model_names():
         cfg = get_model_config(name)
         geometry: dict[str, Any] = {"num_classes": num_classes}
         if cfg.modality == "image":

@@ -37,7 +37,7 @@ from robustbench_dgsa.engine.evaluate import EvalPlan, EvalSubject, evaluate_sub
 from robustbench_dgsa.engine.predict import dataset_info, resolve_device
 from robustbench_dgsa.models.external import (ExternalModel, Preprocess, count_parameters, input_preprocess,
                                               weights_sha256)
-from robustbench_dgsa.models.registry import MODEL_NAMES
+from robustbench_dgsa.models.registry import model_names
 from robustbench_dgsa.util.errors import UserError
 
 DEFAULT_SEVERITIES = (1, 2, 3, 4, 5)
@@ -152,7 +152,7 @@ def _check_name(name: str) -> str:
     name = str(name).strip()
     if not name or any(c in name for c in "/\\\n"):
         raise UserError(f"model name must be a non-empty name without slashes, got {name!r}")
-    if name in MODEL_NAMES:
+    if name in model_names():
         raise UserError(f"{name!r} is one of the suite's registered models; evaluate its checkpoints with "
                         "evaluate(), or give this model another name")
     return name

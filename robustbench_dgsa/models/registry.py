@@ -93,7 +93,13 @@ def transformer_swiglu() -> ModelConfig:
     return _text(name="transformer_swiglu", attention="mhsa", ffn="swiglu", ffn_ratio=4.0)
 
 
-MODEL_NAMES: tuple[str, ...] = tuple(_REGISTRY)
+MODEL_NAMES: tuple[str, ...] = tuple(_REGISTRY)   # the built-in models (model_names() also has later ones)
+
+
+def model_names() -> tuple[str, ...]:
+    """Every registered model name, in registration order: the built-in ones, then any registered later with
+    :func:`register_model`."""
+    return tuple(_REGISTRY)
 
 
 # --- model facts: the one table reports, figures, rollout plots, compare and reproduce read ----------
@@ -181,7 +187,7 @@ def reference_model(names: Iterable[str], modality: str | None = None) -> str | 
 
 
 def _unknown(name: str) -> UserError:
-    return UserError(f"unknown model {name!r} (valid: {', '.join(MODEL_NAMES)})")
+    return UserError(f"unknown model {name!r} (valid: {', '.join(model_names())})")
 
 
 def get_model_config(name: str) -> ModelConfig:
