@@ -439,18 +439,14 @@ def _augment(x: torch.Tensor, gen: torch.Generator, pad: int = 4) -> torch.Tenso
 # === optimisation helpers ===============================================================================
 
 def _param_groups(model: torch.nn.Module, weight_decay: float, decay_bias_and_norm: bool) -> list[dict]:
-    """AdamW groups; with ``decay_bias_and_norm=False`` biases and normalisation weights get no decay."""
+    """AdamW groups; with ``decay_bias_and_norm=False`` the parameters the model names in ``no_weight_decay()``
+    (biases and normalisation weights) get no decay."""
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if decay_bias_and_norm:
-        return [{"params": [p for p in model.parameters() if p.requires_grad], "weight_decay": weight_decay}]
-    no_decay: set[int] = set()
-    for module in model.modules():
-        is_norm = isinstance(module, (torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.RMSNorm)) \
-            or "norm" in type(module).__name__.lower()
-        for name, p in module.named_parameters(recurse=False):
-            if name == "bias" or name.endswith("_bias") or is_norm:
-                no_decay.add(id(p))
-    decay = [p for p in model.parameters() if p.requires_grad and id(p) not in no_decay]
-    rest = [p for p in model.parameters() if p.requires_grad and id(p) in no_decay]
+        return [{"params": [p for _, p in params], "weight_decay": weight_decay}]
+    exempt = set(model.no_weight_decay()) if hasattr(model, "no_weight_decay") else set()
+    decay = [p for n, p in params if n not in exempt]
+    rest = [p for n, p in params if n in exempt]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
 
 

@@ -219,6 +219,19 @@ class ClassifierBase(nn.Module):
         logits = self.head(x[:, 0])
         return (logits, maps) if return_attention else logits
 
+    def no_weight_decay(self) -> set[str]:
+        """Names of the parameters AdamW should not decay when biases and normalisation weights are exempt
+        (``train.decay_bias_and_norm = false``): every bias (``bias``, ``*_bias``) and every parameter of a
+        normalisation layer (LayerNorm, the heads' RMSNorm)."""
+        names: set[str] = set()
+        for prefix, module in self.named_modules():
+            is_norm = isinstance(module, (nn.LayerNorm, nn.GroupNorm, nn.RMSNorm)) \
+                or "norm" in type(module).__name__.lower()
+            for name, _ in module.named_parameters(recurse=False):
+                if name == "bias" or name.endswith("_bias") or is_norm:
+                    names.add(f"{prefix}.{name}" if prefix else name)
+        return names
+
     def set_attention_impl(self, impl: str) -> "ClassifierBase":
         """"fused" (fast kernels, CLS-only last block; default) or "explicit" (forms the maps, full last block)
         for every layer."""
