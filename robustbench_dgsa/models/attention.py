@@ -49,8 +49,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from robustbench_dgsa.config import ModelConfig
-
 ATTENTION_TYPES = ("mhsa", "diff", "dgsa")
 LAMBDA_INIT_MODES = ("layer", "fixed")
 GATE_BIAS_INITS = ("default", "diff")
@@ -58,13 +56,14 @@ GATE_BIAS_INITS = ("default", "diff")
 Maps = dict[str, Tensor]
 
 
-def lambda_init_for(cfg: ModelConfig, layer_idx: int) -> float:
-    """λ_init of layer ``layer_idx`` (0-based): 0.8 − 0.6·exp(−0.3·l) ("layer") or ``cfg.lambda_init_value``."""
-    if cfg.lambda_init == "layer":
+def layer_lambda_init(layer_idx: int, mode: str = "layer", value: float = 0.8) -> float:
+    """λ_init of layer ``layer_idx`` (0-based): 0.8 − 0.6·exp(−0.3·l) (``mode="layer"``, the DiffAttn paper's
+    schedule) or ``value`` (``mode="fixed"``)."""
+    if mode == "layer":
         return 0.8 - 0.6 * math.exp(-0.3 * layer_idx)
-    if cfg.lambda_init == "fixed":
-        return float(cfg.lambda_init_value)
-    raise ValueError(f"lambda_init must be one of {LAMBDA_INIT_MODES}, got {cfg.lambda_init!r}")
+    if mode == "fixed":
+        return float(value)
+    raise ValueError(f"lambda_init must be one of {LAMBDA_INIT_MODES}, got {mode!r}")
 
 
 class HeadRMSNorm(nn.Module):
@@ -140,17 +139,22 @@ class MultiheadSelfAttention(nn.Module):
 
     kind = "mhsa"
 
-    def __init__(self, cfg: ModelConfig, layer_idx: int = 0) -> None:
+    def __init__(self, dim: int, heads: int, layer_idx: int = 0) -> None:
+        """Args:
+            dim: model width D (divisible by ``heads``).
+            heads: number of heads h (head width D/h).
+            layer_idx: 0-based depth of the layer (recorded; MHSA does not depend on it).
+        """
         super().__init__()
-        if cfg.dim % cfg.heads:
-            raise ValueError(f"dim {cfg.dim} is not divisible by heads {cfg.heads}")
-        self.dim, self.heads, self.layer_idx = cfg.dim, cfg.heads, layer_idx
-        self.head_dim = cfg.dim // cfg.heads
+        if dim % heads:
+            raise ValueError(f"dim {dim} is not divisible by heads {heads}")
+        self.dim, self.heads, self.layer_idx = dim, heads, layer_idx
+        self.head_dim = dim // heads
         self.scale = self.head_dim ** -0.5
         self.fused = True  # False: explicit path even when no maps are requested (benchmarks, tests)
         self.kernel = "auto"  # fast-path kernel: "auto" (choose_kernel), "sdpa" or "math"
-        self.qkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=True)
-        self.proj = nn.Linear(cfg.dim, cfg.dim, bias=True)
+        self.qkv = nn.Linear(dim, 3 * dim, bias=True)
+        self.proj = nn.Linear(dim, dim, bias=True)
 
     def _qkv(self, x: Tensor, queries: int | None) -> tuple[Tensor, Tensor, Tensor]:
         """q (B, h, Nq, d_h) for the first ``queries`` tokens (all when None), k and v (B, h, N, d_h)."""
@@ -188,24 +192,30 @@ class _DifferentialBase(nn.Module):
 
     kind = ""
 
-    def __init__(self, cfg: ModelConfig, layer_idx: int = 0) -> None:
+    def __init__(self, dim: int, heads: int, layer_idx: int = 0, lambda_init: float | None = None) -> None:
+        """Args:
+            dim: model width D (divisible by 2·``heads``: each head has two branches of width d' = D/(2h)).
+            heads: number of heads h.
+            layer_idx: 0-based depth of the layer.
+            lambda_init: λ_init of this layer; default the DiffAttn schedule 0.8 − 0.6·exp(−0.3·layer_idx).
+        """
         super().__init__()
-        if cfg.dim % (2 * cfg.heads):
-            raise ValueError(f"dim {cfg.dim} is not divisible by 2*heads = {2 * cfg.heads} "
+        if dim % (2 * heads):
+            raise ValueError(f"dim {dim} is not divisible by 2*heads = {2 * heads} "
                              f"(differential attention uses d' = D/(2h))")
-        self.dim, self.heads, self.layer_idx = cfg.dim, cfg.heads, layer_idx
-        self.branch_dim = cfg.dim // (2 * cfg.heads)          # d'
+        self.dim, self.heads, self.layer_idx = dim, heads, layer_idx
+        self.branch_dim = dim // (2 * heads)          # d'
         self.scale = self.branch_dim ** -0.5
-        self.lambda_init = lambda_init_for(cfg, layer_idx)
+        self.lambda_init = float(lambda_init) if lambda_init is not None else layer_lambda_init(layer_idx)
         self.fused = True
         # fast-path kernel: "math" = the explicit products without returning maps; "sdpa" = one SDPA call per
         # branch with the whole 2d'-wide V; "sdpa-split" = V in two d' halves, two calls per branch (for kernels
         # that need equal head dims, e.g. PyTorch's CPU flash kernel); "auto" = choose_kernel (device, tokens).
         self.kernel = "auto"
-        self.q_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
-        self.k_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
-        self.v_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
-        self.out_proj = nn.Linear(cfg.dim, cfg.dim, bias=False)
+        self.q_proj = nn.Linear(dim, dim, bias=False)
+        self.k_proj = nn.Linear(dim, dim, bias=False)
+        self.v_proj = nn.Linear(dim, dim, bias=False)
+        self.out_proj = nn.Linear(dim, dim, bias=False)
         self.subln = HeadRMSNorm(2 * self.branch_dim, eps=1e-5)
 
     # -- subclass hooks ---------------------------------------------------------------------------------
@@ -328,8 +338,9 @@ class DifferentialAttention(_DifferentialBase):
 
     kind = "diff"
 
-    def __init__(self, cfg: ModelConfig, layer_idx: int = 0) -> None:
-        super().__init__(cfg, layer_idx)
+    def __init__(self, dim: int, heads: int, layer_idx: int = 0, lambda_init: float | None = None) -> None:
+        """Args: as :class:`_DifferentialBase` (λ's four vectors are drawn from N(0, 0.1²))."""
+        super().__init__(dim, heads, layer_idx, lambda_init)
         self.lambda_q1 = nn.Parameter(torch.empty(self.branch_dim).normal_(0.0, 0.1))
         self.lambda_k1 = nn.Parameter(torch.empty(self.branch_dim).normal_(0.0, 0.1))
         self.lambda_q2 = nn.Parameter(torch.empty(self.branch_dim).normal_(0.0, 0.1))
@@ -351,19 +362,25 @@ class GatedDifferentialAttention(_DifferentialBase):
 
     kind = "dgsa"
 
-    def __init__(self, cfg: ModelConfig, layer_idx: int = 0) -> None:
-        super().__init__(cfg, layer_idx)
-        self.gate = nn.Linear(cfg.dim, cfg.heads, bias=True)   # W_g, b_g: one gate per (token, head)
-        self.q_residual = bool(cfg.q_residual)
-        self.gate_bias_init = cfg.gate_bias_init
-        if cfg.gate_bias_init == "diff":
+    def __init__(self, dim: int, heads: int, layer_idx: int = 0, lambda_init: float | None = None, *,
+                 q_residual: bool = False, gate_bias_init: str = "default") -> None:
+        """Args: as :class:`_DifferentialBase`, and
+            q_residual: add the (un-attended) queries to the head outputs before the head norm.
+            gate_bias_init: "default" (PyTorch's Linear init) or "diff" (W_g = 0, b_g = −log λ_init: the gate
+                starts as DiffAttn's combination, up to a scale).
+        """
+        super().__init__(dim, heads, layer_idx, lambda_init)
+        self.gate = nn.Linear(dim, heads, bias=True)   # W_g, b_g: one gate per (token, head)
+        self.q_residual = bool(q_residual)
+        self.gate_bias_init = gate_bias_init
+        if gate_bias_init == "diff":
             # g = 1/(1+λ_init) for every token: g A+ − (1−g) A− = (A+ − λ_init A−)/(1+λ_init), DiffAttn's
             # combination up to a scale the head RMSNorm removes. W_g starts at 0 so this holds exactly.
             with torch.no_grad():
                 self.gate.weight.zero_()
                 self.gate.bias.fill_(-math.log(self.lambda_init))   # logit(1/(1+λ)) = −log λ
-        elif cfg.gate_bias_init != "default":
-            raise ValueError(f"gate_bias_init must be one of {GATE_BIAS_INITS}, got {cfg.gate_bias_init!r}")
+        elif gate_bias_init != "default":
+            raise ValueError(f"gate_bias_init must be one of {GATE_BIAS_INITS}, got {gate_bias_init!r}")
 
     def gate_values(self, x: Tensor) -> Tensor:
         """g = σ(X W_g + b_g) as (B, h, N)."""
@@ -386,20 +403,11 @@ class GatedDifferentialAttention(_DifferentialBase):
         return torch.lerp(-neg, pos, c_pos)
 
 
-_ATTENTION_CLASSES: dict[str, type[nn.Module]] = {
+ATTENTION_CLASSES: dict[str, type[nn.Module]] = {
     "mhsa": MultiheadSelfAttention,
     "diff": DifferentialAttention,
     "dgsa": GatedDifferentialAttention,
 }
-
-
-def build_attention(cfg: ModelConfig, layer_idx: int = 0) -> nn.Module:
-    """The attention module named by ``cfg.attention`` for layer ``layer_idx`` (0-based)."""
-    try:
-        cls = _ATTENTION_CLASSES[cfg.attention]
-    except KeyError:
-        raise ValueError(f"unknown attention {cfg.attention!r} (valid: {', '.join(ATTENTION_TYPES)})") from None
-    return cls(cfg, layer_idx)
 
 
 def set_attention_impl(model: nn.Module, impl: str) -> nn.Module:

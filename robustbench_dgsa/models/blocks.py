@@ -15,7 +15,8 @@ import torch
 from torch import Tensor, nn
 import torch.nn.functional as F
 
-from robustbench_dgsa.models.attention import ATTENTION_TYPES, GATE_BIAS_INITS, LAMBDA_INIT_MODES, build_attention
+from robustbench_dgsa.models.attention import (ATTENTION_CLASSES, ATTENTION_TYPES, GATE_BIAS_INITS, LAMBDA_INIT_MODES,
+                                               GatedDifferentialAttention, MultiheadSelfAttention, layer_lambda_init)
 from ..config import ModelConfig
 from robustbench_dgsa.util.errors import UserError
 
@@ -61,7 +62,6 @@ def check_config(cfg: ModelConfig) -> None:
     if cfg.attention in ("diff", "dgsa") and cfg.dim % (2 * cfg.heads):
         bad(f"dim {cfg.dim} must be divisible by 2*heads = {2 * cfg.heads} for {cfg.attention} attention")
     if cfg.attention in ("diff", "dgsa"):
-        from robustbench_dgsa.models.attention import lambda_init_for
         for layer in range(cfg.depth):
             lam = lambda_init_for(cfg, layer)
             if not 0.0 < lam < 1.0:
@@ -79,6 +79,26 @@ def check_config(cfg: ModelConfig) -> None:
             bad(f"vocab_size must be >= 2 (id 0 is padding), got {cfg.vocab_size}")
         if cfg.max_len < 1:
             bad(f"max_len must be >= 1, got {cfg.max_len}")
+
+
+def lambda_init_for(cfg: ModelConfig, layer_idx: int) -> float:
+    """λ_init of layer ``layer_idx`` (0-based) under ``cfg.lambda_init`` / ``cfg.lambda_init_value``."""
+    return layer_lambda_init(layer_idx, cfg.lambda_init, cfg.lambda_init_value)
+
+
+def build_attention(cfg: ModelConfig, layer_idx: int = 0) -> nn.Module:
+    """The attention layer named by ``cfg.attention`` for layer ``layer_idx`` (0-based), built from the config's
+    fields (the layers themselves take explicit arguments)."""
+    try:
+        cls = ATTENTION_CLASSES[cfg.attention]
+    except KeyError:
+        raise ValueError(f"unknown attention {cfg.attention!r} (valid: {', '.join(ATTENTION_TYPES)})") from None
+    if cls is MultiheadSelfAttention:
+        return cls(cfg.dim, cfg.heads, layer_idx)
+    if cls is GatedDifferentialAttention:
+        return cls(cfg.dim, cfg.heads, layer_idx, lambda_init_for(cfg, layer_idx), q_residual=bool(cfg.q_residual),
+                   gate_bias_init=cfg.gate_bias_init)
+    return cls(cfg.dim, cfg.heads, layer_idx, lambda_init_for(cfg, layer_idx))
 
 
 def _divisor_hint(size: int, patch: int) -> int:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
 
 from robustbench_dgsa.models.attention import (DifferentialAttention, GatedDifferentialAttention, MultiheadSelfAttention,
-                                        build_attention, lambda_init_for)
+                                               layer_lambda_init)
+from robustbench_dgsa.models.blocks import build_attention, lambda_init_for
 from robustbench_dgsa.config import ModelConfig
 
 TOL = 1e-10
@@ -137,7 +139,7 @@ def test_lambda_init_schedule_and_reparameterisation():
         assert lambda_init_for(cfg, layer) == pytest.approx(0.8 - 0.6 * math.exp(-0.3 * layer))
     assert lambda_init_for(_cfg("diff", lambda_init="fixed", lambda_init_value=0.7), 5) == 0.7
     torch.manual_seed(0)
-    m = DifferentialAttention(_cfg("diff", dim=256, heads=8), layer_idx=3)
+    m = build_attention(_cfg("diff", dim=256, heads=8), 3)
     assert m.branch_dim == 16 and m.lambda_q1.shape == (16,)
     vecs = torch.cat([m.lambda_q1, m.lambda_k1, m.lambda_q2, m.lambda_k2])
     assert 0.05 < vecs.std().item() < 0.15                           # N(0, 0.1)
@@ -163,8 +165,8 @@ def test_dgsa_with_diff_gate_init_equals_diffattn(lambda_init):
     torch.manual_seed(3)
     cfg_d = _cfg("diff", lambda_init=lambda_init, lambda_init_value=0.8)
     cfg_g = _cfg("dgsa", lambda_init=lambda_init, lambda_init_value=0.8, gate_bias_init="diff", q_residual=False)
-    diff = DifferentialAttention(cfg_d, layer_idx=4).double()
-    dgsa = GatedDifferentialAttention(cfg_g, layer_idx=4).double()
+    diff = build_attention(cfg_d, 4).double()
+    dgsa = build_attention(cfg_g, 4).double()
     _copy_shared(diff, dgsa)
     with torch.no_grad():
         dgsa.gate.bias.fill_(-math.log(diff.lambda_init))              # re-set in float64 (init ran in float32)
@@ -187,23 +189,23 @@ def test_dgsa_with_diff_gate_init_equals_diffattn(lambda_init):
 
 def test_q_residual_adds_queries():
     torch.manual_seed(4)
-    with_res = GatedDifferentialAttention(_cfg("dgsa", lambda_init="fixed", q_residual=True), 0).double()
-    without = GatedDifferentialAttention(_cfg("dgsa", lambda_init="fixed", q_residual=False), 0).double()
+    with_res = build_attention(_cfg("dgsa", lambda_init="fixed", q_residual=True), 0).double()
+    without = build_attention(_cfg("dgsa", lambda_init="fixed", q_residual=False), 0).double()
     without.load_state_dict(with_res.state_dict())
     x = torch.randn(2, 5, 32, dtype=torch.float64)
     assert torch.allclose(with_res(x) - without(x), with_res.q_proj(x), atol=1e-12)
 
 
 def test_projection_bias_rules_and_gate_shape():
-    mhsa = MultiheadSelfAttention(_cfg("mhsa"))
+    mhsa = build_attention(_cfg("mhsa"))
     assert mhsa.qkv.bias is not None and mhsa.proj.bias is not None
     assert mhsa.qkv.weight.shape == (96, 32)
-    dgsa = GatedDifferentialAttention(_cfg("dgsa", lambda_init="fixed"))
+    dgsa = build_attention(_cfg("dgsa", lambda_init="fixed"))
     for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
         assert getattr(dgsa, name).bias is None
     assert dgsa.gate.weight.shape == (2, 32) and dgsa.gate.bias.shape == (2,)   # W_g: D -> h
     assert not any(n.startswith("lambda_") for n, _ in dgsa.named_parameters())  # no learnable λ
-    d = GatedDifferentialAttention(_cfg("dgsa", lambda_init="fixed", lambda_init_value=0.8, gate_bias_init="diff"))
+    d = build_attention(_cfg("dgsa", lambda_init="fixed", lambda_init_value=0.8, gate_bias_init="diff"))
     assert torch.allclose(d.gate.bias, torch.full((2,), math.log(1 / 0.8)))     # logit(1/(1+λ)) = −log λ
     assert torch.all(d.gate.weight == 0)
     with pytest.raises(ValueError, match="unknown attention"):
@@ -218,3 +220,20 @@ def test_bf16_autocast_runs_on_cpu():
         with torch.autocast("cpu", dtype=torch.bfloat16):
             y = m(x, _padding_mask()[:2, :6])
         assert torch.isfinite(y.float()).all()
+
+
+def test_layers_take_explicit_arguments():
+    """The attention layers are plain nn.Modules with explicit arguments (no ModelConfig), as in timm; the config ->
+    layer mapping lives in blocks.build_attention and builds the same layers."""
+    import robustbench_dgsa.models.attention as attention_module
+    assert "robustbench_dgsa.config" not in Path(attention_module.__file__).read_text()
+    torch.manual_seed(5)
+    explicit = GatedDifferentialAttention(32, 2, 3, layer_lambda_init(3), q_residual=True, gate_bias_init="diff")
+    torch.manual_seed(5)
+    built = build_attention(_cfg("dgsa", q_residual=True, gate_bias_init="diff"), 3)
+    assert type(built) is GatedDifferentialAttention and built.lambda_init == explicit.lambda_init
+    assert all(torch.equal(a, b) for a, b in zip(explicit.state_dict().values(), built.state_dict().values()))
+    assert DifferentialAttention(32, 2, 4).lambda_init == pytest.approx(0.8 - 0.6 * math.exp(-1.2))
+    assert MultiheadSelfAttention(32, 4).head_dim == 8
+    with pytest.raises(ValueError, match="divisible"):
+        DifferentialAttention(30, 2)

@@ -6,7 +6,8 @@ import torch
 
 from robustbench_dgsa.config import ModelConfig
 from robustbench_dgsa.models import create_model, get_model_config
-from robustbench_dgsa.models.attention import build_attention, choose_kernel
+from robustbench_dgsa.models.attention import choose_kernel
+from robustbench_dgsa.models.blocks import build_attention
 from robustbench_dgsa.models.blocks import Dropout
 
 TOL = 1e-10
