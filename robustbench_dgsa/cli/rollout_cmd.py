@@ -105,6 +105,8 @@ def _check_outputs(out: Optional[Path], store: Optional[Path], index: Optional[i
     opt.check_output_file(out, "--out", suffixes=(".png",))
     if store is not None:
         opt.check_output_dir(store, "--store")
+        if metrics:
+            opt.check_no_links(store, "--store")
     if index is not None and (dataset is None or metrics):
         raise UserError("--index goes with --dataset NAME (an image dataset), not with --metrics")
 
