@@ -80,6 +80,8 @@ def train_command(
     _check_data_root(data_root)
     opt.check_output_dir(out, "--out")
     opt.check_output_dir(store, "--store")
+    opt.check_no_links(out, "--out")
+    opt.check_no_links(store, "--store")
     file_ov = load_config_file(config) if config else None
     cfgs = []
     for m in model_list:  # every config checked before the first run starts
@@ -106,6 +108,15 @@ def train_command(
 
 
 # --- evaluate ----------------------------------------------------------------------------------------------
+
+def _check_store_links(store: Optional[Path], checkpoint: Optional[Path]) -> None:
+    """The store evaluate writes into (--store, else <checkpoint folder>/store) holds no symbolic link."""
+    default = checkpoint.parent / "store" if checkpoint is not None else None
+    if store is None and default is not None and default.is_symlink():
+        raise UserError(f"{default} (the default results store) is a symbolic link; give --store DIR or remove "
+                        f"the link")
+    opt.check_no_links(store if store is not None else default, "--store")
+
 
 @app.command("evaluate")
 def evaluate_command(
@@ -164,6 +175,7 @@ def evaluate_command(
     if sum(x is not None for x in (checkpoint, timm_name, module)) != 1:
         raise UserError("give exactly one of --checkpoint, --timm or --module")
     opt.check_output_dir(store, "--store")
+    _check_store_links(store, checkpoint)
     if timm_name is None and module is None:
         if weights is not None or random_init or name is not None or model_args or timm_norm or seed is not None:
             raise UserError("--weights, --random-init, --seed, --timm-norm, --name and --model-args go with --timm "
@@ -337,7 +349,11 @@ def sweep_status(sweep_dir: Path = typer.Argument(...),
 def sweep_slurm(
     sweep_dir: Path = typer.Argument(..., help="Sweep folder."),
     submitit_: bool = typer.Option(False, "--submitit", help="Submit through submitit (pip install "
-                                                            "'robustbench-dgsa\\[slurm]') instead of writing a script."),
+                                                            "'robustbench-dgsa\\[slurm]') instead of writing a script. "
+                                                            "submitit pickles each job into SWEEP_DIR/slurm/submitit/ "
+                                                            "(made private, mode 0700) and the compute node unpickles "
+                                                            "it: the one pickle in the suite; the default sbatch "
+                                                            "script has none."),
     time_limit: str = typer.Option("24:00:00", "--time", help="Time limit per job, any Slurm format: MM, MM:SS, "
                                                                "HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."),
     gpus: int = typer.Option(1, "--gpus", min=0, help="GPUs per job (0 for CPU jobs)."),
