@@ -1072,8 +1072,7 @@ def build_report(store_dir: str | os.PathLike, out_dir: str | os.PathLike | None
     """
     store_dir = Path(store_dir)
     out = _report_folder(store_dir, out_dir, name)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"report folder {out} is a file")
+    check_report_folder(out)
     previous = _previous_files(out)
     df = store.load_results(store_dir)
     if df.empty:
@@ -1184,6 +1183,14 @@ def _report_folder(store_dir: Path, out_dir: str | os.PathLike | None, name: str
         raise UserError(f"report name {name!r} is not one folder name: use letters, digits, '.', '_', '+' and '-' "
                         f"(no '/', '..' or spaces), or give the report folder itself")
     return Path("reports") / (name or safe_name(store_dir.resolve().parent.name or "report"))
+
+
+def check_report_folder(out: Path) -> None:
+    """UserError when ``out`` cannot take a report: a file, or a folder whose manifest.json no report wrote
+    (for callers that write the report last, e.g. the main job: checked before any work)."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"report folder {out} is a file")
+    _previous_files(out)
 
 
 def _previous_files(out: Path) -> list[str]:

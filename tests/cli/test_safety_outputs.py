@@ -72,10 +72,10 @@ def _eval_store(path: Path, models=("vit", "dvit"), seeds=(0,)) -> Path:
 def _special_nodes(d: Path) -> dict[str, Path]:
     """A character device (1, 7: what /dev/full is) and a FIFO in ``d``; skips where mknod is not allowed."""
     d.mkdir(parents=True, exist_ok=True)
-    nodes = {"fifo": d / "pipe.csv", "fifo_png": d / "pipe.png", "dev": d / "full.csv", "dev_png": d / "full.png",
-             "dev_tex": d / "full.tex"}
-    os.mkfifo(nodes["fifo"])
-    os.mkfifo(nodes["fifo_png"])
+    nodes = {"fifo": d / "pipe.csv", "fifo_png": d / "pipe.png", "fifo_npy": d / "heat.npy", "dev": d / "full.csv",
+             "dev_png": d / "full.png", "dev_tex": d / "full.tex"}
+    for k in ("fifo", "fifo_png", "fifo_npy"):
+        os.mkfifo(nodes[k])
     try:
         for k in ("dev", "dev_png", "dev_tex"):
             os.mknod(nodes[k], stat.S_IFCHR | 0o600, os.makedev(1, 7))
@@ -138,6 +138,17 @@ def test_report_refuses_a_folder_with_a_foreign_manifest(small_store, tmp_path, 
     assert not list(tmp_path.glob(".*partial*"))
 
 
+def test_reproduce_refuses_a_folder_with_a_foreign_manifest_before_any_work(tmp_path, run_main):
+    folder = tmp_path / "cifar-c"
+    folder.mkdir()
+    (folder / "fog.n64.s13.npy").write_bytes(b"\x93NUMPY")
+    (folder / "manifest.json").write_text(json.dumps({"files": {"fog.n64.s13.npy": {}}, "corruptions": ["fog"]}))
+    before = _snapshot(tmp_path)
+    code, _, err = run_main(["reproduce", "--quick", "--device", "cpu", "--out", str(folder), "--quiet"], tmp_path)
+    assert "no dgsa-bench report wrote" in _one_error(code, err)
+    assert _snapshot(tmp_path) == before
+
+
 def test_report_rebuild_removes_only_plain_files_its_own_manifest_listed(hostile_report, run_main, tmp_path):
     st, out, outside = hostile_report
     before_outside = _snapshot(outside)
@@ -183,6 +194,7 @@ def test_outputs_that_are_devices_or_fifos_are_refused_never_replaced(small_stor
         ["compare", "--store", str(small_store), "--latex", str(nodes["dev_tex"])],
         ["rollout", str(img), "--model", "vit", "-o", str(nodes["dev_png"])],
         ["rollout", str(img), "--model", "vit", "-o", str(nodes["fifo_png"])],
+        ["rollout", str(img), "--model", "vit", "-o", str(nodes["fifo_npy"].with_suffix(".png"))],  # its .npy
         ["corrupt", "--input", str(npy), "--corruption", "contrast", "--severity", "1", "--preview",
          str(nodes["dev_png"])],
         ["report", "--store", str(small_store), "--out", str(nodes["dev"])],
