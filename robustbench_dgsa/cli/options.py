@@ -186,8 +186,9 @@ def _check_creatable(path: Path, option: str, what: str) -> None:
 
 
 def check_output_dir(path: Path | str | None, option: str = "--out") -> Path | None:
-    """A folder a command will write into: existing and writable, or creatable. One-line UserError naming
-    the path and what to do otherwise; nothing is created here."""
+    """A folder a command will write into: existing and writable (with no symbolic link inside it, see
+    :func:`check_no_links`), or creatable. One-line UserError naming the path and what to do otherwise;
+    nothing is created here."""
     if path is None:
         return None
     p = Path(path).expanduser()
@@ -198,6 +199,7 @@ def check_output_dir(path: Path | str | None, option: str = "--out") -> Path | N
         if not os.access(p, os.W_OK | os.X_OK):
             raise UserError(f"{option} {p}: folder is read-only; choose a writable folder or change its "
                             f"permissions")
+        check_no_links(p, option)
         return p
     _check_creatable(p, option, "folder")
     return p

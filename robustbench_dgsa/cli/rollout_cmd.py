@@ -107,8 +107,6 @@ def _check_outputs(out: Optional[Path], store: Optional[Path], index: Optional[i
         opt.check_output_file(side, "--out (beside it)")  # the heat maps and the summary go there too
     if store is not None:
         opt.check_output_dir(store, "--store")
-        if metrics:
-            opt.check_no_links(store, "--store")
     if index is not None and (dataset is None or metrics):
         raise UserError("--index goes with --dataset NAME (an image dataset), not with --metrics")
 

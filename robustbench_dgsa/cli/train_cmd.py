@@ -78,10 +78,8 @@ def train_command(
     if not model_list:
         raise UserError("--model needs at least one model name")
     _check_data_root(data_root)
-    opt.check_output_dir(out, "--out")
+    opt.check_output_dir(out, "--out")      # also: no symbolic link inside (<out>/store, run folders, rows)
     opt.check_output_dir(store, "--store")
-    opt.check_no_links(out, "--out")
-    opt.check_no_links(store, "--store")
     file_ov = load_config_file(config) if config else None
     cfgs = []
     for m in model_list:  # every config checked before the first run starts
@@ -115,7 +113,8 @@ def _check_store_links(store: Optional[Path], checkpoint: Optional[Path]) -> Non
     if store is None and default is not None and default.is_symlink():
         raise UserError(f"{default} (the default results store) is a symbolic link; give --store DIR or remove "
                         f"the link")
-    opt.check_no_links(store if store is not None else default, "--store")
+    if store is None and default is not None:
+        opt.check_no_links(default, "--store")
 
 
 @app.command("evaluate")
@@ -307,6 +306,7 @@ def sweep_run(
     bad = [d for d in device_ids or [] if not re.fullmatch(r"\d+|(GPU|MIG)-[0-9A-Za-z/-]+", d)]
     if bad:
         raise UserError(f"--devices: expected GPU ids such as 0,1,2 (or GPU-/MIG- UUIDs), got {', '.join(bad)}")
+    opt.check_no_links(sweep_dir, "SWEEP_DIR")  # runs/<job>/ and store/ are written into
     summary = run(sweep_dir, workers=workers, devices=device_ids, progress=progress)
     if json_:
         _dump(summary)
@@ -326,6 +326,7 @@ def sweep_run_one(
 ) -> None:
     """Run one job (what each Slurm array task calls)."""
     from robustbench_dgsa.jobs.sweep import run_one
+    opt.check_no_links(sweep_dir, "SWEEP_DIR")
     record = run_one(sweep_dir, index, progress=False)
     if json_:
         _dump(record)

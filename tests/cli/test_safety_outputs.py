@@ -99,20 +99,19 @@ def small_store(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def hostile_report(tmp_path_factory):
     """One report (through the CLI) of a store whose model names carry HTML, a pipe and a NUL, built into a
-    folder that a previous report wrote, with a manifest that lists paths outside it, a link and a folder."""
+    folder that a previous report wrote, with a manifest that lists paths outside it and a folder."""
     root = tmp_path_factory.mktemp("hostile")
     st = _eval_store(root / "store", models=("vit", SCRIPT, IMG), seeds=(0, 1))
     out, outside = root / "rep", root / "outside"
     out.mkdir()
     outside.mkdir()
     (outside / "victim.txt").write_text("keep me\n")
-    (out / "link.txt").symlink_to(outside / "victim.txt")
     (out / "sub").mkdir()
     (out / "sub" / "inner.txt").write_text("keep me too\n")
     (out / "stale.md").write_text("written by the previous report\n")
     (out / "user.txt").write_text("not listed: not the report's\n")
     (out / "manifest.json").write_text(json.dumps({"kind": "dgsa-bench report", "version": 1, "files": [
-        "../outside/victim.txt", str(outside / "victim.txt"), "link.txt", "sub", "sub/inner.txt", "stale.md",
+        "../outside/victim.txt", str(outside / "victim.txt"), "sub", "sub/inner.txt", "stale.md",
         "..", ".", ""]}))
     return st, out, outside
 
@@ -156,13 +155,27 @@ def test_report_rebuild_removes_only_plain_files_its_own_manifest_listed(hostile
     assert code == 0, err
     assert _snapshot(outside) == before_outside                          # nothing outside the report touched
     assert (outside / "victim.txt").read_text() == "keep me\n"
-    assert (out / "link.txt").is_symlink()                               # a link is never removed / followed
     assert (out / "sub" / "inner.txt").read_text() == "keep me too\n"   # nor a folder or a path with a separator
     assert (out / "user.txt").exists()                                   # not listed: not the report's
     assert not (out / "stale.md").exists()                               # listed by the previous report: removed
     man = json.loads((out / "manifest.json").read_text())
     assert man["kind"] == "dgsa-bench report" and "index.md" in man["files"]
     assert all(f == os.path.basename(f) for f in man["files"])
+
+
+def test_report_rebuild_never_follows_or_removes_a_listed_link(small_store, tmp_path):
+    """The CLI refuses a link inside --out (below); the library's rebuild, called directly, still only removes
+    regular files: a listed link to a file outside stays, and so does its target."""
+    from robustbench_dgsa.report.build import build_report
+
+    out, outside = tmp_path / "rep", tmp_path / "outside"
+    out.mkdir()
+    outside.mkdir()
+    (outside / "victim.txt").write_text("keep me\n")
+    (out / "link.txt").symlink_to(outside / "victim.txt")
+    (out / "manifest.json").write_text(json.dumps({"kind": "dgsa-bench report", "files": ["link.txt"]}))
+    build_report(small_store, out)
+    assert (out / "link.txt").is_symlink() and (outside / "victim.txt").read_text() == "keep me\n"
 
 
 def test_report_accepts_an_older_reports_manifest_and_removes_nothing(small_store, tmp_path, run_main):
@@ -258,6 +271,30 @@ def test_train_refuses_a_symbolic_link_inside_its_output(tmp_path, run_main, lin
     assert "symbolic link" in line and link.split("/")[-1] in line
     assert _snapshot(tmp_path) == before
     assert sorted(p.name for p in outside.iterdir()) == ["mine.txt"]
+
+
+@pytest.mark.parametrize("command", [
+    ["corrupt", "--input", "{npy}", "--corruption", "contrast", "--severity", "1", "--out", "{out}"],
+    ["corrupt-text", "--input", "{tsv}", "--out", "{out}"],
+    ["export", "--store", "{store}", "--dataset", "cifar10", "--out", "{out}"],
+    ["report", "--store", "{store}", "--out", "{out}"],
+    ["sweep", "run", "{out}"],
+    ["sweep", "plan", "{out}", "--model", "vit", "--dataset", "synthetic-vision"],
+], ids=lambda c: " ".join(c[:2]) if c[0] == "sweep" else c[0])
+def test_every_output_folder_refuses_a_link_inside(small_store, tmp_path, run_main, command):
+    out, outside = tmp_path / "out", tmp_path / "outside"
+    (out / "store").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "mine.txt").write_text("user data\n")
+    (out / "store" / "rows").symlink_to(outside, target_is_directory=True)
+    npy, tsv = tmp_path / "images.npy", tmp_path / "reviews.tsv"
+    np.save(npy, np.random.default_rng(0).integers(0, 256, (4, 32, 32, 3), dtype=np.uint8))
+    tsv.write_text("text\tlabel\na fine film\t1\na dull film\t0\n", encoding="utf-8")
+    args = [a.format(out=out, npy=npy, tsv=tsv, store=small_store) for a in command]
+    before = _snapshot(tmp_path, small_store)
+    code, _, err = run_main(args, tmp_path)
+    assert "symbolic link" in _one_error(code, err)
+    assert _snapshot(tmp_path, small_store) == before
 
 
 def test_evaluate_refuses_a_linked_default_store(tmp_path, run_main):
