@@ -208,7 +208,8 @@ def check_output_dir(path: Path | str | None, option: str = "--out") -> Path | N
 def check_no_links(folder: Path | str | None, option: str = "--out", depth: int = 3) -> None:
     """Nothing inside an output folder (down to ``depth`` levels: run folders, ``store/``, ``store/rows/``, their
     files) may be a symbolic link: writing through one would change files outside the output. One-line
-    UserError naming the link; the folder itself may be a link (the user named it)."""
+    UserError naming the link; the folder itself may be a link (the user named it). Hidden folders (``.venv``,
+    ``.git``: never written into) are not searched, though a link named like one is still refused."""
     if folder is None:
         return
     level, todo = 0, [Path(folder).expanduser()]
@@ -224,7 +225,7 @@ def check_no_links(folder: Path | str | None, option: str = "--out", depth: int 
                     raise UserError(f"{option} {folder}: {e.path} is a symbolic link (to {os.readlink(e.path)}); "
                                     f"the command writes only into real folders and files inside its output, so "
                                     f"remove the link or choose another folder")
-                if e.is_dir(follow_symlinks=False):
+                if e.is_dir(follow_symlinks=False) and not e.name.startswith("."):  # not into .venv, .git
                     found.append(Path(e.path))
         todo, level = found, level + 1
 

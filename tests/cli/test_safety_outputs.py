@@ -163,31 +163,40 @@ def test_report_rebuild_removes_only_plain_files_its_own_manifest_listed(hostile
     assert all(f == os.path.basename(f) for f in man["files"])
 
 
-def test_report_rebuild_never_follows_or_removes_a_listed_link(small_store, tmp_path):
-    """The CLI refuses a link inside --out (below); the library's rebuild, called directly, still only removes
-    regular files: a listed link to a file outside stays, and so does its target."""
-    from robustbench_dgsa.report.build import build_report
+def test_report_prune_never_follows_or_removes_a_listed_link(tmp_path):
+    """The CLI refuses a link inside --out (below); the rebuild's clean-up itself still removes only regular
+    files: a listed link to a file outside stays, and so does its target; a listed FIFO stays a FIFO."""
+    import types
+
+    from robustbench_dgsa.report.build import _prune
 
     out, outside = tmp_path / "rep", tmp_path / "outside"
     out.mkdir()
     outside.mkdir()
     (outside / "victim.txt").write_text("keep me\n")
     (out / "link.txt").symlink_to(outside / "victim.txt")
-    (out / "manifest.json").write_text(json.dumps({"kind": "dgsa-bench report", "files": ["link.txt"]}))
-    build_report(small_store, out)
+    os.mkfifo(out / "pipe.md")
+    (out / "old.md").write_text("stale\n")
+    _prune(out, types.SimpleNamespace(artefacts=[]), ["link.txt", "pipe.md", "old.md", "../outside/victim.txt"])
     assert (out / "link.txt").is_symlink() and (outside / "victim.txt").read_text() == "keep me\n"
+    assert stat.S_ISFIFO(os.lstat(out / "pipe.md").st_mode) and not (out / "old.md").exists()
+    assert json.loads((out / "manifest.json").read_text())["kind"] == "dgsa-bench report"
 
 
-def test_report_accepts_an_older_reports_manifest_and_removes_nothing(small_store, tmp_path, run_main):
+def test_report_accepts_an_older_reports_manifest_and_removes_nothing(tmp_path):
+    """A report folder written before manifests carried their kind ({"files": [...]} with the index files) is
+    still rebuilt, and nothing its manifest lists is removed; a lookalike without the index files is refused."""
+    from robustbench_dgsa.report.build import _previous_files
+    from robustbench_dgsa.util.errors import UserError
+
     out = tmp_path / "old"
     out.mkdir()
-    (out / "table_gone.md").write_text("listed by an old-style manifest\n")
     (out / "manifest.json").write_text(json.dumps({"files": ["index.html", "index.md", "manifest.json",
                                                              "table_gone.md"]}))
-    code, _, err = run_main(["report", "--store", str(small_store), "--out", str(out), "--json"], tmp_path)
-    assert code == 0, err
-    assert (out / "table_gone.md").exists()                              # no kind marker: nothing removed
-    assert json.loads((out / "manifest.json").read_text())["kind"] == "dgsa-bench report"
+    assert _previous_files(out) == []
+    (out / "manifest.json").write_text(json.dumps({"files": ["thesis.tex", "manifest.json"]}))
+    with pytest.raises(UserError, match="no dgsa-bench report wrote"):
+        _previous_files(out)
 
 
 # --------------------------------------------------------------------------------------------- 2. devices, FIFOs
@@ -295,6 +304,20 @@ def test_every_output_folder_refuses_a_link_inside(small_store, tmp_path, run_ma
     code, _, err = run_main(args, tmp_path)
     assert "symbolic link" in _one_error(code, err)
     assert _snapshot(tmp_path, small_store) == before
+
+
+def test_links_in_hidden_folders_are_not_searched_but_a_hidden_link_is_refused(tmp_path):
+    from robustbench_dgsa.cli.options import check_no_links
+    from robustbench_dgsa.util.errors import UserError
+
+    out = tmp_path / "out"
+    (out / ".venv" / "bin").mkdir(parents=True)
+    (out / ".venv" / "bin" / "python").symlink_to(sys.executable)   # `--out .` in a project with a venv
+    check_no_links(out)
+    (out / "store").mkdir()
+    (out / "store" / ".compact.lock").symlink_to(tmp_path / "elsewhere.txt")
+    with pytest.raises(UserError, match="compact.lock is a symbolic link"):
+        check_no_links(out)
 
 
 def test_evaluate_refuses_a_linked_default_store(tmp_path, run_main):
