@@ -36,7 +36,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .atomic import partial_path, write_json
+from .atomic import partial_path, refuse_special, write_json
 from .errors import CorruptionError, OutputExistsError
 
 TEXT_NOISE_VERSION = "1"
@@ -600,6 +600,8 @@ class _TextStaging:
     def commit(self, manifest: dict) -> None:
         """Rename every staged file into place (the old manifest removed first) and write the manifest last."""
         out = self.out
+        for name in self.staged:  # never a device, FIFO or socket replaced; checked before anything moves
+            refuse_special(out / name)
         if (out / "manifest.json").exists():
             (out / "manifest.json").unlink()
         for name, tmp in self.staged.items():

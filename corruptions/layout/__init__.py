@@ -23,7 +23,8 @@ Only a set of 10,000 images per block with severities 1..5 uses the official fil
 :func:`load_corrupted` reads the names from the manifest.
 
 Reading a regenerated directory checks each file against the manifest's SHA-256; the digests are cached by
-path, size and modification time (``$CORRUPTIONS_CACHE`` or the user cache folder) so re-reads are free.
+path, size, modification and change time, inode and device (``$CORRUPTIONS_CACHE`` or the user cache folder) so
+re-reads are free, and an edit that restores the old size and mtime is still re-hashed (the ctime moves).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SHA-256 / md5 of files and arrays; the on-disk digest cache (by path, size and mtime)."""
+"""SHA-256 / md5 of files and arrays; the on-disk digest cache (by path, device, inode, size, mtime and ctime)."""
 from __future__ import annotations
 
 import hashlib
@@ -31,19 +31,28 @@ def _read_digest_cache(path: Path) -> dict:
 _DIGEST_CACHE_MAX = 4096
 
 
+def _stat_key(st: os.stat_result) -> dict:
+    """What a cached digest is valid for. ``st_ctime_ns`` is set by the kernel on every write, rename and
+    ``utime`` and cannot be set back by a user, so a same-size edit that restores the old mtime still misses the
+    cache; the device and inode catch a file replaced by another one."""
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
+            "dev": st.st_dev}
+
+
 def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file, cached by (absolute path, size, mtime_ns): a changed file (new size or mtime) is
-    re-hashed. The cache is a small JSON file; if it cannot be written, nothing is cached."""
+    """SHA-256 of a file, cached by absolute path and :func:`_stat_key` (size, mtime, ctime, inode, device): a
+    changed or replaced file is re-hashed. The cache is a small JSON file; if it cannot be written, nothing is
+    cached."""
     p = Path(path).resolve()
     st = p.stat()
     cache_path = _digest_cache_path()
     cache = _read_digest_cache(cache_path)
-    key = str(p)
+    key, stamp = str(p), _stat_key(st)
     hit = cache.get(key)
-    if isinstance(hit, dict) and hit.get("size") == st.st_size and hit.get("mtime_ns") == st.st_mtime_ns:
+    if isinstance(hit, dict) and all(hit.get(k) == v for k, v in stamp.items()):
         return str(hit.get("sha256"))
     digest = _hash_file(p, "sha256")
-    cache[key] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": digest, "t": time.time()}
+    cache[key] = {**stamp, "sha256": digest, "t": time.time()}
     if len(cache) > _DIGEST_CACHE_MAX:
         keep = sorted(cache.items(), key=lambda kv: kv[1].get("t", 0) if isinstance(kv[1], dict) else 0)
         cache = dict(keep[-_DIGEST_CACHE_MAX:])
@@ -53,7 +62,6 @@ def file_sha256(path: str | os.PathLike) -> str:
     except OSError:
         pass
     return digest
-
 
 
 def _hash_file(path: Path, algo: str, chunk: int = 1 << 22) -> str:

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..atomic import partial_path, write_bytes, write_json
+from ..atomic import partial_path, replace, write_bytes, write_json
 from ..errors import CorruptionError, OutputExistsError
 from .checks import ProgressWrapper, _resolve_names, _resolve_severities, _wrap
 from .locks import fcntl
@@ -284,7 +284,7 @@ def _save(run: _Run, corruption: str, severity: int, i: int, image: np.ndarray) 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = partial_path(target, _TMP_TOKEN)
     tmp.write_bytes(data)
-    os.replace(tmp, target)
+    replace(tmp, target)
     return hashlib.sha256(data).hexdigest()
 
 

@@ -104,7 +104,7 @@ def check_manifest(directory: str | os.PathLike, files: Iterable[str] | None = N
                    cached: bool = False) -> None:
     """Re-hash the files the manifest lists (or only ``files``); CorruptionError on a missing or changed one.
 
-    ``cached``: reuse a digest computed earlier for the same path, size and modification time.
+    ``cached``: reuse a digest computed earlier for the same file (path, size, mtime, ctime, inode, device).
     """
     man = read_manifest(directory)
     if man is None:

@@ -55,7 +55,8 @@ def load_corrupted(directory: str | os.PathLike, corruption: str, severity: int 
     ``check_md5``: official - compare file md5s with the published tables (``dataset`` "cifar10"/"cifar100",
     default decided by labels.npy); regenerated - re-hash and compare SHA-256 with the manifest.
     ``verify`` (default): a regenerated directory's file and labels are checked against the manifest's SHA-256
-    before use (digest cached by path, size and mtime); a mismatch raises CorruptionError naming the file.
+    before use (digest cached by path, size, mtime, ctime and inode); a mismatch raises CorruptionError naming the
+    file.
     """
     d = Path(directory)
     if not d.is_dir():

@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover
 # For the error boundary in cli/__init__.py (one import place for click's exceptions).
 BOUNDARY_EXCEPTIONS = (ClickException, NoArgsIsHelpError)
 
+from robustbench_dgsa.util.atomic import special_kind
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.lists import split_list  # the commands use it as opt.split_list
 
@@ -185,20 +186,48 @@ def _check_creatable(path: Path, option: str, what: str) -> None:
 
 
 def check_output_dir(path: Path | str | None, option: str = "--out") -> Path | None:
-    """A folder a command will write into: existing and writable, or creatable. One-line UserError naming
-    the path and what to do otherwise; nothing is created here."""
+    """A folder a command will write into: existing and writable (with no symbolic link inside it, see
+    :func:`check_no_links`), or creatable. One-line UserError naming the path and what to do otherwise;
+    nothing is created here."""
     if path is None:
         return None
     p = Path(path).expanduser()
     if p.exists():
         if not p.is_dir():
-            raise UserError(f"{option} {p}: is a file, but a folder is expected; give a folder path")
+            kind = special_kind(p) or "a file"
+            raise UserError(f"{option} {p}: is {kind}, but a folder is expected; give a folder path")
         if not os.access(p, os.W_OK | os.X_OK):
             raise UserError(f"{option} {p}: folder is read-only; choose a writable folder or change its "
                             f"permissions")
+        check_no_links(p, option)
         return p
     _check_creatable(p, option, "folder")
     return p
+
+
+def check_no_links(folder: Path | str | None, option: str = "--out", depth: int = 3) -> None:
+    """Nothing inside an output folder (down to ``depth`` levels: run folders, ``store/``, ``store/rows/``, their
+    files) may be a symbolic link: writing through one would change files outside the output. One-line
+    UserError naming the link; the folder itself may be a link (the user named it). Hidden folders (``.venv``,
+    ``.git``: never written into) are not searched, though a link named like one is still refused."""
+    if folder is None:
+        return
+    level, todo = 0, [Path(folder).expanduser()]
+    while todo and level < depth:
+        found = []
+        for d in todo:
+            try:
+                entries = list(os.scandir(d))
+            except (NotADirectoryError, FileNotFoundError):
+                continue
+            for e in entries:
+                if e.is_symlink():
+                    raise UserError(f"{option} {folder}: {e.path} is a symbolic link (to {os.readlink(e.path)}); "
+                                    f"the command writes only into real folders and files inside its output, so "
+                                    f"remove the link or choose another folder")
+                if e.is_dir(follow_symlinks=False) and not e.name.startswith("."):  # not into .venv, .git
+                    found.append(Path(e.path))
+        todo, level = found, level + 1
 
 
 def check_output_file(path: Path | str | None, option: str = "--out", suffixes: Sequence[str] = ()) -> Path | None:
@@ -212,6 +241,9 @@ def check_output_file(path: Path | str | None, option: str = "--out", suffixes: 
     if p.is_dir():
         raise UserError(f"{option} {p}: is a folder, but a file is expected; give a file name such as "
                         f"{p / ('out' + (suffixes[0] if suffixes else ''))}")
+    kind = special_kind(p)
+    if kind is not None:  # /dev/full, a FIFO, /dev/stdout's pipe: never replaced by a regular file
+        raise UserError(f"{option} {p}: is {kind}, not a regular file; give the path of a regular file")
     if p.exists():
         if not os.access(p, os.W_OK) or not os.access(p.parent, os.W_OK | os.X_OK):
             raise UserError(f"{option} {p}: file or its folder is read-only; choose another file name")

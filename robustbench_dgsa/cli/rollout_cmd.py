@@ -103,6 +103,8 @@ def _check_outputs(out: Optional[Path], store: Optional[Path], index: Optional[i
                    metrics: bool) -> None:
     """Output paths and the --index / --metrics combinations, checked before any work."""
     opt.check_output_file(out, "--out", suffixes=(".png",))
+    for side in (out.with_suffix(".npy"), out.with_suffix(".json")) if out is not None else ():
+        opt.check_output_file(side, "--out (beside it)")  # the heat maps and the summary go there too
     if store is not None:
         opt.check_output_dir(store, "--store")
     if index is not None and (dataset is None or metrics):

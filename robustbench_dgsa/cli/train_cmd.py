@@ -78,7 +78,7 @@ def train_command(
     if not model_list:
         raise UserError("--model needs at least one model name")
     _check_data_root(data_root)
-    opt.check_output_dir(out, "--out")
+    opt.check_output_dir(out, "--out")      # also: no symbolic link inside (<out>/store, run folders, rows)
     opt.check_output_dir(store, "--store")
     file_ov = load_config_file(config) if config else None
     cfgs = []
@@ -106,6 +106,16 @@ def train_command(
 
 
 # --- evaluate ----------------------------------------------------------------------------------------------
+
+def _check_store_links(store: Optional[Path], checkpoint: Optional[Path]) -> None:
+    """The store evaluate writes into (--store, else <checkpoint folder>/store) holds no symbolic link."""
+    default = checkpoint.parent / "store" if checkpoint is not None else None
+    if store is None and default is not None and default.is_symlink():
+        raise UserError(f"{default} (the default results store) is a symbolic link; give --store DIR or remove "
+                        f"the link")
+    if store is None and default is not None:
+        opt.check_no_links(default, "--store")
+
 
 @app.command("evaluate")
 def evaluate_command(
@@ -166,6 +176,7 @@ def evaluate_command(
         raise UserError(f"corruption directory not found: {corruption_dir}")
     checkpoint, store = _evaluated_checkpoint(checkpoint, pretrained, timm_name, module, store)
     opt.check_output_dir(store, "--store")
+    _check_store_links(store, checkpoint)
     if timm_name is None and module is None:
         if weights is not None or random_init or name is not None or model_args or timm_norm or seed is not None:
             raise UserError("--weights, --random-init, --seed, --timm-norm, --name and --model-args go with --timm "
@@ -309,6 +320,7 @@ def sweep_run(
     bad = [d for d in device_ids or [] if not re.fullmatch(r"\d+|(GPU|MIG)-[0-9A-Za-z/-]+", d)]
     if bad:
         raise UserError(f"--devices: expected GPU ids such as 0,1,2 (or GPU-/MIG- UUIDs), got {', '.join(bad)}")
+    opt.check_no_links(sweep_dir, "SWEEP_DIR")  # runs/<job>/ and store/ are written into
     summary = run(sweep_dir, workers=workers, devices=device_ids, progress=progress)
     if json_:
         _dump(summary)
@@ -328,6 +340,7 @@ def sweep_run_one(
 ) -> None:
     """Run one job (what each Slurm array task calls)."""
     from robustbench_dgsa.jobs.sweep import run_one
+    opt.check_no_links(sweep_dir, "SWEEP_DIR")
     record = run_one(sweep_dir, index, progress=False)
     if json_:
         _dump(record)
@@ -351,7 +364,11 @@ def sweep_status(sweep_dir: Path = typer.Argument(...),
 def sweep_slurm(
     sweep_dir: Path = typer.Argument(..., help="Sweep folder."),
     submitit_: bool = typer.Option(False, "--submitit", help="Submit through submitit (pip install "
-                                                            "'robustbench-dgsa\\[slurm]') instead of writing a script."),
+                                                            "'robustbench-dgsa\\[slurm]') instead of writing a script. "
+                                                            "submitit pickles each job into SWEEP_DIR/slurm/submitit/ "
+                                                            "(made private, mode 0700) and the compute node unpickles "
+                                                            "it: the one pickle in the suite; the default sbatch "
+                                                            "script has none."),
     time_limit: str = typer.Option("24:00:00", "--time", help="Time limit per job, any Slurm format: MM, MM:SS, "
                                                                "HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."),
     gpus: int = typer.Option(1, "--gpus", min=0, help="GPUs per job (0 for CPU jobs)."),

@@ -173,7 +173,12 @@ def submit_submitit(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus
                     mem: str = "32G", partition: str | None = None, account: str | None = None,
                     max_parallel: int | None = None, setup: Sequence[str] = ()) -> list[str]:
     """Submit the unfinished jobs as a Slurm array through submitit (optional extra). Returns Slurm job ids.
-    The time limit goes in as whole minutes (rounded up), the memory as given."""
+    The time limit goes in as whole minutes (rounded up), the memory as given.
+
+    submitit works by pickling: it writes the function and its arguments as a pickle into
+    ``slurm/submitit/`` and the compute node unpickles it -- the one place the suite unpickles anything. That
+    folder is made private (mode 0700: only the submitting user can plant or change a pickle there); the
+    sbatch script of :func:`write_slurm_script` (the default) involves no pickle."""
     res = SlurmResources.checked(time=time_limit, gpus=gpus, cpus=cpus, mem=mem, partition=partition,
                                  account=account, max_parallel=max_parallel, setup=list(setup))
     try:
@@ -187,10 +192,21 @@ def submit_submitit(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus
     if not pending:
         log("[sweep] nothing to submit: every job is finished")
         return []
-    ex = submitit.AutoExecutor(folder=str(sweep_dir / "slurm" / "submitit"))
+    folder = private_folder(sweep_dir / "slurm" / "submitit")
+    ex = submitit.AutoExecutor(folder=str(folder))
     ex.update_parameters(**submitit_parameters(sweep_dir, res, len(pending)))
     submitted = ex.map_array(sweep.run_one, [str(sweep_dir)] * len(pending), pending)
     return [s.job_id for s in submitted]
+
+
+def private_folder(folder: Path) -> Path:
+    """``folder`` created if needed and set to mode 0700 (owner only); a symbolic link there is refused."""
+    if folder.is_symlink():
+        raise UserError(f"{folder} is a symbolic link; remove it (submitit's pickles must stay in a private folder "
+                        f"of the sweep)")
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    folder.chmod(0o700)
+    return folder
 
 
 def submitit_parameters(sweep_dir: Path, res: SlurmResources, n_pending: int) -> dict[str, Any]:

@@ -33,6 +33,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 from importlib import resources
 from dataclasses import dataclass, field
@@ -53,10 +54,12 @@ from robustbench_dgsa.rollout.plots import render_figure2, render_figure3
 from robustbench_dgsa.rollout.runs import load_rollout_sets
 from robustbench_dgsa.util.provenance import sha256_file
 from robustbench_dgsa.util.errors import UserError
-from robustbench_dgsa.util.paths import safe_name
-from robustbench_dgsa.models.registry import MODEL_FACTS, display_name, model_order, reference_model
+from robustbench_dgsa.util.paths import is_safe_name, safe_name
+from robustbench_dgsa.models.registry import MODEL_FACTS, model_order, reference_model
+from robustbench_dgsa.models.registry import display_name as _registry_name
 from robustbench_dgsa.report.figures import cd_diagram, curves_figure, save_figure, severity_figure
-from robustbench_dgsa.report.tables import LATEX_PREAMBLE, Table, fmt_count, fmt_mean_sd, fmt_num, fmt_p
+from robustbench_dgsa.report.tables import (LATEX_PREAMBLE, Table, fmt_count, fmt_mean_sd, fmt_num, fmt_p, md_escape,
+                                            md_inline, printable)
 
 #: the paper's published numbers: package data, so every install (wheel, editable, checkout) has them
 PUBLISHED_CSV = resources.files("robustbench_dgsa.report") / "published.csv"
@@ -70,6 +73,7 @@ DATASET_LABELS = {
 _SOURCE_LABELS = {"regenerated": "CIFAR-C corruptions, regenerated", "on-the-fly": "CIFAR-C corruptions, on the fly",
                   "official": "official CIFAR-C files"}
 ACC_SCALE = 100.0   # store accuracies are fractions; the report prints percent
+REPORT_KIND = "dgsa-bench report"   # marks a manifest.json as a report's own (only those files are ever removed)
 
 SECTIONS = (
     ("caveats", "Warnings and caveats"),
@@ -138,7 +142,13 @@ _order = model_order
 
 
 def dataset_label(name: str) -> str:
-    return DATASET_LABELS.get(name, name)
+    return printable(DATASET_LABELS.get(name, name), cell=True)
+
+
+def display_name(name: str) -> str:
+    """The registry's display name (vit -> ViT); a name from the data without control characters (a NUL would
+    break a figure's font lookup and every format the report writes)."""
+    return printable(_registry_name(name), cell=True)
 
 
 def _model_labels(models) -> dict[str, str]:
@@ -948,25 +958,27 @@ def _index(rep: _Report, title: str, header: list[str], caveats: list[str]) -> N
 
 
 def _index_md(title, header, caveats, warnings, sections, by_section, skipped_by) -> str:
-    md = [f"# {title}", ""] + [f"- {h}" for h in header] + ["", "**Contents**", ""]
+    """index.md; every text from the data escaped (:func:`md_escape`: no raw HTML tag, link or control char)."""
+    m = lambda t: md_escape(printable(t, cell=True))  # noqa: E731
+    md = [f"# {m(title)}", ""] + [f"- {md_inline(h)}" for h in header] + ["", "**Contents**", ""]
     for sec, sec_title in sections:
-        md.append(f"- [{sec_title}](#{sec})")
-        md += [f"  - [{a.title}](#{a.key})" for a in by_section.get(sec, [])]
+        md.append(f"- [{m(sec_title)}](#{sec})")
+        md += [f"  - [{m(a.title)}](#{a.key})" for a in by_section.get(sec, [])]
     md.append("")
     for sec, sec_title in sections:
         md += [f'<a id="{sec}"></a>', "", f"## {sec_title}", ""]
         if sec == "caveats":
-            md += [f"- {c}" for c in caveats] or ["- None found."]
+            md += [f"- {m(c)}" for c in caveats] or ["- None found."]
             if warnings:
-                md += ["", f"Other warnings ({len(warnings)}):", ""] + [f"- {w}" for w in warnings]
+                md += ["", f"Other warnings ({len(warnings)}):", ""] + [f"- {m(w)}" for w in warnings]
             md.append("")
             continue
         for a in by_section.get(sec, []):
-            md += [f'<a id="{a.key}"></a>', "", f"### {a.title}", ""]
+            md += [f'<a id="{a.key}"></a>', "", f"### {m(a.title)}", ""]
             if a.image:
-                md += [f"![{a.title}]({a.image})", ""]
+                md += [f"![{m(a.title)}]({a.image})", ""]
             if a.caption:
-                md += [a.caption, ""]
+                md += [m(a.caption), ""]
             if a.table_md:
                 md += [a.table_md, ""]
             links = [f"[{fmt}]({path})" for fmt, path in a.files.items()]
@@ -974,14 +986,14 @@ def _index_md(title, header, caveats, warnings, sections, by_section, skipped_by
                 links.append(f"[sources]({a.sources})")
             md += [" · ".join(links), ""]
             if a.provenance:
-                md += [f"<sub>Made from {a.provenance}.</sub>", ""]
+                md += [f"<sub>Made from {m(a.provenance)}.</sub>", ""]
         for t, reason in skipped_by.get(sec, []):
-            md += [f"- *Skipped: {t}* — {reason}", ""]
+            md += [f"- *Skipped: {m(t)}* — {m(reason)}", ""]
     return "\n".join(md).rstrip() + "\n"
 
 
 def _index_html(rep, title, header, caveats, warnings, sections, by_section, skipped_by) -> str:
-    e = html.escape
+    e = lambda t: html.escape(printable(t))  # noqa: E731
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{e(title)}</title>", f"<style>{_CSS}</style>", "</head><body>", f"<h1>{e(title)}</h1>"]
@@ -1041,7 +1053,7 @@ def _display_width(png: Path) -> str:
 def _md_inline(text: str) -> str:
     """The little Markdown the header lines use: `code`."""
     out = []
-    for i, chunk in enumerate(text.split("`")):
+    for i, chunk in enumerate(printable(text).split("`")):
         out.append(f"<code>{html.escape(chunk)}</code>" if i % 2 else html.escape(chunk))
     return "".join(out)
 
@@ -1052,11 +1064,16 @@ def build_report(store_dir: str | os.PathLike, out_dir: str | os.PathLike | None
                  reference: str | None = None, title: str | None = None) -> Path:
     """Write the report of a results store; returns the report folder.
 
-    ``out_dir`` wins; otherwise ``reports/<name>`` (default name: the store folder's parent name).
-    ``datasets`` restricts the report; ``reference`` names the model the relative corruption error is
-    measured against (default: ViT / Transformer when present).
+    ``out_dir`` wins; otherwise ``reports/<name>`` (default name: the store folder's parent name); ``name``
+    must be one folder name. ``datasets`` restricts the report; ``reference`` names the model the relative
+    corruption error is measured against (default: ViT / Transformer when present). A folder holding a
+    ``manifest.json`` that no report wrote is refused before any work; a rebuild removes only files the
+    previous report's own manifest lists.
     """
     store_dir = Path(store_dir)
+    out = _report_folder(store_dir, out_dir, name)
+    check_report_folder(out)
+    previous = _previous_files(out)
     df = store.load_results(store_dir)
     if df.empty:
         raise UserError(f"results store {store_dir} has no rows: nothing to report")
@@ -1069,17 +1086,12 @@ def build_report(store_dir: str | os.PathLike, out_dir: str | os.PathLike | None
     if reference is not None and reference not in set(df["model"]):
         raise UserError(f"reference model {reference!r} has no results (present: "
                         f"{', '.join(_order(set(df['model']) - {''}))})")
-    if out_dir is None:
-        out_dir = Path("reports") / (name or store_dir.resolve().parent.name or "report")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"report folder {out} is a file")
     # Built in a hidden sibling folder and moved in at the end: Ctrl-C or an error leaves no half report.
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
         rep = _write_report(store_dir, stage, df, reference, title)
-        _publish(stage, out, rep)
+        _publish(stage, out, rep, previous)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return out
@@ -1163,19 +1175,71 @@ def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: di
     return out
 
 
-def _publish(stage: Path, out: Path, rep: _Report) -> None:
+def _report_folder(store_dir: Path, out_dir: str | os.PathLike | None, name: str | None) -> Path:
+    """``out_dir``, else ``reports/<name>``: a name is one folder name (never a path that leaves ``reports/``)."""
+    if out_dir is not None:
+        return Path(out_dir)
+    if name is not None and not is_safe_name(name):
+        raise UserError(f"report name {name!r} is not one folder name: use letters, digits, '.', '_', '+' and '-' "
+                        f"(no '/', '..' or spaces), or give the report folder itself")
+    return Path("reports") / (name or safe_name(store_dir.resolve().parent.name or "report"))
+
+
+def check_report_folder(out: Path) -> None:
+    """UserError when ``out`` cannot take a report: a file, or a folder whose manifest.json no report wrote
+    (for callers that write the report last, e.g. the main job: checked before any work)."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"report folder {out} is a file")
+    _previous_files(out)
+
+
+def _previous_files(out: Path) -> list[str]:
+    """The files the previous report in ``out`` wrote (its own manifest.json lists them), which a rebuild may
+    remove; [] for a new folder, a folder without a manifest or an older report's manifest (nothing is removed
+    then). UserError, before any work, when ``out`` holds a manifest.json that no report wrote."""
+    path = out / "manifest.json"
+    if not os.path.lexists(path):
+        return []
+    data = None
+    if path.is_file() and not path.is_symlink():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = None
+    files = data.get("files") if isinstance(data, dict) else None
+    if isinstance(files, list) and all(isinstance(f, str) for f in files):
+        if data.get("kind") == REPORT_KIND:
+            return files
+        if set(data) == {"files"} and {"index.md", "index.html", "manifest.json"} <= set(files):
+            return []  # written by a report before manifests carried their kind: kept, nothing removed
+    raise UserError(f"report folder {out} holds a manifest.json that no dgsa-bench report wrote (another tool's "
+                    f"folder?); nothing was changed: choose a new or empty folder")
+
+
+def _plain_name(name: str) -> bool:
+    """One visible file name directly inside a folder: no separators, no ``..``, not hidden."""
+    return (bool(name) and name == os.path.basename(name) and "\\" not in name and "\x00" not in name
+            and not name.startswith("."))
+
+
+def _publish(stage: Path, out: Path, rep: _Report, previous: Sequence[str] = ()) -> None:
     """Move a finished report from ``stage`` into ``out`` (same file system: renames), the index last, then
-    remove what a previous build there wrote and this one did not."""
+    remove what the previous report there wrote (``previous``) and this one did not. Nothing moves when a
+    target is a device, FIFO, socket or folder."""
     out.mkdir(parents=True, exist_ok=True)
     last = ("index.md", "index.html")
-    for f in sorted(stage.iterdir(), key=lambda p: p.name in last):
-        if f.is_file():
-            os.replace(f, out / f.name)
-    _prune(out, rep)
+    files = [f for f in sorted(stage.iterdir(), key=lambda p: p.name in last) if f.is_file()]
+    for f in files:
+        atomic.refuse_special(out / f.name)
+    for f in files:
+        atomic.replace(f, out / f.name)
+    _prune(out, rep, previous)
 
 
-def _prune(out: Path, rep: _Report) -> None:
-    """Remove files a previous build of this folder wrote that this build did not (skipped artefacts)."""
+def _prune(out: Path, rep: _Report, previous: Sequence[str]) -> None:
+    """Remove the files the previous report listed that this build did not write (skipped artefacts): only
+    plain names directly in ``out`` that are regular files (never a link, a folder or a special file); then
+    write this report's own manifest."""
     keep = {"index.md", "index.html", "manifest.json"}
     for a in rep.artefacts:
         keep.update(a.files.values())
@@ -1183,13 +1247,13 @@ def _prune(out: Path, rep: _Report) -> None:
             keep.add(a.image)
         if a.sources:
             keep.add(a.sources)
-    manifest = out / "manifest.json"
-    if manifest.is_file():
+    for f in previous:
+        if f in keep or not _plain_name(f):
+            continue
         try:
-            old = json.loads(manifest.read_text()).get("files", [])
-        except (json.JSONDecodeError, AttributeError):
-            old = []
-        for f in old:
-            if f not in keep and "/" not in f and (out / f).is_file():
-                (out / f).unlink()
-    atomic.write_json(manifest, {"files": sorted(keep)})
+            st = os.lstat(out / f)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode):
+            (out / f).unlink()
+    atomic.write_json(out / "manifest.json", {"kind": REPORT_KIND, "version": 1, "files": sorted(keep)})

@@ -4,6 +4,12 @@ A :class:`Table` holds display strings (numbers already formatted), a caption an
 compiles with pdflatex under :data:`LATEX_PREAMBLE` (booktabs + amsmath, nothing else): every Unicode sign
 the suite prints becomes math mode (±, ×, χ², Σ, Δ, ...), a minus sign in a number is a true minus (``$-$``),
 and tables of :data:`WIDE_COLUMNS` or more columns use ``table*`` in a smaller font with narrower column gaps.
+
+Text from the data (model, dataset, class names) is escaped for each format: in Markdown ``<``, ``>`` and ``&``
+become entities and ``|``, ``[``, ``]``, backticks and backslashes are backslash-escaped (no raw HTML tag, link
+or broken table row reaches a ``.md``), in HTML everything is entity-escaped, in LaTeX special characters are
+escaped; control characters (NUL, escape, newlines inside a cell, ...) never reach any of them
+(:func:`printable`).
 """
 from __future__ import annotations
 
@@ -32,18 +38,18 @@ class Table:
         return "l" + "r" * (len(self.columns) - 1)
 
     def to_markdown(self, caption: bool = True) -> str:
-        esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+        esc = lambda s: md_escape(printable(s, cell=True))  # noqa: E731
         sep = {"l": ":--", "r": "--:", "c": ":-:"}
         out = []
         if self.caption and caption:
-            out += [f"**{self.caption}**", ""]
+            out += [f"**{md_escape(printable(self.caption))}**", ""]
         out.append("| " + " | ".join(esc(c) for c in self.columns) + " |")
         out.append("|" + "|".join(sep[a] for a in self._align()) + "|")
         for r in self.rows:
             out.append("| " + " | ".join(esc(v) for v in r) + " |")
         if self.notes:
             out.append("")
-            out += [f"- {n}" for n in self.notes]
+            out += [f"- {md_escape(printable(n))}" for n in self.notes]
         return "\n".join(out) + "\n"
 
     def to_latex(self, label: str | None = None) -> str:
@@ -76,19 +82,20 @@ class Table:
 
     def to_html(self, caption: bool = True) -> str:
         cls = {"l": "l", "r": "r", "c": "c"}
+        esc = lambda v: html.escape(printable(v))  # noqa: E731
         al = self._align()
         out = ["<table>"]
         if self.caption and caption:
-            out.append(f"<caption>{html.escape(self.caption)}</caption>")
-        out.append("<thead><tr>" + "".join(f'<th class="{cls[a]}">{html.escape(c)}</th>'
+            out.append(f"<caption>{esc(self.caption)}</caption>")
+        out.append("<thead><tr>" + "".join(f'<th class="{cls[a]}">{esc(c)}</th>'
                                            for a, c in zip(al, self.columns)) + "</tr></thead>")
         out.append("<tbody>")
         for r in self.rows:
-            out.append("<tr>" + "".join(f'<td class="{cls[a]}">{html.escape(str(v))}</td>'
+            out.append("<tr>" + "".join(f'<td class="{cls[a]}">{esc(v)}</td>'
                                         for a, v in zip(al, r)) + "</tr>")
         out.append("</tbody></table>")
         if self.notes:
-            out.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+            out.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in self.notes)
                        + "</ul>")
         return "\n".join(out)
 
@@ -106,10 +113,40 @@ _LATEX_MATH = {"±": "\\pm", "×": "\\times", "−": "-", "Δ": "\\Delta", "Σ":
 _MINUS = re.compile(r"(?:(?<=^)|(?<=[\s(\[/=,;]))-(?=\.?\d)")
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_MD_SPECIAL = re.compile(r"([\\`\[\]|])")
+
+
+def printable(s: object, cell: bool = False) -> str:
+    """``s`` as text without control characters: NUL, escape, DEL, C1 codes and bidirectional overrides become
+    U+FFFD; tabs and line breaks stay (``cell``: become spaces, so a table row stays one line)."""
+    text = str(s)
+    keep = "" if cell else "\t\n\r"
+    return _CONTROL.sub(lambda m: m.group() if m.group() in keep else (" " if m.group() in "\t\n\r" else "\ufffd"),
+                        text)
+
+
+def md_escape(s: object) -> str:
+    """Text for Markdown (a table cell, a caption, a list item): ``&``, ``<``, ``>`` as HTML entities (no raw tag
+    or autolink survives), backslash, backtick, ``[``, ``]`` and ``|`` backslash-escaped (no code span, link or
+    extra table column)."""
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(str(s), quote=False))
+
+
+def md_inline(text: object) -> str:
+    """Markdown for a line with `code` spans (the report's header lines): the spans become ``<code>`` elements
+    with escaped contents, the rest is :func:`md_escape`-d; control characters removed."""
+    out = []
+    for i, chunk in enumerate(printable(text, cell=True).split("`")):
+        out.append(f"<code>{html.escape(chunk, quote=False)}</code>" if i % 2 else md_escape(chunk))
+    return "".join(out)
+
+
 def latex_escape(s: object) -> str:
     """Text for a LaTeX table cell: special characters escaped, Unicode signs in math mode (χ² → ``$\\chi^{2}$``),
-    hyphens used as minus signs → ``$-$``; any other non-ASCII letter falls back to its ASCII base (é → e)."""
-    text = _MINUS.sub("\u2212", str(s))
+    hyphens used as minus signs → ``$-$``; any other non-ASCII letter falls back to its ASCII base (é → e);
+    control characters never reach the file (a NUL or escape would break pdflatex; see :func:`printable`)."""
+    text = _MINUS.sub("\u2212", printable(s, cell=True))
     out: list[str] = []
     math_run: list[str] = []
 

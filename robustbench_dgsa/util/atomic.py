@@ -1,23 +1,59 @@
 """Atomic file writes: write to a temporary file beside the target, then rename.
 
-A killed process therefore leaves either the old file or the new one, never half of one.
+A killed process therefore leaves either the old file or the new one, never half of one. A target that exists
+and is not a regular file (a device node such as /dev/full, a FIFO, a socket, a folder; symbolic links followed)
+is never replaced: :class:`UserError` before anything is written, and again just before the rename.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.jsonio import to_jsonable
+
+_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def special_kind(path: str | os.PathLike) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (symbolic links followed): "a character
+    device", "a block device", "a FIFO (named pipe)", "a socket" or "a folder"; None for a regular file, a
+    missing path or a dangling link. (The standalone ``corruptions`` library has the same check in its own
+    writer, ``corruptions.atomic``.)"""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+
+
+def refuse_special(path: str | os.PathLike) -> None:
+    """UserError when ``path`` exists and is not a regular file (a device, FIFO, socket or folder)."""
+    kind = special_kind(path)
+    if kind is not None:
+        raise UserError(f"{path}: is {kind}, not a regular file; refusing to replace it (give the path of a "
+                        f"regular file)")
+
+
+def replace(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """``os.replace(src, dst)``, refused (UserError) when ``dst`` is a device, FIFO, socket or folder."""
+    refuse_special(dst)
+    os.replace(src, dst)
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path in the target's folder; on success rename it onto ``path``."""
     path = Path(path)
+    refuse_special(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -28,7 +64,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp_path, 0o666 & ~umask)
-        os.replace(tmp_path, path)
+        replace(tmp_path, path)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
