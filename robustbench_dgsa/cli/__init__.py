@@ -69,6 +69,9 @@ def _os_message(e: OSError) -> str:
     return f"{' -> '.join(paths)}: {hint}" if paths else f"{e.strerror or e}: {hint}"
 
 
+_STDOUT_MESSAGE = "cannot write the output: standard output is closed or a broken pipe"
+
+
 class StdoutUnwritable(Exception):
     """Standard output is closed (``>&-``) or a broken pipe: the command's output would be lost."""
 
@@ -105,11 +108,23 @@ def _flush_stdout() -> None:
         raise StdoutUnwritable(str(e) or type(e).__name__) from None
 
 
+def _stdout_broken() -> bool:
+    """Whether stdout is a pipe or socket whose reader has gone (poll reports an error or hang-up on it)."""
+    import select
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+
+
 def _stdout_failure(e: BaseException) -> bool:
-    """Whether ``e`` is a failed write to stdout (closed, broken pipe); stdout is then pointed at /dev/null so
-    the interpreter's last flush stays quiet."""
+    """Whether ``e`` is a failed write to stdout (closed, broken pipe; not another pipe of the command); stdout is
+    then pointed at /dev/null so the interpreter's last flush stays quiet."""
     closed = bool(getattr(sys.stdout, "closed", False))
-    if not (isinstance(e, (StdoutUnwritable, BrokenPipeError)) or (isinstance(e, ValueError) and closed)):
+    if not (isinstance(e, StdoutUnwritable) or (isinstance(e, BrokenPipeError) and _stdout_broken())
+            or (isinstance(e, ValueError) and closed)):
         return False
     with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -123,7 +138,7 @@ def _classify(e: BaseException) -> tuple[str, int] | None:
 
     from .options import ClickException, Truncated
     if _stdout_failure(e):
-        return "cannot write the output: standard output is closed or a broken pipe", FAILURE
+        return _STDOUT_MESSAGE, FAILURE
     if isinstance(e, _user_error_types()):
         return str(e), USAGE
     if isinstance(e, _failure_types()):
@@ -171,6 +186,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         _flush_stdout()
     except NoArgsIsHelpError:
         sys.exit(USAGE)  # the help is already printed
+    except SystemExit:
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":  # click's own EPIPE handling: exit 1 without a word
+            _stdout_failure(StdoutUnwritable("broken pipe"))
+            _say(_STDOUT_MESSAGE)
+            sys.exit(FAILURE)
+        raise
     except Interrupted as e:
         print(_interrupted(e.command, args), file=sys.stderr, flush=True)
         sys.exit(INTERRUPTED)

@@ -323,6 +323,17 @@ def test_closed_stdout_is_a_failure():
     assert ok.returncode == 0 and not ok.stderr.strip(), ok.stderr
 
 
+def test_broken_pipe_on_stdout_is_a_failure():
+    """The reader of stdout is gone before the output is written (``| head -0`` style): one line, exit 1."""
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "robustbench_dgsa", "models", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    line = _one_error(proc.returncode, "", err.decode(), RUN)
+    assert "broken pipe" in line
+
+
 # --------------------------------------------------------------------------------------------- 15: resume
 
 @pytest.mark.parametrize("change, words", [
