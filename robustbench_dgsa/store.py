@@ -10,12 +10,12 @@ Layout of a store directory::
 Rows are appended line by line and flushed, so a killed run leaves at worst one torn last line (no newline
 at its end), which the reader skips; any other malformed line (not JSON, not UTF-8, not an object, unknown
 columns, wrongly typed values, an infinite value, an accuracy outside [0, 1] or NaN over examples: see
-:func:`value_problem`) is refused with one line naming the file and line, never dropped or computed on. ``compact`` rewrites
-results.parquet atomically while holding ``.compact.lock`` (a ``filelock.FileLock``: an flock the kernel
-releases when its holder dies, so a dead owner's lock is never left standing) and reads the rows inside it, so of two
-overlapping compactions the later one includes everything the earlier one did plus what was written since:
-a concurrent writer's rows are never dropped, and compaction never deletes a rows file. A run that fails
-calls :meth:`RunWriter.discard`, which removes what it wrote (rows, provenance, predictions, and folders it
+:func:`value_problem`) is refused with one line naming the file and line, never dropped or computed on.
+``compact`` rewrites results.parquet atomically while holding ``.compact.lock`` (a ``filelock.FileLock``: an
+flock the kernel releases when its holder dies, so a dead owner's lock is never left standing) and reads the rows
+inside it, so of two overlapping compactions the later one includes everything the earlier one did plus what was
+written since: a concurrent writer's rows are never dropped, and compaction never deletes a rows file. A run that
+fails calls :meth:`RunWriter.discard`, which removes what it wrote (rows, provenance, predictions, and folders it
 created that are left empty). ``load_results`` returns a pandas DataFrame with exactly :data:`COLUMNS`.
 """
 from __future__ import annotations

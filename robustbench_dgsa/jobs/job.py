@@ -11,8 +11,10 @@ Used by sweeps (:mod:`robustbench_dgsa.jobs.sweep`: local pool, Slurm array task
 
 A job is finished when ``job_done.json`` is there and records this job, its checkpoint is there and is the one the
 record names (run id, model, seed in its header), and its evaluation rows are in the store and of that model
-(:func:`read_done`); another job's checkpoint or results in the folder (swapped, copied) do not count. :func:`run_job` returns at once for a finished job, and re-checks after taking the lock, so two
-runners (two ``sweep run`` processes, a Slurm task and a local run) never train one job twice.
+(:func:`read_done`); another job's checkpoint or results in the folder (swapped, copied) do not count, and
+:func:`run_job` refuses to run over them. :func:`run_job` returns at once for a finished job, and re-checks after
+taking the lock, so two runners (two ``sweep run`` processes, a Slurm task and a local run) never train one job
+twice.
 
 Locks: taken inside a short ``filelock.FileLock`` on ``.job.lock.guard`` (so checking and replacing a stale lock
 is one step), never taken over while the owner lives. The owner record itself stays hand-written: filelock's
