@@ -105,7 +105,7 @@ def _decode(data: bytes, name: str) -> np.ndarray:
 
     img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     if img is None:
-        raise CorruptionError(f"frost texture {name} cannot be decoded as an image")
+        raise CorruptionError(f"frost texture {name} is not a readable image (cannot be decoded)")
     return np.ascontiguousarray(img[..., ::-1])
 
 
@@ -127,7 +127,7 @@ def _from_files(paths: dict, source: str) -> FrostTextures:
         except OSError as e:
             raise CorruptionError(f"frost texture {paths[name]} cannot be read: {e.strerror or e}") from None
         sums[name] = hashlib.sha256(data).hexdigest()
-        originals.append(_decode(data, name))
+        originals.append(_decode(data, str(paths[name])))
     textures = tuple(_resize(o, _CIFAR_SCALE) for o in originals)
     return FrostTextures(source=source, textures=textures, file_sha256=sums, originals=tuple(originals))
 
@@ -205,6 +205,9 @@ def load_frost_textures(frost_dir=None) -> FrostTextures:
     global _DEFAULT
     if frost_dir is not None:
         d = Path(frost_dir).expanduser()
+        if d.exists() and not d.is_dir():
+            raise CorruptionError(f"frost directory {d} is a file, not a folder; give the folder holding "
+                                  f"{', '.join(FROST_FILES)}")
         if not d.is_dir():
             raise CorruptionError(f"frost directory {d} does not exist")
         missing = [f for f in FROST_FILES if not (d / f).is_file()]

@@ -9,12 +9,13 @@ Layout of a store directory::
 
 Rows are appended line by line and flushed, so a killed run leaves at worst one torn last line (no newline
 at its end), which the reader skips; any other malformed line (not JSON, not UTF-8, not an object, unknown
-columns, wrongly typed values) is refused with one line naming the file and line. ``compact`` rewrites
-results.parquet atomically while holding ``.compact.lock`` (a ``filelock.FileLock``: an flock the kernel
-releases when its holder dies, so a dead owner's lock is never left standing) and reads the rows inside it, so of two
-overlapping compactions the later one includes everything the earlier one did plus what was written since:
-a concurrent writer's rows are never dropped, and compaction never deletes a rows file. A run that fails
-calls :meth:`RunWriter.discard`, which removes what it wrote (rows, provenance, predictions, and folders it
+columns, wrongly typed values, an infinite value, an accuracy outside [0, 1] or NaN over examples: see
+:func:`value_problem`) is refused with one line naming the file and line, never dropped or computed on.
+``compact`` rewrites results.parquet atomically while holding ``.compact.lock`` (a ``filelock.FileLock``: an
+flock the kernel releases when its holder dies, so a dead owner's lock is never left standing) and reads the rows
+inside it, so of two overlapping compactions the later one includes everything the earlier one did plus what was
+written since: a concurrent writer's rows are never dropped, and compaction never deletes a rows file. A run that
+fails calls :meth:`RunWriter.discard`, which removes what it wrote (rows, provenance, predictions, and folders it
 created that are left empty). ``load_results`` returns a pandas DataFrame with exactly :data:`COLUMNS`.
 """
 from __future__ import annotations
@@ -22,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import math
+import numbers
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -32,7 +35,7 @@ import pandas as pd
 
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util import provenance
-from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.errors import RunFailure, UserError
 
 # name -> dtype; every row has all of them (missing values: "" / -1 / NaN).
 COLUMNS: dict[str, str] = {
@@ -54,6 +57,8 @@ COLUMNS: dict[str, str] = {
     "package_version": "string",
     "created": "string",       # ISO-8601 UTC
 }
+#: where corrupted evaluation data came from (the ``source`` of corrupted ``eval`` rows)
+CORRUPTION_SOURCES = ("official", "regenerated", "on-the-fly")
 _DEFAULTS = {"string": "", "int64": -1, "float64": float("nan")}
 
 
@@ -95,6 +100,10 @@ class RunWriter:
             unknown = set(row) - set(COLUMNS)
             if unknown:
                 raise ValueError(f"unknown result columns: {sorted(unknown)}")
+            problem = value_problem(row.get("metric"), row.get("value"), row.get("n"))
+            if problem:
+                raise RunFailure(f"not stored: {row.get('model', '')} {row.get('condition', '')} "
+                                 f"{row.get('severity', '')}: {problem}")
             lines.append(json.dumps(row, default=float))
         self.rows_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.rows_path, "a", encoding="utf-8") as f:
@@ -148,7 +157,45 @@ def _check_row(row: Any, path: Path, n: int) -> dict[str, Any]:
         if isinstance(value, bool) or not isinstance(value, _PY_TYPES[dtype]):
             raise UserError(f"{path} line {n}: column {key!r} must be {dtype}, got {value!r}; "
                             "remove or fix the line")
+    problem = value_problem(row.get("metric"), row.get("value"), row.get("n"))
+    if problem:
+        raise UserError(f"{path} line {n}: {problem}; remove or fix the line")
     return row
+
+
+#: metrics whose values are fractions: a value outside [0, 1] is a damaged row, never a result
+FRACTION_METRICS = ("accuracy",)
+
+
+def value_problem(metric: Any, value: Any, n: Any = None) -> str | None:
+    """Why a row's value cannot be a result (None when it can): +-inf for any metric; for an ``accuracy`` a NaN
+    (except over no examples, ``n`` 0) or a value outside [0, 1]."""
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    v = float(value)
+    if math.isinf(v):
+        return f"{metric} value {v} is infinite"
+    if metric in FRACTION_METRICS:
+        if math.isnan(v) and n not in (0, 0.0):
+            return f"{metric} value is NaN (over {n} examples)"
+        if not math.isnan(v) and not 0.0 <= v <= 1.0:
+            return f"{metric} value {v!r} is outside [0, 1]"
+    return None
+
+
+def _check_frame_values(df: pd.DataFrame, path: Path) -> None:
+    """:func:`value_problem` for every row of a Parquet table; the first bad row is a UserError naming it."""
+    if not len(df):
+        return
+    value = pd.to_numeric(df["value"], errors="coerce").astype(float)
+    frac = df["metric"].isin(FRACTION_METRICS)
+    bad = value.map(math.isinf) | (frac & ((value < 0) | (value > 1) | (value.isna() & (df["n"] != 0))))
+    if bool(bad.any()):
+        i = int(bad.to_numpy().nonzero()[0][0])
+        row = df.iloc[i]
+        problem = value_problem(row["metric"], float(row["value"]), int(row["n"])) or "bad value"
+        raise UserError(f"{path} row {i + 1} (run {row['run_id']}): {problem}; restore the file, or delete it "
+                        "(it is rebuilt from rows/)")
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -218,7 +265,9 @@ def load_results(store_dir: str | Path) -> pd.DataFrame:
         if missing:
             raise UserError(f"{parquet} is not a results table (no column {', '.join(missing)}); delete it and "
                             "run `dgsa-bench report` or any command that writes the store to rebuild it")
-        frames.append(df[~df["run_id"].isin(seen)])
+        df = df[~df["run_id"].isin(seen)]
+        _check_frame_values(df, parquet)
+        frames.append(df)
     frames = [f for f in frames if len(f)]
     if not frames:
         return normalize(pd.DataFrame(columns=list(COLUMNS)))

@@ -35,12 +35,12 @@ from .manifest import (LABELS_NAME, MANIFEST_FORMAT, MANIFEST_NAME, REGENERATED_
                        library_versions, read_manifest)
 from .official import (CIFAR10C_MD5, CIFAR100C_MD5, OFFICIAL_BLOCK, OFFICIAL_MD5, OFFICIAL_NAMES, OFFICIAL_SEVERITIES,
                        is_official_layout, layout_suffix)
-from .read import list_available, load_corrupted
+from .read import check_corrupted, list_available, load_corrupted
 from .verify import verify_against
 from .write import regenerate
 
 __all__ = ["CIFAR10C_MD5", "CIFAR100C_MD5", "LABELS_NAME", "MANIFEST_FORMAT", "MANIFEST_NAME", "OFFICIAL_BLOCK",
            "OFFICIAL_MD5", "OFFICIAL_NAMES", "OFFICIAL_SEVERITIES", "REGENERATED_PHRASE", "Manifest", "ProgressWrapper",
-           "check_images", "check_manifest", "clean_stale_partials", "file_sha256", "is_official_layout",
-           "layout_suffix", "library_versions", "list_available", "load_corrupted", "name_list", "read_manifest",
-           "regenerate", "verify_against"]
+           "check_corrupted", "check_images", "check_manifest", "clean_stale_partials", "file_sha256",
+           "is_official_layout", "layout_suffix", "library_versions", "list_available", "load_corrupted", "name_list",
+           "read_manifest", "regenerate", "verify_against"]

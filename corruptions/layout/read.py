@@ -59,6 +59,33 @@ def load_corrupted(directory: str | os.PathLike, corruption: str, severity: int 
     file.
     """
     d = Path(directory)
+    x, sevs, n, y_all = _open_checked(d, corruption, check_md5=check_md5, n_clean=n_clean, verify=verify)
+    lo, hi = _block_rows(d, severity, sevs, n, int(x.shape[0]))
+    if check_md5 and read_manifest(d) is None:
+        _check_official_md5(d, corruption, dataset, y_all)
+
+    xs = np.array(x[lo:hi])
+    ys = None if y_all is None else np.asarray(y_all[lo:hi]).astype(np.int64)
+    return xs, ys
+
+
+def check_corrupted(directory: str | os.PathLike, corruption: str, severities=None, *,
+                    verify: bool = True) -> np.ndarray | None:
+    """Check, without reading the images, that ``directory`` can serve ``corruption`` at ``severities`` (all
+    when None): the checks of :func:`load_corrupted` (the file is there and listed; with ``verify``, file and
+    labels match the manifest's SHA-256; uint8 (rows, H, W, 3); the severities are there; the labels are tiled
+    once per block). Returns the labels of one block (int64; None for a regenerated set without labels), so a
+    caller can validate a whole request before any work. CorruptionError naming the file otherwise."""
+    d = Path(directory)
+    x, sevs, n, y_all = _open_checked(d, corruption, verify=verify)
+    for s in (sevs if severities is None else severities):
+        _block_rows(d, s, sevs, n, int(x.shape[0]))
+    return None if y_all is None else np.asarray(y_all[:n]).astype(np.int64)
+
+
+def _open_checked(d: Path, corruption: str, *, check_md5: bool = False, n_clean: int | None = None,
+                  verify: bool = True):
+    """(images memory-mapped, severities, N, labels memory-mapped or None) of one corruption file, checked."""
     if not d.is_dir():
         raise CorruptionError(f"{d}: no such directory")
     if not isinstance(corruption, str) or not corruption:
@@ -74,14 +101,7 @@ def load_corrupted(directory: str | os.PathLike, corruption: str, severity: int 
         raise CorruptionError(f"{path}: expected uint8 (rows, H, W, 3), got {x.dtype} {x.shape}")
     rows = int(x.shape[0])
     sevs, n = _severity_blocks(path, man, rows, n_clean)
-    lo, hi = _block_rows(d, severity, sevs, n, rows)
-    y_all = _load_tiled_labels(d, man, path, rows, sevs, n)
-    if check_md5 and man is None:
-        _check_official_md5(d, corruption, dataset, y_all)
-
-    xs = np.array(x[lo:hi])
-    ys = None if y_all is None else np.asarray(y_all[lo:hi]).astype(np.int64)
-    return xs, ys
+    return x, sevs, n, _load_tiled_labels(d, man, path, rows, sevs, n)
 
 
 def _corruption_file(d: Path, corruption: str) -> tuple[Manifest | None, Path]:

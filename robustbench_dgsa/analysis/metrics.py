@@ -46,6 +46,7 @@ from corruptions.registry import BENCHMARK as _REG_BENCHMARK
 from corruptions.registry import EXTRA as _REG_EXTRA
 from corruptions.registry import GROUP_NAMES as _REG_GROUP_NAMES
 from corruptions.registry import GROUPS as _REG_GROUPS
+from robustbench_dgsa.store import CORRUPTION_SOURCES
 from robustbench_dgsa.util.errors import UserError
 
 CLEAN = "clean"
@@ -79,9 +80,12 @@ def condition_kind(condition: str) -> str:
 def eval_rows(df: pd.DataFrame, dataset: str | None = None, metric: str = "accuracy",
               split: str | None = "test", source: str | None = None,
               models: Sequence[str] | None = None) -> pd.DataFrame:
-    """Evaluation rows of one metric/split, de-duplicated (latest evaluation of a cell wins).
+    """Evaluation rows of one metric/split, de-duplicated: of a cell measured by several evaluation runs, the latest
+    run (``created``) wins; a cell with different values inside one run, or from two runs written in the same
+    second, is a UserError naming the cell (:func:`check_duplicate_cells`), never averaged or picked silently.
 
-    ``source`` restricts corrupted cells to one data source (clean rows are kept whatever their source).
+    ``source`` restricts corrupted cells to one data source (clean rows are kept whatever their source); it must
+    be one of :data:`~robustbench_dgsa.store.CORRUPTION_SOURCES`.
     Returns columns model, dataset, seed, condition, severity, value, n, source, run_id, kind_of_condition.
     A frame that already is such a selection (it has ``kind_of_condition``) is only filtered by dataset and
     models, so callers can select once and pass the result to the other functions of this module.
@@ -93,6 +97,8 @@ def eval_rows(df: pd.DataFrame, dataset: str | None = None, metric: str = "accur
         if models is not None:
             out = out[out["model"].isin(list(models))]
         return out.reset_index(drop=True)
+    if source is not None and source not in CORRUPTION_SOURCES:
+        raise UserError(f"unknown corrupted-data source {source!r} (valid: {', '.join(CORRUPTION_SOURCES)})")
     ev = df[df["kind"] == "eval"]
     if metric:
         ev = ev[ev["metric"] == metric]
@@ -105,6 +111,7 @@ def eval_rows(df: pd.DataFrame, dataset: str | None = None, metric: str = "accur
     if source is not None:
         ev = ev[(ev["condition"] == CLEAN) | (ev["source"] == source)]
     ev = ev.sort_values("created", kind="stable") if "created" in ev.columns else ev
+    check_duplicate_cells(ev)
     is_clean = ev["condition"] == CLEAN
     clean = ev[is_clean].drop_duplicates(_RUN_KEYS, keep="last")
     cor = ev[~is_clean].drop_duplicates(_CELL_KEYS + ["source"], keep="last")
@@ -122,6 +129,29 @@ def eval_rows(df: pd.DataFrame, dataset: str | None = None, metric: str = "accur
         out[c] = out[c].astype(object)
     out["kind_of_condition"] = [condition_kind(c) for c in out["condition"]]
     return out.sort_values(_CELL_KEYS, kind="stable").reset_index(drop=True)
+
+
+def check_duplicate_cells(ev: pd.DataFrame) -> None:
+    """A UserError naming the first cell (model, dataset, seed, condition, severity, and metric, split and source
+    where the frame has them) that has different values in one evaluation run, or in two runs written in the
+    same second (which is the latest is unknown)."""
+    keys = _CELL_KEYS + [c for c in ("metric", "split", "source") if c in ev.columns]
+    for tie in ("run_id", "created"):
+        if tie not in ev.columns:
+            continue
+        dup = ev[ev.duplicated(keys + [tie], keep=False)]
+        for key, g in dup.groupby(keys + [tie], sort=False):
+            values = sorted(set(float(v) for v in g["value"]), key=str)
+            if len(values) < 2:
+                continue
+            k = dict(zip(keys + [tie], key))
+            where = (f"in run {k['run_id']}" if tie == "run_id" else
+                     f"in runs {', '.join(sorted(set(g['run_id'])))} written in the same second ({k['created']})")
+            what = " ".join(str(k[c]) for c in ("metric", "split") if c in k)
+            raise UserError(f"cell {k['model']}/{k['dataset']} seed {k['seed']} {k['condition']}@{k['severity']}"
+                            f"{' ' + what if what else ''} ({k.get('source') or 'no source'}) has {len(values)} "
+                            f"different values {where}: {', '.join(map(repr, values[:3]))}; remove the wrong rows "
+                            "(a cell is measured once per evaluation)")
 
 
 def source_warnings(rows: pd.DataFrame) -> list[str]:

@@ -8,8 +8,11 @@ unexpected exception (a bug) is one line pointing to ``--debug``.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import json
+import os
 import shlex
 import sys
 from typing import Sequence
@@ -32,6 +35,11 @@ def _user_error_types() -> tuple[type[BaseException], ...]:
 
     from robustbench_dgsa.util.errors import UserError
     return UserError, CorruptionError
+
+
+def _failure_types() -> tuple[type[BaseException], ...]:
+    from robustbench_dgsa.util.errors import RunFailure
+    return (RunFailure,)
 
 
 def _say(message: str) -> None:
@@ -61,13 +69,80 @@ def _os_message(e: OSError) -> str:
     return f"{' -> '.join(paths)}: {hint}" if paths else f"{e.strerror or e}: {hint}"
 
 
+_STDOUT_MESSAGE = "cannot write the output: standard output is closed or a broken pipe"
+
+
+class StdoutUnwritable(Exception):
+    """Standard output is closed (``>&-``) or a broken pipe: the command's output would be lost."""
+
+
+class _ClosedStdout(io.TextIOBase):
+    """Stands in for ``sys.stdout`` when the process started with file descriptor 1 closed (Python then sets
+    ``sys.stdout`` to None and print() drops the output without a word): any write is a StdoutUnwritable."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        if not s:
+            return 0
+        raise StdoutUnwritable("standard output is closed")
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _guard_closed_stdout() -> None:
+    if sys.stdout is None:
+        sys.stdout = _ClosedStdout()
+
+
+def _flush_stdout() -> None:
+    """Flush stdout now, so that a broken pipe or closed stream is this command's failure (exit 1), not a
+    message from the interpreter's shutdown."""
+    if sys.stdout is None:
+        return
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError) as e:
+        raise StdoutUnwritable(str(e) or type(e).__name__) from None
+
+
+def _stdout_broken() -> bool:
+    """Whether stdout is a pipe or socket whose reader has gone (poll reports an error or hang-up on it)."""
+    import select
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+
+
+def _stdout_failure(e: BaseException) -> bool:
+    """Whether ``e`` is a failed write to stdout (closed, broken pipe; not another pipe of the command); stdout is
+    then pointed at /dev/null so the interpreter's last flush stays quiet."""
+    closed = bool(getattr(sys.stdout, "closed", False))
+    if not (isinstance(e, StdoutUnwritable) or (isinstance(e, BrokenPipeError) and _stdout_broken())
+            or (isinstance(e, ValueError) and closed)):
+        return False
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return True
+
+
 def _classify(e: BaseException) -> tuple[str, int] | None:
     """(one-line message, exit code) for an expected failure; None for a bug."""
     from typer import Abort
 
     from .options import ClickException, Truncated
+    if _stdout_failure(e):
+        return _STDOUT_MESSAGE, FAILURE
     if isinstance(e, _user_error_types()):
         return str(e), USAGE
+    if isinstance(e, _failure_types()):
+        return str(e), FAILURE
     if isinstance(e, ClickException):
         return e.format_message(), e.exit_code
     if isinstance(e, UnicodeDecodeError):
@@ -105,10 +180,18 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     args = list(sys.argv[1:] if argv is None else argv)
     set_debug(False)
+    _guard_closed_stdout()
     try:
         rv = typer.main.get_command(app).main(args=args, prog_name="dgsa-bench", standalone_mode=False)
+        _flush_stdout()
     except NoArgsIsHelpError:
         sys.exit(USAGE)  # the help is already printed
+    except SystemExit:
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":  # click's own EPIPE handling: exit 1 without a word
+            _stdout_failure(StdoutUnwritable("broken pipe"))
+            _say(_STDOUT_MESSAGE)
+            sys.exit(FAILURE)
+        raise
     except Interrupted as e:
         print(_interrupted(e.command, args), file=sys.stderr, flush=True)
         sys.exit(INTERRUPTED)

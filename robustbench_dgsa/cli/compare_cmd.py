@@ -164,8 +164,8 @@ def compare(
     all_pairs: bool = typer.Option(False, "--all-pairs", help="Test every model pair, not only vs the reference."),
     partial: bool = typer.Option(False, "--partial", help="Average mCA/mNA over the cells present (flagged) "
                                  "instead of requiring all of them."),
-    source: Optional[str] = typer.Option(None, "--source", help="Corrupted-data source to use (e.g. official, "
-                                         "regenerated) when the store has several."),
+    source: Optional[str] = typer.Option(None, "--source", help="Corrupted-data source to use (official, "
+                                         "regenerated or on-the-fly) when the store has several."),
     split: str = typer.Option("test", "--split", help="Evaluation split."),
     tie_tol: float = typer.Option(0.0, "--tie-tol", min=0.0, help="|difference| <= this counts as a tie over cells."),
     cd_plot: Optional[Path] = typer.Option(None, "--cd-plot", help="Write the critical-difference diagram "
@@ -183,6 +183,7 @@ def compare(
 
     from .. import store as store_mod
 
+    opt.check_source(source)
     opt.check_output_file(csv, "--csv")
     opt.check_output_file(latex, "--latex")
     opt.check_output_file(cd_plot, "--cd-plot", suffixes=(".png", ".pdf", ".svg"))

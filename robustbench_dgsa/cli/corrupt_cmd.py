@@ -173,6 +173,8 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
         seed = opt.parse_one_seed(seed)
         from robustbench_dgsa.engine.predict import resolve_device
         dev = str(resolve_device(device))
+        # a given --frost-dir is checked before any work or progress line
+        frost = _frost_textures(names, frost_dir, log) if frost_dir is not None else None
         inp = _load_image_input(input, split, data_root, limit)
         x, y = inp["x"], inp["y"]
         for note in inp["notes"]:
@@ -180,7 +182,8 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
         log(f"input: {inp['description']}: {len(x)} images {x.shape[1]}x{x.shape[2]}, "
             f"{'labels' if y is not None else 'no labels'}")
         constants = _constants(constants, x.shape[1], x.shape[2])
-        frost = _frost_textures(names, frost_dir, log)
+        if frost_dir is None:
+            frost = _frost_textures(names, None, log)
         phrase = _regenerated_phrase(inp["dataset"], constants)
         summary.update(input=inp["description"], notes=inp["notes"], n=len(x), image_shape=list(x.shape[1:]),
                        labels=y is not None, corruptions=names, severities=sevs, seed=seed,

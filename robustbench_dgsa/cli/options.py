@@ -20,6 +20,7 @@ import contextlib
 import copy
 import os
 import re
+import typing
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -28,10 +29,10 @@ from typer.core import TyperCommand, TyperOption
 
 try:  # recent Typer vendors click as typer._click; older ones use click itself
     from typer._click.core import ParameterSource
-    from typer._click.exceptions import ClickException, MissingParameter, UsageError
+    from typer._click.exceptions import BadParameter, ClickException, MissingParameter, UsageError
 except ImportError:  # pragma: no cover - depends on the installed Typer
     from click.core import ParameterSource
-    from click.exceptions import ClickException, MissingParameter, UsageError
+    from click.exceptions import BadParameter, ClickException, MissingParameter, UsageError
 try:
     from typer._click.exceptions import NoArgsIsHelpError
 except ImportError:  # pragma: no cover
@@ -155,6 +156,14 @@ def check_device(value: str | None) -> str | None:
     if not _DEVICE_RE.fullmatch(v):
         raise UserError(f"--device must be auto, cpu, cuda or cuda:N, got {value!r}")
     return v
+
+
+def check_source(value: str | None, option: str = "--source") -> str | None:
+    """A corrupted-data source of the store (official, regenerated, on-the-fly), or None; UserError otherwise."""
+    from robustbench_dgsa.store import CORRUPTION_SOURCES
+    if value is not None and value not in CORRUPTION_SOURCES:
+        raise UserError(f"{option} must be one of {', '.join(CORRUPTION_SOURCES)}, got {value!r}")
+    return value
 
 
 def check_encoding(value: str, option: str = "--encoding") -> str:
@@ -391,6 +400,27 @@ def _hidden_copy(option: TyperOption, flag: str) -> TyperOption:
     return alias
 
 
+def _is_path_param(param: Any) -> bool:
+    annotation = getattr(getattr(param, "type_descriptor", None), "annotation", None)
+    return annotation is Path or (typing.get_origin(annotation) in (list, tuple)
+                                  and Path in typing.get_args(annotation))
+
+
+def _refuse_empty_path(param: Any) -> None:
+    """A path option or argument given as ``''`` (or blanks) is a usage error: ``Path('')`` is the current
+    folder, and a command would write there."""
+    if not _is_path_param(param) or "process_value" in vars(param):
+        return
+    original = param.process_value
+
+    def process_value(ctx: Any, value: Any) -> Any:
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, str) and not v.strip():
+                raise BadParameter("empty path; give a file or folder path", ctx=ctx, param=param)
+        return original(ctx, value)
+    param.process_value = process_value
+
+
 class VocabularyCommand(TyperCommand):
     """A command with the hidden old spellings of its options (:data:`HIDDEN_ALIASES`) and a hidden
     ``--debug``; an old spelling's value goes to the canonical option (giving both is a usage error).
@@ -420,6 +450,8 @@ class VocabularyCommand(TyperCommand):
                     self.params.append(alias)
                     taken.add(name)
                     self._aliases[alias.name] = (p.name, canonical, name)
+        for p in self.params:
+            _refuse_empty_path(p)
         flags = [p for p in self.params if isinstance(p, TyperOption) and p.is_flag and not p.count]
         if "--debug" not in taken and flags:  # `dgsa-bench CMD ... --debug` as well as `dgsa-bench --debug CMD`
             debug = _hidden_copy(flags[0], "--debug")

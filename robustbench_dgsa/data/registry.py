@@ -143,6 +143,20 @@ def get_info(name: str) -> DatasetInfo:
                        f"{kind[1]} with columns text,label (CSV header row, or JSONL objects)")
 
 
+def check_source_exists(name: str) -> None:
+    """A one-line error unless ``name`` is a registered dataset or a generic source whose path exists now
+    (``folder:`` / ``npz:`` / ``csv:`` ... paths are otherwise only checked when the data is loaded)."""
+    if name in DATASETS:
+        return
+    kind = _classify_generic(name)
+    if kind is None:
+        raise UserError(f"unknown dataset {name!r} (valid: {valid_names_line()})")
+    spec = kind[1]
+    for path in ([spec.replace("{split}", s) for s in ("train", "test")] if "{split}" in spec else [spec]):
+        if not Path(path).expanduser().exists():
+            raise DataError(f"dataset {name!r}: {path} does not exist")
+
+
 def modality_of(name: str) -> str:
     return get_info(name).modality
 

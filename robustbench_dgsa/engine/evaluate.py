@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 from corruptions.api import corrupt
 from corruptions.frost import load_frost_textures
-from corruptions.layout import load_corrupted
+from corruptions.layout import check_corrupted, load_corrupted
 from corruptions.text import TEXT_NOISE_TYPES, add_text_noise, realised_error_rates
 
 from robustbench_dgsa import store
@@ -268,6 +268,7 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
     if Path(store_dir).is_dir():
         store.load_results(store_dir)  # a malformed store is refused before the work, not after it
     data = _load_eval_data(subject, plan)
+    frost = _check_conditions(plan, subject, data, severities)  # bad corruption folders / frost: before any work
     if subject.num_classes is None and len(data.y):
         _check_output_classes(subject, data, dev)
     base = dict(kind="eval", model=subject.name, config_hash=subject.config_hash, dataset=plan.dataset,
@@ -280,7 +281,8 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
     acc = record("clean", 0, pred, data.source)
     log(f"[evaluate] {subject.name} seed {subject.seed} on {plan.dataset}/{plan.split} ({data.examples} examples): "
         f"clean accuracy {acc:.4f}")
-    frost_source = _run_corruptions(record, subject, plan, data, severities, dev, kw) if plan.corruptions else ""
+    frost_source = (_run_corruptions(record, subject, plan, data, severities, dev, kw, frost)
+                    if plan.corruptions else "")
     if plan.text_noise:
         _run_text_noise(record, subject, plan, data, severities, kw)
 
@@ -355,15 +357,45 @@ def _write_run(writer: "store.RunWriter", record: "_Recorder", subject: "EvalSub
     writer.add_rows(record.rows)
 
 
+def _check_conditions(plan: EvalPlan, subject: EvalSubject, data: _EvalData, severities: list[int]):
+    """Everything the corrupted conditions need, checked before any evaluation: each requested corruption and
+    severity of ``plan.corruption_dir`` (listed, manifest SHA-256, uint8 images, labels that cover and match the
+    test examples: :func:`corruptions.layout.check_corrupted`), or the frost photographs for on-the-fly frost.
+    Returns the frost textures (None when not needed)."""
+    if not plan.corruptions or subject.modality != "image":
+        return None
+    if not plan.corruption_dir:
+        return _frost_textures(plan.frost_dir, plan.data_root) if "frost" in plan.corruptions else None
+    d = Path(plan.corruption_dir)
+    _corruption_source(d)
+    for c in plan.corruptions:
+        y_c = check_corrupted(d, c, severities, verify=True)
+        _check_dir_labels(d, c, y_c, data.idx, data.y)
+    return None
+
+
+def _check_dir_labels(corruption_dir: Path, corruption: str, y_c: np.ndarray | None, idx: np.ndarray,
+                      y: np.ndarray) -> None:
+    """The labels of a corruption folder's block cover the selected test examples and equal their labels."""
+    if y_c is None:
+        raise DataError(f"{corruption_dir}: {corruption} has no labels, so its images cannot be matched to the "
+                        "test split")
+    y_c = np.asarray(y_c, dtype=np.int64)
+    if len(y_c) <= int(idx.max(initial=-1)):
+        raise DataError(f"{corruption_dir}: {corruption} has {len(y_c)} images per severity, fewer than the test "
+                        f"split needs ({int(idx.max()) + 1})")
+    if not np.array_equal(y_c[idx], y):
+        raise DataError(f"{corruption_dir}: labels of {corruption} do not match the test split of the dataset "
+                        "(wrong dataset or a different image order)")
+
+
 def _run_corruptions(record: _Recorder, subject: EvalSubject, plan: EvalPlan, data: _EvalData,
-                     severities: list[int], dev, kw: dict[str, Any]) -> str:
-    """Every corruption × severity, from ``plan.corruption_dir`` or on the fly; returns the frost source."""
+                     severities: list[int], dev, kw: dict[str, Any], frost=None) -> str:
+    """Every corruption × severity, from ``plan.corruption_dir`` or on the fly (``frost``: the textures checked
+    by :func:`_check_conditions`); returns the frost source."""
     corruptions = list(plan.corruptions or [])
     cells = [(c, s) for c in corruptions for s in severities]
     source = _corruption_source(plan.corruption_dir) if plan.corruption_dir else "on-the-fly"
-    frost = None
-    if not plan.corruption_dir and "frost" in corruptions:
-        frost = _frost_textures(plan.frost_dir, plan.data_root)
     model, pre = subject.model, subject.preprocess
     for c, s in track(cells, description="corruptions", enabled=plan.progress):
         if plan.corruption_dir:
@@ -443,13 +475,7 @@ def _predict_from_dir(model, pre, corruption_dir: Path, corruption: str, severit
                       y: np.ndarray, *, chunk: int, **kw) -> np.ndarray:
     # regenerated sets: file and labels checked against manifest.json (SHA-256, cached); a mismatch is one line
     x_c, y_c = load_corrupted(corruption_dir, corruption, severity, verify=True)
-    y_c = np.asarray(y_c, dtype=np.int64)
-    if len(y_c) <= int(idx.max(initial=-1)):
-        raise DataError(f"{corruption_dir}: {corruption} severity {severity} has {len(y_c)} images, fewer than "
-                        f"the test split needs ({int(idx.max()) + 1})")
-    if not np.array_equal(y_c[idx], y):
-        raise DataError(f"{corruption_dir}: labels of {corruption} severity {severity} do not match the test "
-                        "split of the dataset (wrong dataset or a different image order)")
+    _check_dir_labels(corruption_dir, f"{corruption} severity {severity}", y_c, idx, y)
     pred, _ = predict_raw(model, np.asarray(x_c)[idx], pre, chunk=chunk, **kw)
     return pred
 
@@ -459,8 +485,6 @@ def _frost_textures(frost_dir: str | Path | None, data_root: str | Path | None):
         guess = Path(data_root) / "corruptions" / "frost"
         if guess.is_dir():
             frost_dir = guess
-    if frost_dir is not None and not Path(frost_dir).is_dir():
-        raise DataError(f"frost directory not found: {frost_dir}")
     return load_frost_textures(frost_dir)
 
 

@@ -20,7 +20,7 @@ import torch
 from robustbench_dgsa.config import TEST_SUBSETS
 from robustbench_dgsa.data import Vocab, stratified_subsample, to_model_input
 from robustbench_dgsa.data.registry import get_info
-from robustbench_dgsa.util.errors import CheckpointError, UserError
+from robustbench_dgsa.util.errors import CheckpointError, RunFailure, UserError
 
 
 # --- devices and precision ---------------------------------------------------------------------------
@@ -235,10 +235,18 @@ def _cat_outputs(outs: list[Any]) -> Any:
 def predict(model: torch.nn.Module, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None, *,
             batch_size: int = 256, device: str | torch.device = "auto", amp: str = "auto",
             return_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-    """Predicted classes (np.int64) and optionally softmax probabilities (float32) for prepared inputs."""
+    """Predicted classes (np.int64) and optionally softmax probabilities (float32) for prepared inputs.
+
+    Logits with a NaN or inf are a :class:`RunFailure` (the argmax of such a row means nothing, and an accuracy
+    computed from it must never be reported or stored)."""
     preds, probs = [], []
     for logits in forward_batches(model, inputs, key_padding_mask, batch_size=batch_size, device=device, amp=amp):
         logits = logits.float()
+        finite = torch.isfinite(logits).all(dim=1)
+        if not bool(finite.all()):
+            raise RunFailure(f"the model's outputs (logits) are not finite (NaN or inf) for {int((~finite).sum())} "
+                             f"of {len(logits)} examples in a batch; its weights or inputs are broken, so no "
+                             "accuracy is reported or stored")
         preds.append(logits.argmax(dim=1).cpu())
         if return_probs:
             probs.append(torch.softmax(logits, dim=1).cpu())

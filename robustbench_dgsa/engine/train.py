@@ -47,7 +47,7 @@ from robustbench_dgsa.engine.predict import (autocast, dataset_info, forward_bat
                                              preprocess_record, resolve_device, select_test, trim_padding, use_bf16)
 from robustbench_dgsa import models
 from robustbench_dgsa.models import get_model_config
-from robustbench_dgsa.models.checkpoint import save_checkpoint
+from robustbench_dgsa.models.checkpoint import read_checkpoint_meta, save_checkpoint
 from robustbench_dgsa.util.progress import log, track
 from robustbench_dgsa.util.provenance import sha256_file
 from robustbench_dgsa.engine.schedules import make_schedule
@@ -92,7 +92,7 @@ def _train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | P
            progress: bool, stop_after_epoch: int | None, opened: list[store.RunWriter]) -> TrainResult:
     out_dir = Path(out_dir)
     store_dir = Path(store_dir) if store_dir is not None else out_dir / "store"
-    state, finished = _previous_run(out_dir, resume)
+    state, finished = _previous_run(out_dir, resume, cfg, seed)
     if finished is not None:
         return finished
     run = _start(copy.deepcopy(cfg), seed, out_dir, store_dir, state, opened)  # private copy: filled in from data
@@ -131,14 +131,17 @@ class _Run:
     meta_base: dict[str, Any]          # checkpoint meta shared by every epoch
 
 
-def _previous_run(out_dir: Path, resume: bool) -> tuple[dict[str, Any] | None, TrainResult | None]:
-    """Step 0, fresh run or continuation: (saved state to continue from or None, result of a finished run or None)."""
+def _previous_run(out_dir: Path, resume: bool, cfg: RunConfig, seed: int
+                  ) -> tuple[dict[str, Any] | None, TrainResult | None]:
+    """Step 0, fresh run or continuation: (saved state to continue from or None, result of a finished run or None).
+    A finished run is returned only when it is the one asked for (:func:`_check_finished_run`)."""
     ckpt_path, state_path, done_path = out_dir / CHECKPOINT_NAME, out_dir / STATE_NAME, out_dir / DONE_NAME
     refuse_legacy(out_dir)
     if resume and state_path.exists():
         state = load_state(state_path)
         if done_path.exists() and state.get("finished"):
             done = json.loads(done_path.read_text())
+            _check_finished_run(cfg, seed, out_dir, ckpt_path, done)
             log(f"[train] {out_dir} already finished (run {done['run_id']}); nothing to do")
             return state, TrainResult(ckpt_path, done["run_id"], state["history"], done["final"], done["config_hash"])
         return state, None
@@ -146,6 +149,30 @@ def _previous_run(out_dir: Path, resume: bool) -> tuple[dict[str, Any] | None, T
         raise UserError(f"{out_dir} already holds a training run; pass --resume to continue it "
                         "or choose another --out")
     return None, None
+
+
+def _check_finished_run(cfg: RunConfig, seed: int, out_dir: Path, ckpt_path: Path, done: dict[str, Any]) -> None:
+    """UserError unless the finished run in ``out_dir`` is the one asked for: its checkpoint is the run's own
+    (run id of ``done.json``), and model, seed and config hash match the request (the request's config completed
+    with the fields the data decided, as the run recorded them: classes, image size, vocabulary size)."""
+    rec_cfg, meta = read_checkpoint_meta(ckpt_path)
+    if not isinstance(done, dict) or str(meta.get("run_id")) != str(done.get("run_id")):
+        raise UserError(f"{ckpt_path} belongs to run {meta.get('run_id')}, not to run "
+                        f"{done.get('run_id') if isinstance(done, dict) else '?'} recorded in {out_dir / DONE_NAME}; "
+                        "the folder was mixed up: train this run again in a new folder")
+    want = copy.deepcopy(cfg)
+    if want.model.name == rec_cfg.name:
+        want.model.num_classes = rec_cfg.num_classes
+        if want.model.modality == "image" and want.model.image_size == get_model_config(want.model.name).image_size:
+            want.model.image_size = rec_cfg.image_size
+        if want.model.modality == "text":
+            want.model.vocab_size = rec_cfg.vocab_size
+    have = (rec_cfg.name, str(meta.get("config_hash", "")), meta.get("seed"))
+    asked = (want.model.name, want.hash(), int(seed))
+    if have != asked:
+        raise UserError(f"cannot resume {out_dir}: it holds a finished run of {have[0]} (config {have[1]}, seed "
+                        f"{have[2]}), but {asked[0]} (config {asked[1]}, seed {asked[2]}) was asked for; choose "
+                        "another output folder")
 
 
 def _start(cfg: RunConfig, seed: int, out_dir: Path, store_dir: Path, state: dict[str, Any] | None,

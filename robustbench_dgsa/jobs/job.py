@@ -9,9 +9,12 @@ Used by sweeps (:mod:`robustbench_dgsa.jobs.sweep`: local pool, Slurm array task
     job_failed.json     the last failure (error, traceback, host); removed when the job later succeeds
     job.lock            held while the job runs (pid, host, boot id, process start time, token)
 
-A job is finished when ``job_done.json`` is there, its checkpoint is there and its evaluation rows are in the
-store. :func:`run_job` returns at once for a finished job, and re-checks after taking the lock, so two
-runners (two ``sweep run`` processes, a Slurm task and a local run) never train one job twice.
+A job is finished when ``job_done.json`` is there and records this job, its checkpoint is there and is the one the
+record names (run id, model, seed in its header), and its evaluation rows are in the store and of that model
+(:func:`read_done`); another job's checkpoint or results in the folder (swapped, copied) do not count, and
+:func:`run_job` refuses to run over them. :func:`run_job` returns at once for a finished job, and re-checks after
+taking the lock, so two runners (two ``sweep run`` processes, a Slurm task and a local run) never train one job
+twice.
 
 Locks: taken inside a short ``filelock.FileLock`` on ``.job.lock.guard`` (so checking and replacing a stale lock
 is one step), never taken over while the owner lives. The owner record itself stays hand-written: filelock's
@@ -107,7 +110,10 @@ def job_dir(root: str | Path, job: Job) -> Path:
 
 
 def read_done(root: str | Path, job: Job) -> dict[str, Any] | None:
-    """The job_done record of a finished job (checkpoint there, evaluation rows in the store), else None."""
+    """The job_done record of a finished job, else None. Finished means: ``job_done.json`` records this job, the
+    checkpoint is there and is the one that record names (its header's run id, model and seed), and the
+    evaluation rows are in the store and are of that model and seed (:func:`_belongs`). A folder holding another
+    job's checkpoint or results (swapped, copied) is not finished."""
     d = job_dir(root, job)
     if not (d / CHECKPOINT).is_file():
         return None
@@ -116,9 +122,47 @@ def read_done(root: str | Path, job: Job) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     rid = info.get("eval_run_id") if isinstance(info, dict) else None
-    if not isinstance(rid, str) or not (Path(root) / "store" / "rows" / f"{rid}.jsonl").is_file():
+    rows = Path(root) / "store" / "rows" / f"{rid}.jsonl"
+    if not isinstance(rid, str) or not rows.is_file():
         return None
-    return info
+    return None if _belongs(job, info, d / CHECKPOINT, rows) else info
+
+
+def foreign_results(root: str | Path, job: Job) -> str | None:
+    """Why ``job``'s folder holds a finished-looking record that is not this job's (another job's checkpoint,
+    record or evaluation: swapped or copied folders), None otherwise."""
+    d = job_dir(root, job)
+    try:
+        info = json.loads((d / JOB_DONE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(info, dict) or not (d / CHECKPOINT).is_file():
+        return None
+    rows = Path(root) / "store" / "rows" / f"{info.get('eval_run_id')}.jsonl"
+    return _belongs(job, info, d / CHECKPOINT, rows) if rows.is_file() else None
+
+
+def _belongs(job: Job, info: dict[str, Any], checkpoint: Path, rows: Path) -> str | None:
+    """Why the finished-looking job folder is not ``job``'s own (None when it is)."""
+    from robustbench_dgsa.models.checkpoint import read_checkpoint_meta
+    if info.get("job") != job.to_dict():
+        return f"{JOB_DONE} records job {(info.get('job') or {}).get('id')!r}"
+    try:
+        _, meta = read_checkpoint_meta(checkpoint)
+    except UserError as e:
+        return str(e)
+    if (meta.get("run_id"), meta.get("model"), meta.get("seed")) != (info.get("train_run_id"), job.model, job.seed):
+        return (f"{checkpoint.name} is run {meta.get('run_id')} of {meta.get('model')} seed {meta.get('seed')}, not "
+                f"run {info.get('train_run_id')} of {job.model} seed {job.seed}")
+    try:
+        with open(rows, encoding="utf-8") as f:
+            first = json.loads(f.readline())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return f"unreadable evaluation rows {rows}"
+    got = (first.get("model"), first.get("seed"), first.get("config_hash")) if isinstance(first, dict) else None
+    if got != (meta.get("model"), job.seed, meta.get("config_hash")):
+        return f"evaluation rows {rows.name} are of {got[0] if got else '?'}, not of this job's checkpoint"
+    return None
 
 
 def is_finished(root: str | Path, job: Job) -> bool:
@@ -136,6 +180,10 @@ def run_job(root: str | Path, job: Job, evaluation: EvalSettings | None = None, 
     done = read_done(root, job)
     if done is not None:
         return done
+    foreign = foreign_results(root, job)
+    if foreign:
+        raise UserError(f"job {job.id}: its folder {out} holds results that are not this job's ({foreign}); "
+                        "nothing was run: remove the folder to run the job again")
     out.mkdir(parents=True, exist_ok=True)
     with JobLock(out):
         done = read_done(root, job)       # finished by another runner while we were starting

@@ -298,6 +298,8 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
     """
     import torch
 
+    from robustbench_dgsa.engine.predict import resolve_device
+    resolve_device(device)  # a device this machine lacks is one line before any work: nothing is written
     if threads is None and preset == "tiny" and not (device != "cpu" and torch.cuda.is_available()):
         threads = 1
     before = torch.get_num_threads()

@@ -60,6 +60,7 @@ def plan(models: Sequence[str], seeds: Sequence[int], datasets: Sequence[str], p
     """All (model, dataset, seed) jobs whose modalities match, in model -> dataset -> seed order.
 
     Every job's config is resolved here, so an unknown key or a bad value fails now, not on the cluster."""
+    from robustbench_dgsa.data.registry import check_source_exists
     from robustbench_dgsa.engine.predict import dataset_info
     from robustbench_dgsa.models import get_model_config
     load_preset(preset)
@@ -68,6 +69,11 @@ def plan(models: Sequence[str], seeds: Sequence[int], datasets: Sequence[str], p
         raise UserError("a sweep needs at least one model, one dataset and one seed")
     ov = {str(k): str(v) for k, v in (overrides or {}).items()}
     check_overrides(ov)
+    for m in models:
+        for d in datasets:
+            check_job_identity(m, d, ov)
+    for d in datasets:
+        check_source_exists(d)  # a folder:/npz:/csv: path that is not there fails now, not when the job runs
     jobs: list[Job] = []
     for m in models:
         modality = get_model_config(m).modality
@@ -80,6 +86,22 @@ def plan(models: Sequence[str], seeds: Sequence[int], datasets: Sequence[str], p
     if not jobs:
         raise UserError("no job: none of the models takes the modality of the datasets given")
     return jobs
+
+
+#: what a job is: the plan's model and dataset; an override may not change them behind the job record's back
+_IDENTITY_KEYS = {"model.name": "model", "data.dataset": "dataset"}
+
+
+def check_job_identity(model: str, dataset: str, overrides: dict[str, str]) -> None:
+    """The job's model is registered, its dataset is a known name or source, and no override changes either."""
+    from robustbench_dgsa.engine.predict import dataset_info
+    from robustbench_dgsa.models import get_model_config
+    get_model_config(model)
+    dataset_info(dataset)
+    for key, what in _IDENTITY_KEYS.items():
+        if key in overrides and overrides[key] != {"model": model, "dataset": dataset}[what]:
+            raise UserError(f"override {key}={overrides[key]} would change the {what} of the {model} on {dataset} "
+                            f"job; a sweep takes each job's {what} from its plan")
 
 
 def check_job_config(model: str, dataset: str, preset: str, overrides: dict[str, str]) -> None:
@@ -160,6 +182,7 @@ def _parse_job(path: Path, n: int, line: str) -> Job:
         raise UserError(f"{where}: overrides must map keys to text values, got {ov!r}")
     try:
         check_overrides(ov)
+        check_job_identity(d["model"], d["dataset"], ov)
     except UserError as e:
         raise UserError(f"{where}: {e}") from None
     return Job.from_dict(d)

@@ -6,7 +6,8 @@ The safetensors header metadata (strings only) holds:
 * ``model_config``: the :class:`~robustbench_dgsa.config.ModelConfig` as JSON, enough to rebuild the model
 * ``meta``: JSON chosen by the caller (run_config, preprocess, vocab, classes, dataset, seed, epoch, metrics, ...)
 
-``load_checkpoint`` rebuilds the model from the file alone and loads the weights strictly; every failure is a
+``load_checkpoint`` rebuilds the model from the file alone and loads the weights strictly (names, shapes, and
+:func:`weights_problem`: no integer tensor for a floating parameter, no NaN / inf weights); every failure is a
 :class:`~robustbench_dgsa.util.errors.CheckpointError` with one clear line. Writes are atomic (temporary file, rename).
 """
 from __future__ import annotations
@@ -99,6 +100,25 @@ def read_checkpoint_meta(path: str | os.PathLike) -> tuple[ModelConfig, dict[str
     return cfg, meta
 
 
+def weights_problem(tensors: dict[str, torch.Tensor], reference: dict[str, Any]) -> str | None:
+    """Why ``tensors`` cannot be loaded into a model whose own state dict is ``reference`` (None when they can):
+    an integer or boolean tensor where the model has a floating one (or the reverse; casting would invent
+    weights), or a NaN / inf in a floating tensor where the freshly built model has finite values only (a model
+    whose buffer holds -inf on purpose, e.g. an attention mask, keeps it)."""
+    for name, ref in reference.items():
+        t = tensors.get(name)
+        if not isinstance(t, torch.Tensor) or not isinstance(ref, torch.Tensor):
+            continue
+        if t.is_floating_point() != ref.is_floating_point() or t.is_complex() != ref.is_complex():
+            return (f"tensor {name!r} is {str(t.dtype).removeprefix('torch.')} but the model needs "
+                    f"{str(ref.dtype).removeprefix('torch.')}")
+        if t.is_floating_point() and t.numel():
+            bad = int((~torch.isfinite(t)).sum())
+            if bad and bool(torch.isfinite(ref).all()):
+                return f"tensor {name!r} holds {bad} non-finite value(s) (NaN or inf) of {t.numel()}"
+    return None
+
+
 def load_checkpoint(path: str | os.PathLike, *, expect_model: str | None = None,
                     map_location: str | torch.device = "cpu") -> tuple[nn.Module, dict[str, Any]]:
     """Rebuild the model stored in ``path`` and load its weights strictly. Returns (model in eval mode, meta).
@@ -132,6 +152,9 @@ def load_checkpoint(path: str | os.PathLike, *, expect_model: str | None = None,
     if extra:
         raise CheckpointError(f"checkpoint {path} has tensor {extra[0]!r} that {cfg.name!r} does not use"
                               + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
+    problem = weights_problem(tensors, expected)
+    if problem:
+        raise CheckpointError(f"checkpoint {path}: {problem}; the weights are broken, nothing was evaluated")
     model.load_state_dict(tensors, strict=True)
     model.to(map_location)
     model.eval()

@@ -8,7 +8,8 @@
   ``python -m`` does) and called (it may load its own weights); ``weights`` are loaded on top when given.
 * :func:`load_weights` — a state dict from safetensors, or from a ``.pt`` / ``.pth`` / ``.bin`` file through
   ``torch.load(weights_only=True)`` (PyTorch's restricted unpickler: tensors and plain containers only, never
-  arbitrary objects); a file needing more than that is refused.
+  arbitrary objects); a file needing more than that is refused, and so are NaN / inf weights and integer tensors
+  for floating parameters (:func:`~robustbench_dgsa.models.checkpoint.weights_problem`).
 * :func:`input_preprocess` — the one input convention: raw images in [0, 1] at the data's own size
   (RobustBench's), or timm's normalisation and input size when asked for (``timm_norm``).
 * :func:`weights_sha256` / :func:`count_parameters` — how a model is identified in the results store.
@@ -28,6 +29,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
+from robustbench_dgsa.models.checkpoint import weights_problem
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.jsonio import to_jsonable
 from robustbench_dgsa.util.progress import log
@@ -177,6 +179,9 @@ def load_weights(model: nn.Module, path: str | Path) -> None:
         raise UserError(f"weights {p.name} do not fit the model: {len(missing)} missing key(s)"
                         f"{' e.g. ' + missing[0] if missing else ''}, {len(unexpected)} unexpected"
                         f"{' e.g. ' + unexpected[0] if unexpected else ''}")
+    problem = weights_problem(state, model.state_dict())
+    if problem:
+        raise UserError(f"weights {p.name}: {problem}; the weights are broken, nothing was loaded")
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as e:

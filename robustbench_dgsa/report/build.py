@@ -1077,6 +1077,7 @@ def build_report(store_dir: str | os.PathLike, out_dir: str | os.PathLike | None
     df = store.load_results(store_dir)
     if df.empty:
         raise UserError(f"results store {store_dir} has no rows: nothing to report")
+    metrics.check_duplicate_cells(df[df["kind"] == "eval"])  # a cell with two values is refused, not reported
     all_ds = sorted(set(df["dataset"]) - {""})
     if datasets:
         unknown = sorted(set(datasets) - set(all_ds))

@@ -1,4 +1,4 @@
-"""User-facing errors: the CLI prints these as one line (``error: ...``) and exits 2.
+"""User-facing errors: the CLI prints these as one line (``error: ...``) and exits 2 (:class:`RunFailure`: 1).
 
 Messages are neutral (no flag names; the CLI adds those) and fit on one line. The CLI's error boundary
 (``robustbench_dgsa.cli.main``) also turns OS errors on paths (exit 1), undecodable text (exit 2), truncated
@@ -17,3 +17,8 @@ class CheckpointError(UserError):
 
 class DataError(UserError):
     """Missing, misplaced or malformed dataset files."""
+
+
+class RunFailure(Exception):
+    """A failure found while running on valid input (e.g. a model whose outputs are NaN): the CLI prints the
+    message as one line and exits 1; nothing is stored as a result."""

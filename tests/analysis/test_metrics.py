@@ -100,7 +100,8 @@ def test_reference_ce_hand_computed():
 
 def test_latest_evaluation_wins_and_sources_do_not_mix():
     old = _rows("vit", 0, {("fog", 1): 0.5}, 0.8, created="2026-01-01T00:00:00+00:00")
-    new = _rows("vit", 0, {("fog", 1): 0.6}, 0.8, created="2026-02-01T00:00:00+00:00")
+    new = [dict(r, run_id="run-vit-0-again") for r in  # a re-run is another evaluation run
+           _rows("vit", 0, {("fog", 1): 0.6}, 0.8, created="2026-02-01T00:00:00+00:00")]
     rows = M.eval_rows(_df(new, old))
     assert rows.loc[rows["condition"] == "fog", "value"].item() == pytest.approx(0.6)
     official = _rows("vit", 0, {("fog", 1): 0.7}, 0.8, source="official")
