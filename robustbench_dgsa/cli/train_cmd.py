@@ -175,8 +175,6 @@ def evaluate_command(
     if corruption_dir is not None and not corruption_dir.is_dir():
         raise UserError(f"corruption directory not found: {corruption_dir}")
     checkpoint, store = _evaluated_checkpoint(checkpoint, pretrained, timm_name, module, store)
-    opt.check_output_dir(store, "--store")
-    _check_store_links(store, checkpoint)
     if timm_name is None and module is None:
         if weights is not None or random_init or name is not None or model_args or timm_norm or seed is not None:
             raise UserError("--weights, --random-init, --seed, --timm-norm, --name and --model-args go with --timm "
@@ -203,14 +201,17 @@ def evaluate_command(
 
 def _evaluated_checkpoint(checkpoint: Optional[Path], pretrained: Optional[str], timm_name: Optional[str],
                           module: Optional[str], store: Optional[Path]) -> tuple[Optional[Path], Optional[Path]]:
-    """Exactly one model option; --pretrained NAME becomes the shipped checkpoint, its store the default one."""
+    """Exactly one model option; --pretrained NAME becomes the shipped checkpoint, its store the default one; the
+    store folder checked (no links inside)."""
     if sum(x is not None for x in (checkpoint, pretrained, timm_name, module)) != 1:
         raise UserError("give exactly one of --checkpoint, --pretrained, --timm or --module")
-    if pretrained is None:
-        return checkpoint, store
-    from robustbench_dgsa.models.zoo import pretrained_checkpoint
-    # the default store is never a folder inside the installed package
-    return pretrained_checkpoint(pretrained.strip())[1], store if store is not None else opt.DEFAULT_STORE
+    if pretrained is not None:
+        from robustbench_dgsa.models.zoo import pretrained_checkpoint
+        checkpoint = pretrained_checkpoint(pretrained.strip())[1]
+        store = store if store is not None else opt.DEFAULT_STORE  # never a folder inside the installed package
+    opt.check_output_dir(store, "--store")
+    _check_store_links(store, checkpoint)
+    return checkpoint, store
 
 
 def _print_eval_table(res: Any) -> None:
