@@ -53,7 +53,11 @@ def _f(default: Any, **rule: Any) -> Any:
     return field(default=default, metadata={"rule": Rule(**rule)})
 
 
-_POS = dict(ge=1)                     # counts and sizes
+# Upper bounds: every number has one, so a typo (or 2**64) is one line before anything is allocated. Generous
+# for real use (the paper's largest model is ViT-B at 224 px: dim 768, depth 12, 197 tokens).
+SEED_MAX = 2**32 - 1                  # torch / numpy seeds
+_COUNT = dict(ge=1, le=10**9)        # examples, steps
+_BATCH = dict(ge=1, le=2**20)
 _UNIT = dict(ge=0, lt=1)              # dropout, fractions, betas
 
 # Choices are also defined where they are used (models/attention.py, models/blocks.py, engine/schedules.py,
@@ -65,7 +69,7 @@ LAMBDA_INIT_MODES = ("layer", "fixed")
 GATE_BIAS_INITS = ("default", "diff")
 SCHEDULES = ("cosine", "linear", "constant")
 AMP_MODES = ("auto", "bf16", "off")
-DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?"
+DEVICE_PATTERN = r"auto|cpu|cuda(:[0-9]+)?"
 
 
 @dataclass
@@ -74,22 +78,23 @@ class ModelConfig:
     name: str = _f("vit", pattern=r"\S+", what="a model name")       # registry name it was built from
     modality: str = _f("image", choices=MODALITIES)
     attention: str = _f("mhsa", choices=ATTENTION_TYPES)
-    dim: int = _f(256, **_POS)
-    depth: int = _f(8, **_POS)
-    heads: int = _f(8, **_POS)
+    dim: int = _f(256, ge=1, le=65536)
+    depth: int = _f(8, ge=1, le=1024)
+    heads: int = _f(8, ge=1, le=1024)
     dropout: float = _f(0.05, **_UNIT)
     ffn: str = _f("gelu", choices=FFN_TYPES)  # "gelu" (Linear D->ffn_ratio*D, GELU) | "swiglu"
-    ffn_ratio: float = _f(4.0, gt=0)   # GELU hidden = ratio*D; SwiGLU first Linear = ratio*D (the paper's "proj.")
+    # GELU hidden = ratio*D; SwiGLU first Linear = ratio*D (the paper's "proj.")
+    ffn_ratio: float = _f(4.0, gt=0, le=64)
     ffn_dropout2: bool = _f(False)     # the "dropout x2" variant (paper Table 1)
-    head_hidden: int = _f(128, **_POS)  # classifier: Linear(D->128) -> GELU -> dropout -> Linear(128->C)
-    num_classes: int = _f(10, **_POS)
+    head_hidden: int = _f(128, ge=1, le=65536)  # classifier: Linear(D->128) -> GELU -> dropout -> Linear(128->C)
+    num_classes: int = _f(10, ge=1, le=10**6)
     # vision geometry
-    image_size: int = _f(32, **_POS)
-    patch_size: int = _f(4, **_POS)
-    in_chans: int = _f(3, **_POS)
+    image_size: int = _f(32, ge=1, le=4096)
+    patch_size: int = _f(4, ge=1, le=4096)
+    in_chans: int = _f(3, ge=1, le=64)
     # text
-    vocab_size: int = _f(30000, ge=2)  # id 0 is padding
-    max_len: int = _f(256, **_POS)     # tokens, CLS excluded
+    vocab_size: int = _f(30000, ge=2, le=10**7)  # id 0 is padding
+    max_len: int = _f(256, ge=1, le=65536)     # tokens, CLS excluded
     # differential / gated attention options (SPEC 1)
     lambda_init: str = _f("layer", choices=LAMBDA_INIT_MODES)  # "layer": 0.8 - 0.6 exp(-0.3 l) | "fixed"
     lambda_init_value: float = _f(0.8, gt=0, lt=1)
@@ -99,18 +104,18 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    epochs: int = _f(100, **_POS)
-    batch_size: int = _f(128, **_POS)
-    lr: float = _f(3e-4, gt=0)
-    weight_decay: float = _f(0.01, ge=0)
+    epochs: int = _f(100, ge=1, le=100_000)
+    batch_size: int = _f(128, **_BATCH)
+    lr: float = _f(3e-4, gt=0, le=10)
+    weight_decay: float = _f(0.01, ge=0, le=100)
     betas: tuple[float, float] = _f((0.9, 0.999), **_UNIT)
-    eps: float = _f(1e-8, gt=0)
+    eps: float = _f(1e-8, gt=0, le=1)
     schedule: str = _f("cosine", choices=SCHEDULES)  # "cosine" (per step, to 0) | "linear" (warm-up, decay)
-    warmup_steps: int = _f(0, ge=0)
-    grad_clip: float | None = _f(None, gt=0)          # max gradient norm; none = no clipping
+    warmup_steps: int = _f(0, ge=0, le=10**9)
+    grad_clip: float | None = _f(None, gt=0, le=1e6)          # max gradient norm; none = no clipping
     decay_bias_and_norm: bool = _f(True)  # text presets exclude biases and norm weights from weight decay
     amp: str = _f("auto", choices=AMP_MODES)          # "auto" (bf16 on CUDA) | "bf16" | "off"
-    eval_batch_size: int = _f(256, **_POS)
+    eval_batch_size: int = _f(256, **_BATCH)
     device: str = _f("auto", pattern=DEVICE_PATTERN, what="auto, cpu, cuda or cuda:N")
 
 
@@ -124,12 +129,12 @@ class DataConfig:
     dataset: str = _f("synthetic-vision", pattern=r".+", what="a dataset name")
     data_root: str | None = _f(None)
     download: bool = _f(False)
-    max_train: int | None = _f(None, **_POS)  # subsample the training split (stratified, seeded); none = all
-    max_test: int | None = _f(None, **_POS)   # subsample the test split (test_subset says how); none = all
+    max_train: int | None = _f(None, **_COUNT)  # subsample the training split (stratified, seeded); none = all
+    max_test: int | None = _f(None, **_COUNT)   # subsample the test split (test_subset says how); none = all
     test_subset: str = _f("first", choices=TEST_SUBSETS)  # "first" N (RobustBench) | "stratified" | "auto"
     val_fraction: float = _f(0.2, **_UNIT)     # stratified train/validation split of the training fold
-    min_freq: int = _f(2, **_POS)              # text vocabulary
-    max_vocab: int = _f(60000, ge=2)
+    min_freq: int = _f(2, **_COUNT)              # text vocabulary
+    max_vocab: int = _f(60000, ge=2, le=10**7)
     augment: bool = _f(False)                  # vision: random crop (pad 4) + horizontal flip
 
 
@@ -220,8 +225,14 @@ def field_specs(cls: type) -> dict[str, _Spec]:
     return _SPECS[cls]
 
 
+def upper_bound(key: str) -> int | float | None:
+    """The largest value field ``section.name`` accepts (its rule's ``le``), None without one."""
+    section, name = resolve_key(key)
+    return field_specs(_SECTION_CLASSES[section])[name].rule.le
+
+
 def _num(v: float) -> str:
-    return f"{v:g}"
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e16 else f"{v:g}"
 
 
 def _range_text(r: Rule) -> str:
@@ -288,7 +299,7 @@ def _from_text(spec: _Spec, text: str) -> Any:
             return t.lower() in _TRUE
         raise _Bad()
     if spec.base is int:
-        if not re.fullmatch(r"[+-]?\d+", t):
+        if not re.fullmatch(r"[+-]?[0-9]+", t):  # ASCII digits only (int() also reads other scripts' digits)
             raise _Bad()
         return int(t)
     if spec.base is float:
@@ -302,6 +313,8 @@ def _from_text(spec: _Spec, text: str) -> Any:
 
 
 def _float_text(t: str) -> float:
+    if not t.isascii():  # float() also reads other scripts' digits ("٦٤"): numbers are written in ASCII
+        raise _Bad()
     try:
         if "/" in t:  # fractions such as an FFN ratio of 16/3
             num, den = t.split("/", 1)

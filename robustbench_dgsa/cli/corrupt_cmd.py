@@ -140,7 +140,7 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
              "other sizes must choose."),
     out: Optional[Path] = opt.out(None, help="Output folder (official layout + manifest.json)."),
     device: str = opt.device(),
-    chunk_size: int = typer.Option(1000, "--chunk-size", min=1, help="Images per chunk (bounds memory)."),
+    chunk_size: int = typer.Option(1000, "--chunk-size", min=1, max=10**6, help="Images per chunk (bounds memory)."),
     frost_dir: Optional[Path] = typer.Option(None, "--frost-dir",
                                              help="Folder with frost1.png, frost2.png, frost3.png, frost4.jpg, "
                                                   "frost5.jpg (e.g. ../shared/data/corruptions/frost). Default: an "
@@ -150,7 +150,7 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
     preview: Optional[Path] = typer.Option(None, "--preview",
                                            help="Also draw a PNG grid: images x corruptions x severities."),
-    preview_images: int = typer.Option(3, "--preview-images", min=1, help="Images in the preview grid."),
+    preview_images: int = typer.Option(3, "--preview-images", min=1, max=1000, help="Images in the preview grid."),
     verify_against: Optional[Path] = typer.Option(
         None, "--verify-against",
         help="Official CIFAR-10-C/100-C folder: compare the output with it and print a table."),
@@ -398,7 +398,7 @@ def corrupt_text(
     seed: str = opt.seed("0", help="Seed of the keyed randomness (one)."),
     out: Path = opt.out(..., help="Output folder (JSONL per condition + manifest.json)."),
     limit: Optional[int] = opt.max_examples(),
-    cer_sample: int = typer.Option(1000, "--cer-sample", min=0,
+    cer_sample: int = typer.Option(1000, "--cer-sample", min=0, max=10**9,
                                    help="Measure CER/WER on this many examples spread over the corpus (0: all)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
     json_: bool = opt.json_(),
