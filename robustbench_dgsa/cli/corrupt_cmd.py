@@ -405,7 +405,8 @@ def corrupt_text(
     quiet: bool = opt.quiet(),
 ) -> None:
     """Write noisy copies of a text dataset per (noise type, severity) as JSONL, with the realised character
-    and word error rates in manifest.json."""
+    and word error rates in manifest.json. Examples may be at most 100,000 characters long (a longer one is
+    refused before anything is written: its error rates would take minutes each)."""
     from corruptions import text as tn
 
     from robustbench_dgsa.util.progress import track
