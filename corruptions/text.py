@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import re
-import uuid
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .atomic import partial_path, write_json
+from .atomic import owner_token, partial_path, write_json
 from .errors import CorruptionError, OutputExistsError
 
 TEXT_NOISE_VERSION = "1"
@@ -540,7 +539,7 @@ def write_text_noise(texts: Sequence[str], labels: Sequence | None, out_dir, noi
 
     made_dir = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    st = _TextStaging(out, uuid.uuid4().hex[:8], labels)
+    st = _TextStaging(out, owner_token(), labels)
     sample = None if not max_measure else int(max_measure)
     try:
         st.stage("clean.jsonl", texts, {"noise": None, "severity": 0})

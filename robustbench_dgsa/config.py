@@ -488,6 +488,8 @@ def _read_mapping(path: Path, what: str) -> dict[str, Any]:
         raise UserError(f"{what} {path} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{what} {path} is not valid TOML: {' '.join(str(e).split())}") from None
+    except RecursionError:
+        raise UserError(f"{what} {path} is nested too deeply to read (a config is a few flat tables)") from None
     if not isinstance(raw, dict):
         raise UserError(f"{what} {path}: expected tables {', '.join(f'[{s}]' for s in SECTIONS)} at the top "
                         f"level, got {type(raw).__name__ if raw is not None else 'null'}")

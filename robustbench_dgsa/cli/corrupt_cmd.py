@@ -434,11 +434,12 @@ def corrupt_text(
         return
     from rich import box
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 110))
-    console.print(f"text noise v{manifest['text_noise_version']} on {desc} (seed {seed}) -> {out}")
+    console.print(escape(f"text noise v{manifest['text_noise_version']} on {desc} (seed {seed}) -> {out}"))
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False,
                   caption=f"realised CER/WER measured on {rows[0]['n_measured']} of {len(texts)} examples"
                   if rows else None, caption_justify="left")

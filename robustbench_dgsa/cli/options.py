@@ -15,7 +15,6 @@ flag name to its neutral messages.
 """
 from __future__ import annotations
 
-import codecs
 import contextlib
 import copy
 import os
@@ -191,10 +190,12 @@ def check_device(value: str | None) -> str | None:
 
 
 def check_encoding(value: str, option: str = "--encoding") -> str:
+    """``value`` when it names a text encoding (the data reader's check), else UserError naming ``option``."""
+    from robustbench_dgsa.data.readers import check_encoding as check
     try:
-        codecs.lookup(value)
-    except LookupError:
-        raise UserError(f"{option}: unknown text encoding {value!r} (e.g. utf-8, latin-1, cp1252)") from None
+        check(value)
+    except UserError as e:
+        raise _flagged(option, e) from None
     return value
 
 

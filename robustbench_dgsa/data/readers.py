@@ -370,9 +370,12 @@ def check_labels(y: Any, n: int, where: str) -> np.ndarray:
 # --- text ----------------------------------------------------------------------------------------------------
 
 def check_encoding(encoding: str) -> str:
-    """The codec name for ``encoding``; UserError for an unknown one."""
+    """The codec name for ``encoding``; UserError for an unknown one, or a codec that does not decode bytes to
+    text (``hex``, ``rot13``, ``zlib``: codecs.lookup knows them, decoding text with them fails)."""
     try:
-        return codecs.lookup(encoding).name
+        name = codecs.lookup(encoding).name
+        b"a".decode(name, "ignore")  # b"" skips the check
+        return name
     except (LookupError, TypeError):
         raise UserError(f"unknown text encoding {encoding!r} (e.g. utf-8, latin-1, cp1252)") from None
 

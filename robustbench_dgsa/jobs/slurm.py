@@ -187,10 +187,29 @@ def submit_submitit(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus
     if not pending:
         log("[sweep] nothing to submit: every job is finished")
         return []
-    ex = submitit.AutoExecutor(folder=str(sweep_dir / "slurm" / "submitit"))
+    folder = sweep_dir / "slurm" / "submitit"
+    before = set(folder.rglob("*")) if folder.is_dir() else set()
+    made = [d for d in (folder, folder.parent) if not d.exists()]  # innermost first
+    ex = submitit.AutoExecutor(folder=str(folder))
     ex.update_parameters(**submitit_parameters(sweep_dir, res, len(pending)))
-    submitted = ex.map_array(sweep.run_one, [str(sweep_dir)] * len(pending), pending)
+    try:
+        submitted = ex.map_array(sweep.run_one, [str(sweep_dir)] * len(pending), pending)
+    except Exception as e:  # noqa: BLE001 - submitit's FailedJobError / sbatch errors: nothing was submitted
+        _remove_new(folder, before, made)
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        raise UserError(f"Slurm refused the submission (nothing was submitted): {first[:300]}") from None
     return [s.job_id for s in submitted]
+
+
+def _remove_new(folder: Path, before: set[Path], made: list[Path]) -> None:
+    """Delete what a failed submission wrote under ``folder`` (its pickles) and the folders ``made`` for it,
+    keeping what was there before."""
+    new = set(folder.rglob("*")) - before if folder.is_dir() else set()
+    for p in [*sorted(new, key=lambda p: len(p.parts), reverse=True), *made]:
+        try:
+            p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
+        except OSError:
+            pass
 
 
 def submitit_parameters(sweep_dir: Path, res: SlurmResources, n_pending: int) -> dict[str, Any]:
