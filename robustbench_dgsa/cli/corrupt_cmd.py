@@ -303,8 +303,13 @@ def _frost_textures(names: list[str], frost_dir: Optional[Path], log):
         if frost_dir is not None:
             log("note: --frost-dir ignored (frost is not among the corruptions)")
         return None
+    import warnings
+
+    from corruptions.errors import ResultWarning
     from corruptions.frost import load_frost_textures
-    frost = load_frost_textures(frost_dir)
+    with warnings.catch_warnings():  # the library's procedural-frost warning: said once, below, with the flag
+        warnings.simplefilter("ignore", ResultWarning)
+        frost = load_frost_textures(frost_dir)
     log(f"frost textures: {frost.source}")
     if str(frost.source).startswith("procedural"):
         _log("warning: no frost textures found (give --frost-dir or install imagecorruptions); frost uses "
@@ -417,6 +422,7 @@ def corrupt_text(
     seed = opt.parse_one_seed(seed)
     opt.check_output_dir(out, "--out")
     texts, labels, desc = _load_text_input(input, split, data_root, text_column, label_column, encoding, limit)
+    tn.check_text_lengths(texts)  # before any word on the input: a refused input is one line
     if not quiet:
         _log(f"input: {desc}: {len(texts)} examples, {'labels' if labels is not None else 'no labels'}")
     with opt.overwrite_flag():

@@ -13,6 +13,8 @@ Paths in the script are quoted for both readers of it: the shell (``shlex.quote`
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import re
 import shlex
@@ -192,12 +194,16 @@ def submit_submitit(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus
     made = [d for d in (folder, folder.parent) if not d.exists()]  # innermost first
     ex = submitit.AutoExecutor(folder=str(folder))
     ex.update_parameters(**submitit_parameters(sweep_dir, res, len(pending)))
+    said = io.StringIO()  # submitit prints sbatch's complaint itself; it goes into the one error line instead
     try:
-        submitted = ex.map_array(sweep.run_one, [str(sweep_dir)] * len(pending), pending)
+        with contextlib.redirect_stderr(said):
+            submitted = ex.map_array(sweep.run_one, [str(sweep_dir)] * len(pending), pending)
     except Exception as e:  # noqa: BLE001 - submitit's FailedJobError / sbatch errors: nothing was submitted
         _remove_new(folder, before, made)
-        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        first = next((ln.strip() for ln in f"{e}\n{said.getvalue()}".splitlines() if ln.strip()), type(e).__name__)
         raise UserError(f"Slurm refused the submission (nothing was submitted): {first[:300]}") from None
+    if said.getvalue().strip():
+        log(said.getvalue().strip())
     return [s.job_id for s in submitted]
 
 

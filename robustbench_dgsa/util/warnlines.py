@@ -46,16 +46,20 @@ def install(quiet: bool | None = None) -> None:
 
 @contextlib.contextmanager
 def warning_lines(quiet: bool) -> Iterator[None]:
-    """:func:`install` for the duration of a block (one command), restoring the previous handler and quiet
-    setting afterwards; child processes started inside inherit the quiet mode."""
-    old_show, old_env = warnings.showwarning, os.environ.get(QUIET_ENV)
+    """:func:`install` for the duration of a block (one command), restoring the previous handler, filters and
+    quiet setting afterwards; child processes started inside inherit the quiet mode."""
+    from corruptions.errors import ResultWarning
+    old_env = os.environ.get(QUIET_ENV)
     os.environ[QUIET_ENV] = "1" if quiet else "0"
-    install(quiet)
-    try:
-        yield
-    finally:
-        warnings.showwarning = old_show
-        if old_env is None:
-            os.environ.pop(QUIET_ENV, None)
-        else:
-            os.environ[QUIET_ENV] = old_env
+    with warnings.catch_warnings():
+        # always shown (once per message by install); changing the filters also starts Python's
+        # once-per-location registry afresh, so each command in a long-lived process warns again
+        warnings.filterwarnings("default", category=ResultWarning)
+        install(quiet)
+        try:
+            yield
+        finally:
+            if old_env is None:
+                os.environ.pop(QUIET_ENV, None)
+            else:
+                os.environ[QUIET_ENV] = old_env
