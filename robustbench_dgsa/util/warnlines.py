@@ -17,8 +17,10 @@ QUIET_ENV = "DGSA_QUIET_WARNINGS"
 
 
 def _changes_results(category: Any) -> bool:
-    from corruptions.errors import ResultWarning
-    return isinstance(category, type) and issubclass(category, ResultWarning)
+    # looked up, not imported: importing the corruptions package loads torch, too slow for every command's start;
+    # a ResultWarning can only have been raised once its module is loaded
+    errors = sys.modules.get("corruptions.errors")
+    return errors is not None and isinstance(category, type) and issubclass(category, errors.ResultWarning)
 
 
 def install(quiet: bool | None = None) -> None:
@@ -48,13 +50,12 @@ def install(quiet: bool | None = None) -> None:
 def warning_lines(quiet: bool) -> Iterator[None]:
     """:func:`install` for the duration of a block (one command), restoring the previous handler, filters and
     quiet setting afterwards; child processes started inside inherit the quiet mode."""
-    from corruptions.errors import ResultWarning
     old_env = os.environ.get(QUIET_ENV)
     os.environ[QUIET_ENV] = "1" if quiet else "0"
     with warnings.catch_warnings():
-        # always shown (once per message by install); changing the filters also starts Python's
-        # once-per-location registry afresh, so each command in a long-lived process warns again
-        warnings.filterwarnings("default", category=ResultWarning)
+        # UserWarning's own default action, set again: changing the filters starts Python's once-per-location
+        # registry afresh, so each command in a long-lived process (tests, notebooks) warns again
+        warnings.filterwarnings("default", category=UserWarning)
         install(quiet)
         try:
             yield
