@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from . import blur, digital, noise, weather
-from .errors import CorruptionError
+from .errors import CorruptionError, ResultWarning
 from .registry import check_severity, get_spec, resolve_regime
 from .rng import KeyedRandom
 
@@ -72,7 +72,7 @@ def _describe(images) -> str:
 
 
 
-class SizeWarning(UserWarning):
+class SizeWarning(ResultWarning):
     """Constants applied to images of another size than their reference's (32, 64 or 224 px): the results are not
     comparable with the published set."""
 

@@ -8,8 +8,11 @@ deleted and the target is left as it was.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
+import socket
 import stat
 import uuid
 from pathlib import Path
@@ -51,9 +54,54 @@ def replace(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
 
 
 def partial_path(path: str | os.PathLike, token: str | None = None) -> Path:
-    """The hidden partial name of ``path``: ``<folder>/.<name>.<token>.partial`` (a fresh token by default)."""
+    """The hidden partial name of ``path``: ``<folder>/.<name>.<token>.partial`` (a fresh :func:`owner_token`
+    by default)."""
     p = Path(path)
-    return p.with_name(f".{p.name}.{token or uuid.uuid4().hex[:8]}{PARTIAL_SUFFIX}")
+    return p.with_name(f".{p.name}.{token or owner_token()}{PARTIAL_SUFFIX}")
+
+
+# --- owner records ------------------------------------------------------------------------------------------
+# A partial file's token names its writer (host, pid, process start time), so that the next run can delete what
+# a killed (dead) writer left at once, and never what a live one is writing -- whatever the file's age.
+
+_TOKEN_RE = re.compile(r"([0-9a-f]{6})-([0-9]+)-([0-9]+)-[0-9a-f]+")
+
+
+def _host_tag() -> str:
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:6]
+
+
+def process_start(pid: int) -> str:
+    """The start time of process ``pid`` (clock ticks since boot, from /proc), or "0" where unknown."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+        return stat[stat.rindex(")") + 2:].split()[19]
+    except (OSError, ValueError, IndexError):
+        return "0"
+
+
+def owner_token() -> str:
+    """A fresh token recording this process as a partial file's owner: ``<host>-<pid>-<start>-<random>``."""
+    return f"{_host_tag()}-{os.getpid()}-{process_start(os.getpid())}-{uuid.uuid4().hex[:6]}"
+
+
+def token_owner_dead(token: str) -> bool | None:
+    """Whether the writer a token names is gone: True (dead: no such process, or the pid now belongs to a later
+    process), False (alive), None (not an owner token, or written on another host: unknown)."""
+    m = _TOKEN_RE.fullmatch(token)
+    if m is None or m.group(1) != _host_tag():
+        return None
+    pid, start = int(m.group(2)), m.group(3)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # exists, another user's
+    except (OverflowError, ValueError):
+        return None
+    now = process_start(pid)
+    return start != "0" and now != "0" and now != start
 
 
 def fsync_file(path: str | os.PathLike) -> None:

@@ -9,6 +9,11 @@ class CorruptionError(ValueError):
     """Bad input to the corruption library: unknown name, severity out of range, wrong dtype/shape, bad file."""
 
 
+class ResultWarning(UserWarning):
+    """A warning that changes what a number means (e.g. procedural frost textures instead of the reference's
+    photographs, constants tuned for another image size): callers that silence warnings keep these."""
+
+
 class OutputExistsError(CorruptionError):
     """A writer would replace existing outputs; nothing was touched. ``directory`` and ``names`` say which, so a
     caller can name its own switch (the library's is the ``overwrite=True`` argument)."""

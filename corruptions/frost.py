@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import CorruptionError
+from .errors import CorruptionError, ResultWarning
 
 FROST_FILES = ("frost1.png", "frost2.png", "frost3.png", "frost4.jpg", "frost5.jpg")
 # sizes (H, W) of the photographs, and after cv2.resize(fx=0.2, fy=0.2) (CIFAR's factor)
@@ -225,7 +225,7 @@ def load_frost_textures(frost_dir=None) -> FrostTextures:
             "frost: no texture directory given and no imagecorruptions distribution installed; using a "
             "PROCEDURAL substitute for the frost photographs (results are not the reference's frost; "
             "pass frost_dir=... or `pip install imagecorruptions` to use the real textures)",
-            UserWarning,
+            ResultWarning,
             stacklevel=2,
         )
         _DEFAULT = FrostTextures(source=PROCEDURAL, textures=procedural_textures())

@@ -28,7 +28,6 @@ import json
 import os
 import platform
 import re
-import uuid
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +35,15 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .atomic import partial_path, refuse_special, write_json
+from .atomic import owner_token, partial_path, refuse_special, write_json
 from .errors import CorruptionError, OutputExistsError
 
 TEXT_NOISE_VERSION = "1"
+
+#: longest example (characters) that :func:`write_text_noise` takes: its error rates cost O(n²/64) per example
+#: (~9 s at this length on one core), so a runaway input (a whole file on one line) is refused up front instead
+#: of running for hours. The noise itself is linear-time; :func:`add_text_noise` has no such limit.
+MAX_TEXT_CHARS = 100_000
 
 CHAR_TYPES = ("char_insert", "char_delete", "char_substitute", "char_swap", "keyboard", "ocr")
 WORD_TYPES = ("word_dropout", "word_swap", "word_repeat", "word_inject")
@@ -413,6 +417,14 @@ def add_text_noise(texts: Sequence[str] | str, noise_type: str, severity: int, *
     return [fn(t, p, _rng(int(seed), noise_type, int(severity), i)) for t, i in zip(texts, idx)]
 
 
+def check_text_lengths(texts: Sequence[str]) -> None:
+    """CorruptionError naming the first example longer than :data:`MAX_TEXT_CHARS` characters."""
+    long = next((k for k, t in enumerate(texts) if len(t) > MAX_TEXT_CHARS), None)
+    if long is not None:
+        raise CorruptionError(f"example {long} has {len(texts[long]):,} characters, over the limit of "
+                              f"{MAX_TEXT_CHARS:,} per example; split long texts into shorter examples")
+
+
 # ---------------------------------------------------------------------------------------------- error rates
 
 
@@ -527,7 +539,7 @@ def write_text_noise(texts: Sequence[str], labels: Sequence | None, out_dir, noi
 
     made_dir = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    st = _TextStaging(out, uuid.uuid4().hex[:8], labels)
+    st = _TextStaging(out, owner_token(), labels)
     sample = None if not max_measure else int(max_measure)
     try:
         st.stage("clean.jsonl", texts, {"noise": None, "severity": 0})
@@ -563,6 +575,10 @@ def _check_text_noise_args(texts, labels, out_dir, noise_types, severities):
     texts = list(texts)
     if not texts:
         raise CorruptionError("no texts to corrupt")
+    bad = next((k for k, t in enumerate(texts) if not isinstance(t, str)), None)
+    if bad is not None:
+        raise CorruptionError(f"texts must be strings; item {bad} is {type(texts[bad]).__name__}")
+    check_text_lengths(texts)
     if labels is not None:
         labels = [v.item() if isinstance(v, np.generic) else v for v in labels]
         if len(labels) != len(texts):

@@ -46,6 +46,7 @@ class Rule:
     choices: tuple[str, ...] = ()
     pattern: str | None = None        # full match, case-insensitive
     what: str = ""                    # how the pattern reads to a person
+    most: float | None = None         # a sanity maximum (catches typos and 2**64), named when a value exceeds it
 
 
 def _f(default: Any, **rule: Any) -> Any:
@@ -53,7 +54,11 @@ def _f(default: Any, **rule: Any) -> Any:
     return field(default=default, metadata={"rule": Rule(**rule)})
 
 
-_POS = dict(ge=1)                     # counts and sizes
+# Upper bounds: every number has one, so a typo (or 2**64) is one line before anything is allocated. Generous
+# for real use (the paper's largest model is ViT-B at 224 px: dim 768, depth 12, 197 tokens).
+SEED_MAX = 2**32 - 1                  # torch / numpy seeds
+_COUNT = dict(ge=1, most=10**9)        # examples, steps
+_BATCH = dict(ge=1, most=2**20)
 _UNIT = dict(ge=0, lt=1)              # dropout, fractions, betas
 
 # Choices are also defined where they are used (models/attention.py, models/blocks.py, engine/schedules.py,
@@ -65,7 +70,7 @@ LAMBDA_INIT_MODES = ("layer", "fixed")
 GATE_BIAS_INITS = ("default", "diff")
 SCHEDULES = ("cosine", "linear", "constant")
 AMP_MODES = ("auto", "bf16", "off")
-DEVICE_PATTERN = r"auto|cpu|cuda(:\d+)?"
+DEVICE_PATTERN = r"auto|cpu|cuda(:[0-9]+)?"
 
 
 @dataclass
@@ -74,22 +79,23 @@ class ModelConfig:
     name: str = _f("vit", pattern=r"\S+", what="a model name")       # registry name it was built from
     modality: str = _f("image", choices=MODALITIES)
     attention: str = _f("mhsa", choices=ATTENTION_TYPES)
-    dim: int = _f(256, **_POS)
-    depth: int = _f(8, **_POS)
-    heads: int = _f(8, **_POS)
+    dim: int = _f(256, ge=1, most=65536)
+    depth: int = _f(8, ge=1, most=1024)
+    heads: int = _f(8, ge=1, most=1024)
     dropout: float = _f(0.05, **_UNIT)
     ffn: str = _f("gelu", choices=FFN_TYPES)  # "gelu" (Linear D->ffn_ratio*D, GELU) | "swiglu"
-    ffn_ratio: float = _f(4.0, gt=0)   # GELU hidden = ratio*D; SwiGLU first Linear = ratio*D (the paper's "proj.")
+    # GELU hidden = ratio*D; SwiGLU first Linear = ratio*D (the paper's "proj.")
+    ffn_ratio: float = _f(4.0, gt=0, most=64)
     ffn_dropout2: bool = _f(False)     # the "dropout x2" variant (paper Table 1)
-    head_hidden: int = _f(128, **_POS)  # classifier: Linear(D->128) -> GELU -> dropout -> Linear(128->C)
-    num_classes: int = _f(10, **_POS)
+    head_hidden: int = _f(128, ge=1, most=65536)  # classifier: Linear(D->128) -> GELU -> dropout -> Linear(128->C)
+    num_classes: int = _f(10, ge=1, most=10**6)
     # vision geometry
-    image_size: int = _f(32, **_POS)
-    patch_size: int = _f(4, **_POS)
-    in_chans: int = _f(3, **_POS)
+    image_size: int = _f(32, ge=1, most=4096)
+    patch_size: int = _f(4, ge=1, most=4096)
+    in_chans: int = _f(3, ge=1, most=64)
     # text
-    vocab_size: int = _f(30000, ge=2)  # id 0 is padding
-    max_len: int = _f(256, **_POS)     # tokens, CLS excluded
+    vocab_size: int = _f(30000, ge=2, most=10**7)  # id 0 is padding
+    max_len: int = _f(256, ge=1, most=65536)     # tokens, CLS excluded
     # differential / gated attention options (SPEC 1)
     lambda_init: str = _f("layer", choices=LAMBDA_INIT_MODES)  # "layer": 0.8 - 0.6 exp(-0.3 l) | "fixed"
     lambda_init_value: float = _f(0.8, gt=0, lt=1)
@@ -99,18 +105,18 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
-    epochs: int = _f(100, **_POS)
-    batch_size: int = _f(128, **_POS)
-    lr: float = _f(3e-4, gt=0)
-    weight_decay: float = _f(0.01, ge=0)
+    epochs: int = _f(100, ge=1, most=100_000)
+    batch_size: int = _f(128, **_BATCH)
+    lr: float = _f(3e-4, gt=0, most=10)
+    weight_decay: float = _f(0.01, ge=0, most=100)
     betas: tuple[float, float] = _f((0.9, 0.999), **_UNIT)
-    eps: float = _f(1e-8, gt=0)
+    eps: float = _f(1e-8, gt=0, most=1)
     schedule: str = _f("cosine", choices=SCHEDULES)  # "cosine" (per step, to 0) | "linear" (warm-up, decay)
-    warmup_steps: int = _f(0, ge=0)
-    grad_clip: float | None = _f(None, gt=0)          # max gradient norm; none = no clipping
+    warmup_steps: int = _f(0, ge=0, most=10**9)
+    grad_clip: float | None = _f(None, gt=0, most=1e6)          # max gradient norm; none = no clipping
     decay_bias_and_norm: bool = _f(True)  # text presets exclude biases and norm weights from weight decay
     amp: str = _f("auto", choices=AMP_MODES)          # "auto" (bf16 on CUDA) | "bf16" | "off"
-    eval_batch_size: int = _f(256, **_POS)
+    eval_batch_size: int = _f(256, **_BATCH)
     device: str = _f("auto", pattern=DEVICE_PATTERN, what="auto, cpu, cuda or cuda:N")
 
 
@@ -124,12 +130,12 @@ class DataConfig:
     dataset: str = _f("synthetic-vision", pattern=r".+", what="a dataset name")
     data_root: str | None = _f(None)
     download: bool = _f(False)
-    max_train: int | None = _f(None, **_POS)  # subsample the training split (stratified, seeded); none = all
-    max_test: int | None = _f(None, **_POS)   # subsample the test split (test_subset says how); none = all
+    max_train: int | None = _f(None, **_COUNT)  # subsample the training split (stratified, seeded); none = all
+    max_test: int | None = _f(None, **_COUNT)   # subsample the test split (test_subset says how); none = all
     test_subset: str = _f("first", choices=TEST_SUBSETS)  # "first" N (RobustBench) | "stratified" | "auto"
     val_fraction: float = _f(0.2, **_UNIT)     # stratified train/validation split of the training fold
-    min_freq: int = _f(2, **_POS)              # text vocabulary
-    max_vocab: int = _f(60000, ge=2)
+    min_freq: int = _f(2, **_COUNT)              # text vocabulary
+    max_vocab: int = _f(60000, ge=2, most=10**7)
     augment: bool = _f(False)                  # vision: random crop (pad 4) + horizontal flip
 
 
@@ -220,8 +226,15 @@ def field_specs(cls: type) -> dict[str, _Spec]:
     return _SPECS[cls]
 
 
+def upper_bound(key: str) -> int | float | None:
+    """The largest value field ``section.name`` accepts (its rule's ``le`` or ``most``), None without one."""
+    section, name = resolve_key(key)
+    rule = field_specs(_SECTION_CLASSES[section])[name].rule
+    return rule.le if rule.le is not None else rule.most
+
+
 def _num(v: float) -> str:
-    return f"{v:g}"
+    return str(int(v)) if float(v).is_integer() and abs(v) < 1e16 else f"{v:g}"
 
 
 def _range_text(r: Rule) -> str:
@@ -236,9 +249,10 @@ def _range_text(r: Rule) -> str:
     return ""
 
 
-def expected_text(spec: _Spec) -> str:
-    """What a field accepts, as a person reads it: "an integer ≥ 1", "one of cosine, linear, constant"."""
-    r = spec.rule
+def expected_text(spec: _Spec, over: bool = False) -> str:
+    """What a field accepts, as a person reads it: "an integer ≥ 1", "one of cosine, linear, constant";
+    ``over``: for a value above the rule's sanity maximum, which is then named ("an integer in [1, 100000]")."""
+    r = dataclasses.replace(spec.rule, le=spec.rule.most) if over and spec.rule.most is not None else spec.rule
     if spec.base is bool:
         text = "true or false"
     elif spec.base is int:
@@ -288,7 +302,7 @@ def _from_text(spec: _Spec, text: str) -> Any:
             return t.lower() in _TRUE
         raise _Bad()
     if spec.base is int:
-        if not re.fullmatch(r"[+-]?\d+", t):
+        if not re.fullmatch(r"[+-]?[0-9]+", t):  # ASCII digits only (int() also reads other scripts' digits)
             raise _Bad()
         return int(t)
     if spec.base is float:
@@ -302,6 +316,8 @@ def _from_text(spec: _Spec, text: str) -> Any:
 
 
 def _float_text(t: str) -> float:
+    if not t.isascii():  # float() also reads other scripts' digits ("٦٤"): numbers are written in ASCII
+        raise _Bad()
     try:
         if "/" in t:  # fractions such as an FFN ratio of 16/3
             num, den = t.split("/", 1)
@@ -349,7 +365,8 @@ def _in_rule(spec: _Spec, value: Any) -> bool:
             if isinstance(v, float) and not math.isfinite(v):
                 return False
             if ((r.ge is not None and v < r.ge) or (r.gt is not None and v <= r.gt)
-                    or (r.le is not None and v > r.le) or (r.lt is not None and v >= r.lt)):
+                    or (r.le is not None and v > r.le) or (r.lt is not None and v >= r.lt)
+                    or (r.most is not None and v > r.most)):
                 return False
     if spec.base is str:
         if r.choices and value not in r.choices:
@@ -357,6 +374,14 @@ def _in_rule(spec: _Spec, value: Any) -> bool:
         if r.pattern and not re.fullmatch(r.pattern, value, flags=re.IGNORECASE):
             return False
     return True
+
+
+def _over_most(spec: _Spec, value: Any) -> bool:
+    """Whether a parsed value (or any part of a tuple) lies above the rule's sanity maximum."""
+    if spec.rule.most is None or value is None or isinstance(value, (str, bool)):
+        return False
+    parts = value if isinstance(value, tuple) else (value,)
+    return any(isinstance(v, (int, float)) and v > spec.rule.most for v in parts)
 
 
 def check_value(section: str, name: str, value: Any, *, text: bool = True) -> Any:
@@ -367,6 +392,7 @@ def check_value(section: str, name: str, value: Any, *, text: bool = True) -> An
     :class:`UserError` naming the key, the value and what is expected.
     """
     spec = field_specs(_SECTION_CLASSES[section])[name]
+    out: Any = None
     try:
         if text and isinstance(value, str) and not (spec.base is str and not spec.optional):
             out = value if spec.base is str and value.strip().lower() not in ("none", "null") \
@@ -377,7 +403,9 @@ def check_value(section: str, name: str, value: Any, *, text: bool = True) -> An
             raise _Bad()
     except _Bad as e:
         hint = " (quoted text: write the value without quotes)" if e.hint == "text" else ""
-        raise UserError(f"{section}.{name}: expected {expected_text(spec)}, got {_show(value, text)}{hint}") from None
+        over = _over_most(spec, out)
+        raise UserError(f"{section}.{name}: expected {expected_text(spec, over)}, got {_show(value, text)}{hint}"
+                        ) from None
     return out
 
 
@@ -475,6 +503,8 @@ def _read_mapping(path: Path, what: str) -> dict[str, Any]:
         raise UserError(f"{what} {path} is not valid JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{what} {path} is not valid TOML: {' '.join(str(e).split())}") from None
+    except RecursionError:
+        raise UserError(f"{what} {path} is nested too deeply to read (a config is a few flat tables)") from None
     if not isinstance(raw, dict):
         raise UserError(f"{what} {path}: expected tables {', '.join(f'[{s}]' for s in SECTIONS)} at the top "
                         f"level, got {type(raw).__name__ if raw is not None else 'null'}")

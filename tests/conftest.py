@@ -33,6 +33,26 @@ def _one_torch_thread():
     torch.set_num_threads(before)
 
 
+#: address-space bound for the bad-input tests (RLIMIT_AS): a normal tiny train/evaluate peaks near 4 GiB of
+#: virtual memory (torch and its thread arenas reserve more than they touch), so 8 GiB leaves room for it while an
+#: allocation sized by bad input (a label of 10^12, a 10^6-pixel image side) fails the test instead of the machine
+MEMORY_BOUND = 8 << 30
+
+
+@pytest.fixture
+def memory_bound():
+    """Cap the address space of this process (and the processes it starts) at :data:`MEMORY_BOUND` (the
+    RLIMIT_AS soft limit) for one test, restored afterwards. Yields the bound in bytes."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    bound = MEMORY_BOUND if hard == resource.RLIM_INFINITY else min(MEMORY_BOUND, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (bound, hard))
+    try:
+        yield bound
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     path = shared_data_dir()

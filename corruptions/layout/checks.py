@@ -35,7 +35,13 @@ def _check_labels(labels: Any, n: int) -> np.ndarray | None:
         raise CorruptionError(f"labels must be integers, got {y.dtype}")
     if len(y) and y.min() < 0:
         raise CorruptionError("labels must be non-negative integers")
+    if len(y) and y.max() >= MAX_LABEL:
+        raise CorruptionError(f"labels must be class indices below {MAX_LABEL:,}, found {y.max()}")
     return y.astype(np.int64)
+
+
+#: labels are class indices; a larger value is a broken file (refused before anything is written)
+MAX_LABEL = 2**31
 
 
 def _resolve_names(corruptions: str | Sequence[str]) -> list[str]:

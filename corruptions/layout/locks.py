@@ -6,14 +6,15 @@ import os
 import time
 from pathlib import Path
 
-from ..atomic import PARTIAL_SUFFIX
+from ..atomic import PARTIAL_SUFFIX, token_owner_dead
 
 try:  # advisory locks (POSIX); elsewhere runs are not serialised and stale partials are kept
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
-_STALE_MIN_AGE_S = 5.0  # an unlocked partial younger than this may be one a live run is about to lock
+# an unlocked partial without an owner record, younger than this, may be one a live run is about to lock
+_STALE_MIN_AGE_S = 5.0
 
 
 @contextlib.contextmanager
@@ -41,8 +42,10 @@ def _lock_partial(path: Path) -> int:
 def clean_stale_partials(directory: str | os.PathLike) -> list[str]:
     """Delete hidden ``.*.partial`` files in ``directory`` that no live run holds (left by a killed run).
 
-    A running writer keeps an exclusive lock on each of its partial files; a file nobody locks (and older than
-    a few seconds) is stale. Returns the names removed. Without POSIX locks nothing is removed.
+    A partial file's name records its writer (:func:`corruptions.atomic.owner_token`): one whose writer is dead
+    is deleted at once, one whose writer is alive is kept. A file without such a record (or from another host)
+    is deleted when nobody locks it and it is older than a few seconds. A file a run holds locked is always kept.
+    Returns the names removed. Without POSIX locks nothing is removed.
     """
     d = Path(directory)
     removed: list[str] = []
@@ -50,8 +53,11 @@ def clean_stale_partials(directory: str | os.PathLike) -> list[str]:
         return removed
     now = time.time()
     for p in d.glob(f".*{PARTIAL_SUFFIX}"):
+        dead = token_owner_dead(p.name[:-len(PARTIAL_SUFFIX)].rsplit(".", 1)[-1])
         try:
-            if not p.is_file() or now - p.stat().st_mtime < _STALE_MIN_AGE_S:
+            if dead is False or not p.is_file():
+                continue  # a live writer's
+            if dead is None and now - p.stat().st_mtime < _STALE_MIN_AGE_S:
                 continue
             fd = os.open(p, os.O_RDONLY)
         except OSError:

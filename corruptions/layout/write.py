@@ -4,7 +4,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import shutil
-import uuid
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,7 @@ import numpy as np
 from ..errors import CorruptionError, OutputExistsError
 from .checks import ProgressWrapper, _check_labels, _label_dtype, _resolve_names, _resolve_severities, _wrap, check_images, name_list
 from .digest import _hash_array, _hash_file, file_sha256
-from ..atomic import fsync_file, partial_path, refuse_special, write_json
+from ..atomic import fsync_file, owner_token, partial_path, refuse_special, write_json
 from .locks import _folder_lock, _lock_partial, clean_stale_partials
 from .manifest import (MANIFEST_FORMAT, MANIFEST_NAME, Manifest, _difference, _manifest_data, _run_key,
                        library_versions, read_manifest)
@@ -64,7 +63,7 @@ def regenerate(images: np.ndarray, labels: Any, out_dir: str | os.PathLike, corr
 
     made_dir = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    token = uuid.uuid4().hex[:8]
+    token = owner_token()  # records this process as the partials' owner
     staged: dict[str, Path] = {}
     held: list[int] = []
     entries: dict[str, dict] = {}

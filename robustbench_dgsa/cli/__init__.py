@@ -157,6 +157,8 @@ def _classify(e: BaseException) -> tuple[str, int] | None:
         return f"a file or archive ended early ({e}); it is probably truncated: download or write it again", FAILURE
     if type(e).__name__ == "DecompressionBombError":
         return f"image too large to open safely ({e})", USAGE
+    if isinstance(e, RecursionError):
+        return "input nested too deeply to read (a JSON, TOML or checkpoint header thousands of levels deep?)", USAGE
     if isinstance(e, MemoryError):
         return "out of memory; try a smaller --batch-size or --max-examples", FAILURE
     if isinstance(e, Abort):
@@ -178,11 +180,15 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from .options import Interrupted, NoArgsIsHelpError, debug_enabled, set_debug
 
+    from robustbench_dgsa.util.warnlines import warning_lines
+
     args = list(sys.argv[1:] if argv is None else argv)
     set_debug(False)
     _guard_closed_stdout()
+    flags = args[:args.index("--")] if "--" in args else args
     try:
-        rv = typer.main.get_command(app).main(args=args, prog_name="dgsa-bench", standalone_mode=False)
+        with warning_lines(quiet="-q" in flags or "--quiet" in flags):  # one clean line per warning
+            rv = typer.main.get_command(app).main(args=args, prog_name="dgsa-bench", standalone_mode=False)
         _flush_stdout()
     except NoArgsIsHelpError:
         sys.exit(USAGE)  # the help is already printed

@@ -90,6 +90,7 @@ def _cells(show: pd.DataFrame) -> list[list[str]]:
 
 def _render(cmp: Comparison) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     probe = Console()
@@ -97,21 +98,23 @@ def _render(cmp: Comparison) -> None:
     console = Console(highlight=False, width=probe.width if probe.is_terminal else 100_000)
     info = cmp.info
     refs = info.get("references") or {}
-    console.print(f"[bold]compare[/] metric={info['metric']} models={', '.join(info['models'])} "
+    # names come from the store (any text): escaped, so "[/x]" or "/..." is printed, not read as markup
+    console.print(f"[bold]compare[/] " + escape(
+                  f"metric={info['metric']} models={', '.join(info['models'])} "
                   f"reference={', '.join(f'{r} ({d})' for d, r in refs.items()) or info['reference']} "
-                  f"alpha={info['alpha']:g}" + (" paired" if info["paired"] else ""))
+                  f"alpha={info['alpha']:g}" + (" paired" if info["paired"] else "")))
     for name, df in cmp.tables.items():
         show = _display_frame(name, df)
-        t = Table(title=_TITLES.get(name, name), title_justify="left", show_lines=False)
+        t = Table(title=escape(_TITLES.get(name, name)), title_justify="left", show_lines=False)
         for c in show.columns:
-            t.add_column(c, justify="left" if show[c].dtype == object and c not in _P_COLS else "right")
+            t.add_column(escape(str(c)), justify="left" if show[c].dtype == object and c not in _P_COLS else "right")
         for row in _cells(show):
-            t.add_row(*row)
+            t.add_row(*(escape(str(v)) for v in row))
         console.print(t)
     for f in cmp.families:
-        console.print(f"[dim]{f}[/]")
+        console.print(f"[dim]{escape(str(f))}[/]")
     for w in cmp.warnings:  # warnings: stderr (stdout holds the tables)
-        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/] {w}")
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/] {escape(str(w))}")
 
 
 def _write_csv(cmp: Comparison, path: Path) -> list[Path]:

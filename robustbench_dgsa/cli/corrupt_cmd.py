@@ -140,7 +140,7 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
              "other sizes must choose."),
     out: Optional[Path] = opt.out(None, help="Output folder (official layout + manifest.json)."),
     device: str = opt.device(),
-    chunk_size: int = typer.Option(1000, "--chunk-size", min=1, help="Images per chunk (bounds memory)."),
+    chunk_size: int = typer.Option(1000, "--chunk-size", min=1, max=10**6, help="Images per chunk (bounds memory)."),
     frost_dir: Optional[Path] = typer.Option(None, "--frost-dir",
                                              help="Folder with frost1.png, frost2.png, frost3.png, frost4.jpg, "
                                                   "frost5.jpg (e.g. ../shared/data/corruptions/frost). Default: an "
@@ -150,7 +150,7 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
     preview: Optional[Path] = typer.Option(None, "--preview",
                                            help="Also draw a PNG grid: images x corruptions x severities."),
-    preview_images: int = typer.Option(3, "--preview-images", min=1, help="Images in the preview grid."),
+    preview_images: int = typer.Option(3, "--preview-images", min=1, max=1000, help="Images in the preview grid."),
     verify_against: Optional[Path] = typer.Option(
         None, "--verify-against",
         help="Official CIFAR-10-C/100-C folder: compare the output with it and print a table."),
@@ -306,8 +306,13 @@ def _frost_textures(names: list[str], frost_dir: Optional[Path], log):
         if frost_dir is not None:
             log("note: --frost-dir ignored (frost is not among the corruptions)")
         return None
+    import warnings
+
+    from corruptions.errors import ResultWarning
     from corruptions.frost import load_frost_textures
-    frost = load_frost_textures(frost_dir)
+    with warnings.catch_warnings():  # the library's procedural-frost warning: said once, below, with the flag
+        warnings.simplefilter("ignore", ResultWarning)
+        frost = load_frost_textures(frost_dir)
     log(f"frost textures: {frost.source}")
     if str(frost.source).startswith("procedural"):
         _log("warning: no frost textures found (give --frost-dir or install imagecorruptions); frost uses "
@@ -401,14 +406,15 @@ def corrupt_text(
     seed: str = opt.seed("0", help="Seed of the keyed randomness (one)."),
     out: Path = opt.out(..., help="Output folder (JSONL per condition + manifest.json)."),
     limit: Optional[int] = opt.max_examples(),
-    cer_sample: int = typer.Option(1000, "--cer-sample", min=0,
+    cer_sample: int = typer.Option(1000, "--cer-sample", min=0, max=10**9,
                                    help="Measure CER/WER on this many examples spread over the corpus (0: all)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
     json_: bool = opt.json_(),
     quiet: bool = opt.quiet(),
 ) -> None:
     """Write noisy copies of a text dataset per (noise type, severity) as JSONL, with the realised character
-    and word error rates in manifest.json."""
+    and word error rates in manifest.json. Examples may be at most 100,000 characters long (a longer one is
+    refused before anything is written: its error rates would take minutes each)."""
     from corruptions import text as tn
 
     from robustbench_dgsa.util.progress import track
@@ -419,6 +425,7 @@ def corrupt_text(
     seed = opt.parse_one_seed(seed)
     opt.check_output_dir(out, "--out")
     texts, labels, desc = _load_text_input(input, split, data_root, text_column, label_column, encoding, limit)
+    tn.check_text_lengths(texts)  # before any word on the input: a refused input is one line
     if not quiet:
         _log(f"input: {desc}: {len(texts)} examples, {'labels' if labels is not None else 'no labels'}")
     with opt.overwrite_flag():
@@ -436,11 +443,12 @@ def corrupt_text(
         return
     from rich import box
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
     console = Console()
     if not console.is_terminal:
         console = Console(width=max(console.width, 110))
-    console.print(f"text noise v{manifest['text_noise_version']} on {desc} (seed {seed}) -> {out}")
+    console.print(escape(f"text noise v{manifest['text_noise_version']} on {desc} (seed {seed}) -> {out}"))
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False,
                   caption=f"realised CER/WER measured on {rows[0]['n_measured']} of {len(texts)} examples"
                   if rows else None, caption_justify="left")

@@ -51,13 +51,14 @@ def export_command(
                                "incomplete": res.incomplete, "skipped": res.skipped}, indent=2))
         return
     from rich.console import Console
+    from rich.markup import escape as esc  # model names and paths are any text, not markup
     con = Console(stderr=True, highlight=False)
     for key, rec in res.models.items():
         mce = f", mCE {rec['corruptions_mce']}%" if rec.get("corruptions_mce") else ""
-        con.print(f"{key}: clean {rec['clean_acc']}%, corruptions {rec['corruptions_acc']}%{mce}")
+        con.print(esc(f"{key}: clean {rec['clean_acc']}%, corruptions {rec['corruptions_acc']}%{mce}"))
     for key, rec in res.incomplete.items():
-        con.print(f"[yellow]{key}[/]: incomplete 15 x 5 grid, written to the side file "
-                  f"incomplete_grids.{key.split('/')[0]}.json, not to model_info (see its footnote)")
+        con.print(f"[yellow]{esc(key)}[/]: " + esc(f"incomplete 15 x 5 grid, written to the side file "
+                  f"incomplete_grids.{key.split('/')[0]}.json, not to model_info (see its footnote)"))
     for note in res.skipped:
-        con.print(f"[yellow]skipped[/] {note}")
-    con.print(f"wrote {len(res.files)} files under {Path(out) / 'model_info'}")
+        con.print(f"[yellow]skipped[/] {esc(str(note))}")
+    con.print(esc(f"wrote {len(res.files)} files under {Path(out) / 'model_info'}"))

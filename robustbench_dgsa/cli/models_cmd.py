@@ -48,13 +48,18 @@ def model_table(names: list[str] | None = None, *, image_size: int = 32, patch_s
 
 @app.command("models")
 def models(
-    image_size: int = typer.Option(32, "--image-size", min=1, help="Image side for the vision models."),
-    patch_size: int = typer.Option(4, "--patch-size", min=1, help="Patch side for the vision models."),
-    num_classes: int = typer.Option(10, "--num-classes", min=1, help="Number of classes of the classifier head."),
+    image_size: int = typer.Option(32, "--image-size", min=1, max=opt.config_max("model.image_size"),
+                                   help="Image side for the vision models."),
+    patch_size: int = typer.Option(4, "--patch-size", min=1, max=opt.config_max("model.patch_size"),
+                                   help="Patch side for the vision models."),
+    num_classes: int = typer.Option(10, "--num-classes", min=1, max=opt.config_max("model.num_classes"),
+                                    help="Number of classes of the classifier head."),
     proj: str = typer.Option("4", "--proj",
                              help="FFN ratio of the SwiGLU models (the paper's 'proj.'): 2, 4 or 16/3 (5.333)."),
-    vocab_size: int = typer.Option(30000, "--vocab-size", min=1, help="Vocabulary size for the text models."),
-    max_len: int = typer.Option(256, "--max-len", min=1, help="Maximum text length (tokens, CLS excluded)."),
+    vocab_size: int = typer.Option(30000, "--vocab-size", min=2, max=opt.config_max("model.vocab_size"),
+                                   help="Vocabulary size for the text models."),
+    max_len: int = typer.Option(256, "--max-len", min=1, max=opt.config_max("model.max_len"),
+                                help="Maximum text length (tokens, CLS excluded)."),
     model: Optional[list[str]] = opt.models(None, help="Only these models, comma-separated or repeated. Default: "
                                                        "all registered."),
     set_: Optional[list[str]] = typer.Option(None, "--set",

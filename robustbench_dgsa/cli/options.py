@@ -15,7 +15,6 @@ flag name to its neutral messages.
 """
 from __future__ import annotations
 
-import codecs
 import contextlib
 import copy
 import os
@@ -65,7 +64,7 @@ HIDDEN_ALIASES = {
 }
 
 DEVICE_HELP = "auto (cuda when available, else cpu), cpu, cuda or cuda:N."
-_DEVICE_RE = re.compile(r"(auto|cpu|cuda(:\d+)?)")
+_DEVICE_RE = re.compile(r"(auto|cpu|cuda(:[0-9]+)?)")
 
 
 # ------------------------------------------------------------------------------------------------ parsers
@@ -124,17 +123,29 @@ def parse_text_noise(spec: str | Iterable[str] | None, option: str = "--text-noi
         raise _flagged(option, e) from None
 
 
+#: seeds are torch / numpy seeds (0..2**32-1); one command runs at most this many
+SEED_MAX, MAX_SEEDS = 2**32 - 1, 10_000
+#: parallel worker processes of one command
+MAX_WORKERS = 1024
+
+
 def parse_seeds(spec: str | Iterable[str] | None, option: str = "--seed", default: int = 0) -> list[int]:
-    """``3``, ``0,2,7`` or ``0-4`` -> sorted unique seeds >= 0; ``None`` -> ``[default]``."""
+    """``3``, ``0,2,7`` or ``0-4`` -> sorted unique seeds in 0..2**32-1 (ASCII digits; at most
+    :data:`MAX_SEEDS`); ``None`` -> ``[default]``."""
     if spec is None:
         return [default]
     out: list[int] = []
     for part in split_list(spec):
-        m = re.fullmatch(r"(\d+)\s*-\s*(\d+)|(\d+)", part)
+        m = re.fullmatch(r"([0-9]+)\s*-\s*([0-9]+)|([0-9]+)", part)
         if m is None or (m.group(1) is not None and int(m.group(2)) < int(m.group(1))):
             raise UserError(f"{option}: cannot read {part!r}; give seeds >= 0 as one (3), a list (0,2,7) or a "
                             f"range (0-4)")
-        out.extend(range(int(m.group(1)), int(m.group(2)) + 1) if m.group(1) is not None else [int(m.group(3))])
+        lo, hi = (int(m.group(1)), int(m.group(2))) if m.group(1) is not None else (int(m.group(3)),) * 2
+        if hi > SEED_MAX:
+            raise UserError(f"{option}: seed {hi} is too large; seeds are 0..{SEED_MAX}")
+        if hi - lo + 1 + len(out) > MAX_SEEDS:
+            raise UserError(f"{option}: more than {MAX_SEEDS:,} seeds in {part!r}; give fewer")
+        out.extend(range(lo, hi + 1))
     if not out:
         raise UserError(f"{option}: no seed given")
     return sorted(dict.fromkeys(out))
@@ -146,6 +157,28 @@ def parse_one_seed(spec: str | None, option: str = "--seed", default: int = 0) -
     if len(seeds) != 1:
         raise UserError(f"{option}: this command takes one seed, got {spec!r}")
     return seeds[0]
+
+
+def check_gpu_ids(ids: Sequence[str], option: str = "--devices") -> list[str]:
+    """GPU ids for workers (``0``, ``1`` or ``GPU-``/``MIG-`` UUIDs): no repeats, and numeric ids only where
+    CUDA is available (else the jobs would quietly run on the CPU). One-line UserError otherwise."""
+    bad = [d for d in ids if not re.fullmatch(r"[0-9]+|(GPU|MIG)-[0-9A-Za-z/-]+", d, flags=re.ASCII)]
+    if bad:
+        raise UserError(f"{option}: expected GPU ids such as 0,1,2 (or GPU-/MIG- UUIDs), got {', '.join(bad)}")
+    seen = [d for i, d in enumerate(ids) if d in ids[:i]]
+    if seen:
+        raise UserError(f"{option}: GPU {seen[0]} is listed twice; give each GPU once (use --workers for several "
+                        f"jobs per GPU)")
+    if ids:
+        import torch
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise UserError(f"{option} {','.join(ids)}: no CUDA GPU is available here; leave out {option} to "
+                            f"run on the CPU")
+        over = [d for d in ids if d.isdigit() and int(d) >= n]
+        if over:
+            raise UserError(f"{option}: GPU {over[0]} does not exist (this machine has {n}: 0-{n - 1})")
+    return list(ids)
 
 
 def check_device(value: str | None) -> str | None:
@@ -167,10 +200,12 @@ def check_source(value: str | None, option: str = "--source") -> str | None:
 
 
 def check_encoding(value: str, option: str = "--encoding") -> str:
+    """``value`` when it names a text encoding (the data reader's check), else UserError naming ``option``."""
+    from robustbench_dgsa.data.readers import check_encoding as check
     try:
-        codecs.lookup(value)
-    except LookupError:
-        raise UserError(f"{option}: unknown text encoding {value!r} (e.g. utf-8, latin-1, cp1252)") from None
+        check(value)
+    except UserError as e:
+        raise _flagged(option, e) from None
     return value
 
 
@@ -302,7 +337,8 @@ def datasets(default: Any = None, help: str | None = None) -> Any:
 
 
 def max_examples(default: int | None = None, help: str | None = None) -> Any:
-    return typer.Option(default, "--max-examples", min=1, help=help or "Use only the first N examples.")
+    return typer.Option(default, "--max-examples", min=1, max=config_max("data.max_test"),
+                        help=help or "Use only the first N examples.")
 
 
 def _device_callback(value: str | None) -> str | None:
@@ -344,14 +380,20 @@ def out(default: Any = None, help: str | None = None) -> Any:
     return typer.Option(default, "--out", "-o", help=help or "Output folder.")
 
 
-def _positive_float(value: float | None) -> float | None:
-    if value is not None and not value > 0:
-        raise typer.BadParameter(f"must be > 0, got {value}")
-    return value
+def positive_float(default: float | None, name: str, help: str, le: float = 1e6) -> Any:
+    """A float option in (0, ``le``]."""
+    def check(value: float | None) -> float | None:
+        if value is not None and not 0 < value <= le:
+            raise typer.BadParameter(f"must be > 0 and <= {le:g}, got {value}")
+        return value
+    return typer.Option(default, name, callback=check, help=help)
 
 
-def positive_float(default: float | None, name: str, help: str) -> Any:
-    return typer.Option(default, name, callback=_positive_float, help=help)
+def config_max(key: str) -> int | float:
+    """The upper bound the config declares for ``section.name`` (one place per bound), for an option that sets
+    the same value."""
+    from robustbench_dgsa.config import upper_bound
+    return upper_bound(key)
 
 
 def _encoding_callback(value: str) -> str:
@@ -515,7 +557,8 @@ def parse_model_args(text: str | None, option: str = "--model-args") -> dict[str
         if v.lower() in ("true", "false"):
             out[key] = v.lower() == "true"
             continue
-        for cast in (int, float):
+        # ASCII only: int()/float() also read other scripts' digits ("٦٤"), which stay text here
+        for cast in (int, float) if v.isascii() else ():
             try:
                 out[key] = cast(v)
                 break

@@ -43,6 +43,7 @@ def report_command(
 def _print_summary(store: Path, folder: Path, as_json: bool) -> None:
     """Where the report is, and clean / robust accuracy per model (or the same as JSON)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from robustbench_dgsa.jobs.reproduce import summary_table
@@ -62,9 +63,9 @@ def _print_summary(store: Path, folder: Path, as_json: bool) -> None:
         for c in summ.columns:
             t.add_column(c, justify="right" if c in ("seeds", "clean (%)", "robust (%)") else "left")
         for r in summ.itertuples(index=False):
-            t.add_row(*[str(v) for v in r])
+            t.add_row(*[escape(str(v)) for v in r])  # model names are any text, not markup
         con.print(t)
-    con.print(f"Report: {index.resolve()}")
+    con.print(escape(f"Report: {index.resolve()}"))
 
 
 @app.command("reproduce")

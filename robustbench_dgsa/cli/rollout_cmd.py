@@ -198,7 +198,7 @@ def rollout_command(
                                                     "img_size=32,patch_size=4 (num_classes: from the weights' "
                                                     "head by default)."),
     text: Optional[str] = typer.Option(None, "--text", "-t", help="Roll out a text instead of an image."),
-    index: Optional[int] = typer.Option(None, "--index", min=0,
+    index: Optional[int] = typer.Option(None, "--index", min=0, max=10**9,
                                         help="Roll out test image INDEX of --dataset (written as a PNG beside "
                                              "the figure) instead of an image file."),
     data_root: Optional[Path] = opt.data_root(help="Folder holding --dataset (for --index)."),

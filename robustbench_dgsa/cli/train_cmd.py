@@ -52,9 +52,12 @@ def train_command(
                                               "each (default 0)."),
     out: Path = opt.out(..., help="Output folder; with several models or seeds one subfolder "
                                   "<model>-<dataset>-s<seed> each."),
-    epochs: Optional[int] = typer.Option(None, "--epochs", min=1, help="Override train.epochs."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Override train.batch_size."),
-    lr: Optional[float] = opt.positive_float(None, "--lr", help="Override train.lr (> 0)."),
+    epochs: Optional[int] = typer.Option(None, "--epochs", min=1, max=opt.config_max("train.epochs"),
+                                         help="Override train.epochs."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, max=opt.config_max("train.batch_size"),
+                                             help="Override train.batch_size."),
+    lr: Optional[float] = opt.positive_float(None, "--lr", help="Override train.lr (in (0, 10]).",
+                                         le=opt.config_max("train.lr")),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Config override section.key=value (repeatable)."),
     config: Optional[Path] = typer.Option(None, "--config",
                                           help="TOML/JSON config file with model, train and data tables."),
@@ -131,7 +134,7 @@ def evaluate_command(
     corruption_dir: Optional[Path] = typer.Option(
         None, "--corruption-dir", help="Official or regenerated CIFAR-C folder (<corruption>.npy + labels.npy); "
                                        "default: corrupt on the fly."),
-    corruption_seed: int = typer.Option(0, "--corruption-seed", min=0,
+    corruption_seed: int = typer.Option(0, "--corruption-seed", min=0, max=opt.SEED_MAX,
                                         help="Seed of on-the-fly corruptions / text noise."),
     frost_dir: Optional[Path] = typer.Option(None, "--frost-dir",
                                              help="Frost photographs for on-the-fly frost (default: "
@@ -147,7 +150,8 @@ def evaluate_command(
                                                       "test-exact (cifar10: the 1,017 exact-pixel test images)."),
     store: Optional[Path] = typer.Option(None, "--store", help="Results store (default: <checkpoint folder>/store; "
                                          f"for --pretrained / --timm / --module: {opt.DEFAULT_STORE})."),
-    batch_size: int = typer.Option(256, "--batch-size", min=1, help="Evaluation batch size."),
+    batch_size: int = typer.Option(256, "--batch-size", min=1, max=opt.config_max("train.batch_size"),
+                                   help="Evaluation batch size."),
     device: str = opt.device(),
     json_: bool = opt.json_(),
     quiet: bool = opt.quiet(),
@@ -279,7 +283,8 @@ def sweep_plan(
     severity: Optional[str] = opt.severity(),
     corruption_dir: Optional[Path] = typer.Option(None, "--corruption-dir", help="CIFAR-C folder to read from."),
     text_noise: Optional[str] = opt.text_noise(),
-    corruption_seed: int = typer.Option(0, "--corruption-seed", min=0, help="Seed of on-the-fly corruptions."),
+    corruption_seed: int = typer.Option(0, "--corruption-seed", min=0, max=opt.SEED_MAX,
+                                        help="Seed of on-the-fly corruptions."),
     device: str = opt.device(),
     json_: bool = opt.json_(help="Print the jobs as JSON on stdout."),
 ) -> None:
@@ -307,20 +312,15 @@ def sweep_plan(
 @sweep_app.command("run")
 def sweep_run(
     sweep_dir: Path = typer.Argument(..., help="Sweep folder written by `sweep plan`."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1,
+    workers: Optional[int] = typer.Option(None, "--workers", "-j", min=1, max=opt.MAX_WORKERS,
                                           help="Parallel jobs (default: 1, or one per GPU)."),
     devices: Optional[str] = typer.Option(None, "--devices", help="GPU ids for the workers, e.g. 0,1,2,3."),
     json_: bool = opt.json_(help="Print the summary as JSON on stdout."),
     progress: bool = typer.Option(False, "--progress", help="Progress bars for in-process jobs."),
 ) -> None:
     """Run every unfinished job (finished ones are skipped; half-trained ones resume)."""
-    import re
-
     from robustbench_dgsa.jobs.sweep import run
-    device_ids = opt.split_list(devices) or None
-    bad = [d for d in device_ids or [] if not re.fullmatch(r"\d+|(GPU|MIG)-[0-9A-Za-z/-]+", d)]
-    if bad:
-        raise UserError(f"--devices: expected GPU ids such as 0,1,2 (or GPU-/MIG- UUIDs), got {', '.join(bad)}")
+    device_ids = opt.check_gpu_ids(_device_list(devices)) or None
     opt.check_no_links(sweep_dir, "SWEEP_DIR")  # runs/<job>/ and store/ are written into
     summary = run(sweep_dir, workers=workers, devices=device_ids, progress=progress)
     if json_:
@@ -332,10 +332,18 @@ def sweep_run(
         raise typer.Exit(1)
 
 
+def _device_list(devices: str | None) -> list[str]:
+    """``--devices`` as a list, repeats kept (check_gpu_ids refuses them; split_list would drop them)."""
+    ids = [d.strip() for d in (devices or "").split(",")] if devices is not None else []
+    if devices is not None and not all(ids):
+        raise UserError(f"--devices: blank item in {devices!r}; separate GPU ids with single commas")
+    return ids
+
+
 @sweep_app.command("run-one")
 def sweep_run_one(
     sweep_dir: Path = typer.Argument(..., help="Sweep folder."),
-    index: int = typer.Option(..., "--index", min=0, help="Line number in jobs.jsonl (0-based), e.g. "
+    index: int = typer.Option(..., "--index", min=0, max=10**9, help="Line number in jobs.jsonl (0-based), e.g. "
                                                          "$SLURM_ARRAY_TASK_ID."),
     json_: bool = opt.json_(help="Print the job record as JSON on stdout."),
 ) -> None:
@@ -372,13 +380,14 @@ def sweep_slurm(
                                                             "script has none."),
     time_limit: str = typer.Option("24:00:00", "--time", help="Time limit per job, any Slurm format: MM, MM:SS, "
                                                                "HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."),
-    gpus: int = typer.Option(1, "--gpus", min=0, help="GPUs per job (0 for CPU jobs)."),
-    cpus: int = typer.Option(8, "--cpus", min=1, help="CPUs per job (≥ 1)."),
+    gpus: int = typer.Option(1, "--gpus", min=0, max=1024, help="GPUs per job (0 for CPU jobs)."),
+    cpus: int = typer.Option(8, "--cpus", min=1, max=100_000, help="CPUs per job (≥ 1)."),
     mem: str = typer.Option("32G", "--mem", help="Memory per job: a number with unit K, M, G or T (no unit = MB, "
                                                  "as in Slurm), e.g. 500M, 32G."),
     partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition."),
     account: Optional[str] = typer.Option(None, "--account", help="Slurm account."),
-    max_parallel: Optional[int] = typer.Option(None, "--max-parallel", min=1, help="At most N array tasks at once."),
+    max_parallel: Optional[int] = typer.Option(None, "--max-parallel", min=1, max=10**6,
+                                               help="At most N array tasks at once."),
     setup: Optional[list[str]] = typer.Option(None, "--setup", help="Shell line run before the job, e.g. "
                                                                     "'source .venv/bin/activate' (repeatable)."),
 ) -> None:

@@ -349,21 +349,33 @@ def check_image_stack(x: Any, where: str) -> np.ndarray:
     raise DataError(f"{where}: images must have shape (N, H, W, 3), (N, H, W, 1) or (N, H, W), got {x.shape}")
 
 
+#: labels are class indices 0..MAX_CLASSES-1 (the model config's num_classes bound): a larger one is a broken
+#: file, refused before anything is sized by it (class lists, counts, one-hot tensors)
+MAX_CLASSES = 10**6
+
+
 def check_labels(y: Any, n: int, where: str) -> np.ndarray:
+    """Labels ``y`` for ``n`` images: 1-D integers in 0..MAX_CLASSES-1, one per image (int64); DataError
+    naming ``where`` otherwise. Checked on read, before any allocation that depends on their values."""
     y = np.asarray(y)
     if y.ndim != 1 or len(y) != n or y.dtype.kind not in "iu":
         raise DataError(f"{where}: labels 'y' must be {n} integers (1-D), got {y.dtype} {y.shape}")
     if n and y.min() < 0:
         raise DataError(f"{where}: labels 'y' must be >= 0, found {y.min()}")
+    if n and y.max() >= MAX_CLASSES:
+        raise DataError(f"{where}: labels 'y' must be class indices below {MAX_CLASSES:,}, found {y.max()}")
     return y.astype(np.int64)
 
 
 # --- text ----------------------------------------------------------------------------------------------------
 
 def check_encoding(encoding: str) -> str:
-    """The codec name for ``encoding``; UserError for an unknown one."""
+    """The codec name for ``encoding``; UserError for an unknown one, or a codec that does not decode bytes to
+    text (``hex``, ``rot13``, ``zlib``: codecs.lookup knows them, decoding text with them fails)."""
     try:
-        return codecs.lookup(encoding).name
+        name = codecs.lookup(encoding).name
+        b"a".decode(name, "ignore")  # b"" skips the check
+        return name
     except (LookupError, TypeError):
         raise UserError(f"unknown text encoding {encoding!r} (e.g. utf-8, latin-1, cp1252)") from None
 

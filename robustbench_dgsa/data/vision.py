@@ -383,10 +383,12 @@ def load_cifar10(split: str, root: Path, download: bool = False, *, source: str 
         npz = find_first(places, [_EXACT_NPZ], kind="file") if source != "official" else None
         if npz is not None:
             z = readers.read_npz(npz, ["x", "y"], ["index"])
-            x, y = np.asarray(z["x"], dtype=np.uint8), np.asarray(z["y"], dtype=np.int64)
+            x = np.asarray(z["x"], dtype=np.uint8)
+            if np.ndim(z["y"]) != 1 or len(x) != len(z["y"]):
+                raise DataError(f"cifar10: {npz} has {len(x)} images but {np.shape(z['y'])} labels")
+            y = readers.check_labels(z["y"], len(x), f"cifar10: {npz}")
+            _check_labels(y, len(CIFAR10_CLASSES), f"cifar10 ({npz})")
             index = np.asarray(z["index"]) if "index" in z else np.arange(len(y))
-            if len(x) != len(y):
-                raise DataError(f"cifar10: {npz} has {len(x)} images but {len(y)} labels")
             if not np.array_equal(index, np.arange(len(y))):
                 raise DataError(f"cifar10: {npz} index array is not 0..{len(y) - 1}")
             return ImageData(x, y, list(CIFAR10_CLASSES), "cifar10",

@@ -422,6 +422,10 @@ def _default_workers(preset: str, device: str) -> int:
 
 
 def _init_worker() -> None:
+    """A pool worker (after util.procs.worker_init made it die with its parent): one torch thread, warnings as
+    the CLI's one-line output."""
+    from robustbench_dgsa.util.warnlines import install
+    install()
     import torch
     torch.set_num_threads(1)
 
@@ -443,8 +447,11 @@ class _Pool:
             import multiprocessing
             # "spawn": fresh interpreters (no forked torch / OpenMP state); workers inherit OMP_NUM_THREADS=1
             os.environ.setdefault("OMP_NUM_THREADS", "1")
+            from robustbench_dgsa.util.procs import worker_init
+            # workers end with this process, even after kill -9 (armed before their heavy imports)
             self.pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                            initializer=_init_worker)
+                                            initializer=worker_init,
+                                            initargs=(os.getpid(), f"{__name__}:_init_worker"))
         return self
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:

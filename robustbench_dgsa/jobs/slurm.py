@@ -13,6 +13,8 @@ Paths in the script are quoted for both readers of it: the shell (``shlex.quote`
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import re
 import shlex
@@ -192,10 +194,22 @@ def submit_submitit(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus
     if not pending:
         log("[sweep] nothing to submit: every job is finished")
         return []
-    folder = private_folder(sweep_dir / "slurm" / "submitit")
+    folder = sweep_dir / "slurm" / "submitit"
+    made = [d for d in (folder, folder.parent) if not d.exists()]  # innermost first
+    private_folder(folder)
+    before = set(folder.rglob("*"))
     ex = submitit.AutoExecutor(folder=str(folder))
     ex.update_parameters(**submitit_parameters(sweep_dir, res, len(pending)))
-    submitted = ex.map_array(sweep.run_one, [str(sweep_dir)] * len(pending), pending)
+    said = io.StringIO()  # submitit prints sbatch's complaint itself; it goes into the one error line instead
+    try:
+        with contextlib.redirect_stderr(said):
+            submitted = ex.map_array(sweep.run_one, [str(sweep_dir)] * len(pending), pending)
+    except Exception as e:  # noqa: BLE001 - submitit's FailedJobError / sbatch errors: nothing was submitted
+        _remove_new(folder, before, made)
+        first = next((ln.strip() for ln in f"{e}\n{said.getvalue()}".splitlines() if ln.strip()), type(e).__name__)
+        raise UserError(f"Slurm refused the submission (nothing was submitted): {first[:300]}") from None
+    if said.getvalue().strip():
+        log(said.getvalue().strip())
     return [s.job_id for s in submitted]
 
 
@@ -207,6 +221,17 @@ def private_folder(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     folder.chmod(0o700)
     return folder
+
+
+def _remove_new(folder: Path, before: set[Path], made: list[Path]) -> None:
+    """Delete what a failed submission wrote under ``folder`` (its pickles) and the folders ``made`` for it,
+    keeping what was there before."""
+    new = set(folder.rglob("*")) - before if folder.is_dir() else set()
+    for p in [*sorted(new, key=lambda p: len(p.parts), reverse=True), *made]:
+        try:
+            p.rmdir() if p.is_dir() and not p.is_symlink() else p.unlink()
+        except OSError:
+            pass
 
 
 def submitit_parameters(sweep_dir: Path, res: SlurmResources, n_pending: int) -> dict[str, Any]:

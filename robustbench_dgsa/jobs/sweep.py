@@ -41,6 +41,7 @@ from robustbench_dgsa.jobs import job as job_runner
 from robustbench_dgsa.jobs.job import JOB_DONE, JOB_FAILED, EvalSettings, Job, JobLocked, is_finished, job_dir
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.procs import die_with_parent
 from robustbench_dgsa.util.progress import log
 
 JOBS_FILE = "jobs.jsonl"
@@ -232,8 +233,16 @@ def run_job(sweep_dir: str | Path, job: Job, *, progress: bool = False) -> dict[
                               progress=progress)
 
 
+#: set for the job processes that :func:`run` starts: the runner's pid, which they must not outlive
+PARENT_ENV = "DGSA_DIE_WITH_PARENT"
+
+
 def run_one(sweep_dir: str | Path, index: int, *, progress: bool = False) -> dict[str, Any]:
-    """Run job number ``index`` of ``jobs.jsonl`` (a Slurm array task); JobLocked while another process runs it."""
+    """Run job number ``index`` of ``jobs.jsonl`` (a Slurm array task); JobLocked while another process runs it.
+    Started by :func:`run` (``PARENT_ENV`` set), the process ends when that runner does, even after kill -9."""
+    parent = os.environ.pop(PARENT_ENV, "")
+    if parent.isdigit():
+        die_with_parent(int(parent))
     jobs = load_jobs(sweep_dir)
     if not 0 <= index < len(jobs):
         raise UserError(f"job index {index} out of range: the sweep has {len(jobs)} jobs (0..{len(jobs) - 1})")
@@ -316,7 +325,7 @@ def _run_in_processes(sweep_dir: Path, pending: list[tuple[int, Job]], summary: 
         try:
             if is_finished(sweep_dir, job) or _busy(sweep_dir, job):   # done or taken by another runner meanwhile
                 return job, -1, ""
-            env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+            env = dict(os.environ, OMP_NUM_THREADS=str(threads), **{PARENT_ENV: str(os.getpid())})
             if dev is not None:
                 env["CUDA_VISIBLE_DEVICES"] = dev
             logf = job_dir(sweep_dir, job) / "log.txt"

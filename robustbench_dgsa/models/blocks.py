@@ -79,6 +79,29 @@ def check_config(cfg: ModelConfig) -> None:
             bad(f"vocab_size must be >= 2 (id 0 is padding), got {cfg.vocab_size}")
         if cfg.max_len < 1:
             bad(f"max_len must be >= 1, got {cfg.max_len}")
+    n = estimate_params(cfg)
+    if n > MAX_PARAMS:
+        bad(f"about {n:,} parameters, over the limit of {MAX_PARAMS:,} ({MAX_PARAMS * 4 / 2**30:.0f} GiB as "
+            f"float32); reduce dim, depth, image_size/patch_size, vocab_size or max_len")
+
+
+#: models are refused above this many parameters (estimated before anything is allocated): 4 GiB of float32
+#: weights, about 12x the paper's largest model (ViT-B/16, 86 M) and far above what the benchmark trains
+MAX_PARAMS = 2**30
+
+
+def estimate_params(cfg: ModelConfig) -> int:
+    """An upper estimate of a model's parameter count from its config alone (nothing allocated): embeddings
+    (patches or tokens, positions), per block attention (Q, K, V, O and gate: 5 D²) and FFN (3 R D²), the head."""
+    d = int(cfg.dim)
+    if cfg.modality == "image":
+        tokens = 1 + (int(cfg.image_size) // max(1, int(cfg.patch_size))) ** 2
+        embed = int(cfg.patch_size) ** 2 * int(cfg.in_chans) * d + tokens * d
+    else:
+        embed = (int(cfg.vocab_size) + int(cfg.max_len) + 1) * d
+    block = int((5 + 3 * float(cfg.ffn_ratio)) * d * d) + 16 * d
+    head = d * int(cfg.head_hidden) + int(cfg.head_hidden) * int(cfg.num_classes) + 4 * d
+    return embed + int(cfg.depth) * block + head
 
 
 def lambda_init_for(cfg: ModelConfig, layer_idx: int) -> float:

@@ -89,6 +89,8 @@ def read_checkpoint_meta(path: str | os.PathLike) -> tuple[ModelConfig, dict[str
         meta = json.loads(metadata["meta"])
     except json.JSONDecodeError as e:
         raise CheckpointError(f"checkpoint {path} has unreadable metadata JSON ({_one_line(e)})") from None
+    except RecursionError:
+        raise CheckpointError(f"checkpoint {path} has metadata JSON nested too deeply to read") from None
     if not isinstance(cfg_dict, dict) or not isinstance(meta, dict):
         raise CheckpointError(f"checkpoint {path}: model_config and meta must be JSON objects")
     known = {f.name for f in dataclasses.fields(ModelConfig)}

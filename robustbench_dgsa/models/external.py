@@ -263,7 +263,11 @@ def load_module_model(spec: str, *, weights: str | Path | None = None, args: Seq
         factory = getattr(module, fn_name, None)
         if not callable(factory):
             raise UserError(f"{mod_name} has no callable {fn_name!r}")
-        model = factory(*args, **kwargs)
+        try:
+            model = factory(*args, **kwargs)
+        except TypeError as e:  # not a model factory (json:loads), or arguments it does not take
+            raise UserError(f"calling {spec}({_call_text(args, kwargs)}) failed: {' '.join(str(e).split())}; "
+                            f"give a factory that builds a torch.nn.Module from keyword arguments") from None
     if not isinstance(model, nn.Module):
         raise UserError(f"{spec} returned {type(model).__name__}, not a torch.nn.Module")
     if weights is not None:
@@ -271,6 +275,10 @@ def load_module_model(spec: str, *, weights: str | Path | None = None, args: Seq
     model.eval()
     return ExternalModel(model, fn_name, f"module:{spec}", str(weights or ""), False,
                          input_preprocess(model, timm_norm), {"factory_kwargs": to_jsonable(kwargs, fallback=repr)})
+
+
+def _call_text(args: Sequence[Any], kwargs: dict[str, Any]) -> str:
+    return ", ".join([*(repr(a) for a in args), *(f"{k}={v!r}" for k, v in kwargs.items())])[:200]
 
 
 @contextlib.contextmanager

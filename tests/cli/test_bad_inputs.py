@@ -23,6 +23,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+# Every case under the suite's address-space bound (tests/conftest.py): an unbounded allocation fails the case.
+pytestmark = pytest.mark.usefixtures("memory_bound")
+
 USAGE, RUN = 2, 1
 TINY_SET = ["--set", "model.dim=16", "--set", "model.depth=1", "--set", "model.heads=2",
             "--set", "model.head_hidden=16", "--set", "data.max_train=64", "--set", "data.max_test=32"]

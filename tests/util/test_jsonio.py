@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from robustbench_dgsa.util.jsonio import to_jsonable
+from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.lists import split_list
 
 
@@ -47,5 +48,9 @@ def test_to_jsonable_unknown_values_and_nonfinite_floats():
 def test_split_list_flattens_strips_and_dedupes():
     assert split_list(None) == []
     assert split_list("") == []
-    assert split_list(" vit , dvit,,vit ") == ["vit", "dvit"]
+    assert split_list(" vit , dvit,vit ") == ["vit", "dvit"]
+    with pytest.raises(UserError, match="blank item"):  # a typo, not an item to skip (issue 22 item 19)
+        split_list("vit,,dvit")
+    with pytest.raises(UserError, match="blank item"):
+        split_list(["vit", "dvit,"])
     assert split_list(["vit,dvit", "dgvit", " vit"]) == ["vit", "dvit", "dgvit"]
