@@ -52,10 +52,10 @@ def _one_line(err: str) -> str:
 
 def test_corrupt_interrupted_leaves_no_partial_files(tmp_path, monkeypatch, run_main):
     import corruptions.api
-    np.save(tmp_path / "x.npy", np.random.default_rng(0).integers(0, 256, (6, 16, 16, 3), dtype=np.uint8))
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).integers(0, 256, (6, 32, 32, 3), dtype=np.uint8))
     calls = _interrupt_on_call(monkeypatch, corruptions.api, "corrupt", 4)  # after 3 chunks were written
     code, _, err = run_main(["corrupt", "--input", "x.npy", "--corruption", "contrast,brightness", "--severity", "1,2",
-                       "--constants", "cifar", "--out", "o", "--quiet"], tmp_path)
+                       "--out", "o", "--quiet"], tmp_path)
     assert calls["n"] == 4, "the patched step was never reached"
     assert code == 130 and _one_line(err) == "interrupted"
     out = tmp_path / "o"
@@ -71,7 +71,7 @@ def test_corrupt_interrupted_leaves_no_partial_files(tmp_path, monkeypatch, run_
     # and a re-run completes what is missing
     monkeypatch.undo()
     code, _, err = run_main(["corrupt", "--input", "x.npy", "--corruption", "contrast,brightness", "--severity", "1,2",
-                       "--constants", "cifar", "--out", "o", "--quiet"], tmp_path)
+                       "--out", "o", "--quiet"], tmp_path)
     assert code == 0, err
     from corruptions.layout import check_manifest
     check_manifest(out)
