@@ -29,7 +29,7 @@ from typing import Any
 
 from robustbench_dgsa.util.errors import UserError
 
-PRESETS = ("tiny", "small", "zoo", "paper")
+PRESETS = ("tiny", "small", "evidence", "zoo", "paper")
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 SECTIONS = ("model", "train", "data")
 #: layers a field can be set by, in resolution order (later wins)

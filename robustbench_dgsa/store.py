@@ -6,6 +6,8 @@ Layout of a store directory::
     runs/<run_id>.json         provenance of a run (config, seeds, git, versions, device, command, hashes)
     predictions/<run_id>__<tag>.parquet   per-example predictions (index, label, pred, condition, severity)
     results.parquet            compacted rows of all finished runs (``compact``)
+    finished/<name>.json       "this unit of work is done" records (a job's train+evaluate, its rollout), so a
+                               run resumes from the store alone, without the checkpoints (``mark_finished``)
 
 Rows are appended line by line and flushed, so a killed run leaves at worst one torn last line (no newline
 at its end), which the reader skips; any other malformed line (not JSON, not UTF-8, not an object, unknown
@@ -294,6 +296,33 @@ def _compaction_lock(store_dir: Path) -> Iterator[None]:
     store_dir.mkdir(parents=True, exist_ok=True)
     with FileLock(str(store_dir / ".compact.lock"), thread_local=False):
         yield
+
+
+def _finished_path(store_dir: str | Path, name: str) -> Path:
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise UserError(f"not a record name: {name!r}")
+    return Path(store_dir) / "finished" / f"{name}.json"
+
+
+def mark_finished(store_dir: str | Path, name: str, record: dict[str, Any]) -> None:
+    """Record (atomically) that the unit of work ``name`` (a job id, ``rollout-<job id>``) is done."""
+    path = _finished_path(store_dir, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_json(path, record)
+
+
+def read_finished(store_dir: str | Path, name: str) -> dict[str, Any] | None:
+    """The record :func:`mark_finished` wrote for ``name`` when its run's rows are in this store, else None."""
+    try:
+        record = json.loads(_finished_path(store_dir, name).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    rid = record.get("eval_run_id") or record.get("run_id")
+    if not isinstance(rid, str) or not (Path(store_dir) / "rows" / f"{rid}.jsonl").is_file():
+        return None
+    return record
 
 
 def load_runs(store_dir: str | Path) -> dict[str, dict[str, Any]]:

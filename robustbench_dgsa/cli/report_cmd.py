@@ -72,15 +72,18 @@ def _print_summary(store: Path, folder: Path, as_json: bool) -> None:
 def reproduce_command(
     out: Path = opt.out(Path("reports/reproduce"), help="Output folder: the report, plus store/ (results) and "
                                                         "runs/ (checkpoints)."),
-    preset: str = typer.Option("tiny", "--preset", help="tiny | small | paper (paper: the full protocol, "
+    preset: str = typer.Option("tiny", "--preset", help="tiny | small | evidence | paper (evidence: the committed "
+                               "real-data campaign's sizes, about 3 h on 2 CPU cores; paper: the full protocol, "
                                "needs real data and a GPU)."),
     seed: str = opt.seed("0-2", help="Seeds: one, a list or a range (default 0-2: three seeds, the fewest the "
                          "seed-level tests can speak with)."),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder with real datasets in their "
                                              "official layouts."),
-    image_dataset: Optional[str] = typer.Option(None, "--image-dataset", help="Image dataset (default: "
-                                                "synthetic-vision; cifar10 with --preset paper; 'none' to skip)."),
-    text_dataset: Optional[str] = typer.Option(None, "--text-dataset", help="Text dataset (default: "
+    image_dataset: Optional[str] = typer.Option(None, "--image-dataset", help="Image dataset(s), "
+                                                "comma-separated (default: synthetic-vision; cifar10 with --preset "
+                                                "paper; 'none' to skip)."),
+    text_dataset: Optional[str] = typer.Option(None, "--text-dataset", help="Text dataset(s), "
+                                               "comma-separated, e.g. 20newsgroups,rotten-tomatoes (default: "
                                                "synthetic-text; imdb with --preset paper; 'none' to skip)."),
     models: Optional[list[str]] = opt.models(None, help="Models, comma-separated or repeated (default: vit, "
                                                         "dvit, dgvit, transformer, dt, dgt)."),

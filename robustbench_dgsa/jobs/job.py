@@ -113,10 +113,12 @@ def read_done(root: str | Path, job: Job) -> dict[str, Any] | None:
     """The job_done record of a finished job, else None. Finished means: ``job_done.json`` records this job, the
     checkpoint is there and is the one that record names (its header's run id, model and seed), and the
     evaluation rows are in the store and are of that model and seed (:func:`_belongs`). A folder holding another
-    job's checkpoint or results (swapped, copied) is not finished."""
+    job's checkpoint or results (swapped, copied) is not finished. Without its folder (a store copied to another
+    machine), the store's own record of the job (:func:`store.read_finished`) with rows of this model and seed
+    says it is finished."""
     d = job_dir(root, job)
     if not (d / CHECKPOINT).is_file():
-        return None
+        return _done_in_store(root, job) if not d.exists() else None
     try:
         info = json.loads((d / JOB_DONE).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
@@ -126,6 +128,21 @@ def read_done(root: str | Path, job: Job) -> dict[str, Any] | None:
     if not isinstance(rid, str) or not rows.is_file():
         return None
     return None if _belongs(job, info, d / CHECKPOINT, rows) else info
+
+
+def _done_in_store(root: str | Path, job: Job) -> dict[str, Any] | None:
+    from robustbench_dgsa import store
+    info = store.read_finished(Path(root) / "store", job.id)
+    if info is None or info.get("job") != job.to_dict():
+        return None
+    rows = Path(root) / "store" / "rows" / f"{info['eval_run_id']}.jsonl"
+    try:
+        with open(rows, encoding="utf-8") as f:
+            first = json.loads(f.readline())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    ok = isinstance(first, dict) and (first.get("model"), first.get("seed")) == (job.model, job.seed)
+    return info if ok else None
 
 
 def foreign_results(root: str | Path, job: Job) -> str | None:
@@ -197,6 +214,8 @@ def run_job(root: str | Path, job: Job, evaluation: EvalSettings | None = None, 
                                                  "traceback": traceback.format_exc(), "host": socket.gethostname()})
             raise
         atomic.write_json(out / JOB_DONE, record)
+        from robustbench_dgsa import store
+        store.mark_finished(root / "store", job.id, record)
         (out / JOB_FAILED).unlink(missing_ok=True)
         return record
 

@@ -8,7 +8,7 @@ rollouts (Figure 2 / 3 sets, salient mass, drift on a few corruptions), measures
 into ``out_dir``. Everything runs on a CPU without network and within minutes.
 
 Layout of ``out_dir``: ``store/`` (the one results store), ``runs/<job>/`` (checkpoints, training state,
-``job_done.json``, ``rollout_done.json``), ``corrupted/<dataset>-first<N>/`` (the corrupted test images,
+``job_done.json``), ``corrupted/<dataset>-first<N>/`` (the corrupted test images,
 generated once for all models in the CIFAR-C layout), ``jobs.jsonl`` / ``sweep.json`` (the job list, as
 :mod:`robustbench_dgsa.jobs.sweep` writes it), ``timings.json``, and the report itself (``index.html`` …).
 
@@ -40,7 +40,6 @@ from robustbench_dgsa.util.lists import split_list
 from robustbench_dgsa.util.progress import log
 
 DEFAULT_MODELS = ("vit", "dvit", "dgvit", "transformer", "dt", "dgt")
-ROLLOUT_DONE = "rollout_done.json"
 TIMINGS_FILE = "timings.json"
 
 #: quick=True: the smallest main job (test suite)
@@ -59,7 +58,7 @@ class Plan:
     out: Path
     preset: str
     seeds: list[int]
-    datasets: dict[str, str]                  # modality -> dataset
+    datasets: dict[str, list[str]]            # modality -> datasets (one or more)
     models: list[str]
     severities: list[int]
     corruptions: list[str]
@@ -100,16 +99,17 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
         raise UserError(f"data root not found: {data_root}")
     paper = preset == "paper"
     defaults = {"image": "cifar10" if paper else "synthetic-vision", "text": "imdb" if paper else "synthetic-text"}
-    datasets: dict[str, str] = {}
+    datasets: dict[str, list[str]] = {}
     for modality, given in (("image", image_dataset), ("text", text_dataset)):
-        name = given or defaults[modality]
-        if name.lower() == "none":
+        names = split_list(given) or [defaults[modality]]
+        if [n.lower() for n in names] == ["none"]:
             continue
-        if name not in DATASETS:
-            raise UserError(f"unknown dataset {name!r} (valid: {', '.join(sorted(DATASETS))}, none)")
-        if DATASETS[name].modality != modality:
-            raise UserError(f"{name!r} is not a{'n image' if modality == 'image' else ' text'} dataset")
-        datasets[modality] = name
+        for name in names:
+            if name not in DATASETS:
+                raise UserError(f"unknown dataset {name!r} (valid: {', '.join(sorted(DATASETS))}, none)")
+            if DATASETS[name].modality != modality:
+                raise UserError(f"{name!r} is not a{'n image' if modality == 'image' else ' text'} dataset")
+        datasets[modality] = list(dict.fromkeys(names))
     if not datasets:
         raise UserError("both --image-dataset and --text-dataset are 'none': nothing to reproduce")
     model_list = split_list(models) or list(DEFAULT_MODELS)
@@ -125,9 +125,8 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
                                     list(QUICK["corruptions"]) if quick else "all"))
     noise = list(resolve_text_noise(text_noise if text_noise is not None else
                                     list(QUICK["text_noise"]) if quick else "all"))
-    overrides: dict[str, str] = {"train.device": device}
-    if data_root is not None:
-        overrides["data.data_root"] = str(data_root)
+    # where it runs (device, data root) is the runner's, not the job's: the same jobs resume on another machine
+    overrides: dict[str, str] = {}
     if quick:
         overrides.update({"train.epochs": str(QUICK["epochs"]), "data.max_train": str(QUICK["max_train"]),
                           "data.max_test": str(QUICK["max_test"])})
@@ -142,8 +141,13 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
                 rollout_examples=int(size["rollout_examples"]),
                 rollout_corruptions=[c for c in size["rollout_corruptions"] if c in cors] or cors[:1],
                 bench_steps=int(size["bench_steps"]), device=device)
-    plan.jobs = sweep.plan(model_list, seeds, list(datasets.values()), preset, overrides)
+    plan.jobs = sweep.plan(model_list, seeds, all_datasets(plan), preset, overrides)
     return plan
+
+
+def all_datasets(plan: Plan) -> list[str]:
+    """The plan's datasets, images first."""
+    return [d for modality in ("image", "text") for d in plan.datasets.get(modality, [])]
 
 
 # ------------------------------------------------------------------------------------------- phases
@@ -153,7 +157,8 @@ def _job_done(plan: Plan, job) -> bool:
 
 def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path | None:
     """Generate the corrupted test images once for all models and seeds (CIFAR-C layout under
-    ``<out>/corrupted/<dataset>``), instead of once per evaluation. Same images, same random draws (keyed by
+    ``<out>/corrupted/<dataset>``), instead of once per evaluation; frost uses the real textures in
+    ``<data root>/corruptions/frost`` when that folder exists (else the default lookup, which may be procedural). Same images, same random draws (keyed by
     image index) as on-the-fly corruption; the rows say ``source="regenerated"``. None when the test images
     are not RGB (evaluation then corrupts on the fly)."""
     from corruptions.layout import read_manifest, regenerate
@@ -166,7 +171,7 @@ def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path
 
     model = next(m for m in plan.models if get_model_config(m).modality == "image")
     cfg = resolve_config(get_model_config(model), dataset, plan.preset, overrides=plan.overrides)
-    data = load_dataset(dataset, "test", data_root=cfg.data.data_root)
+    data = load_dataset(dataset, "test", data_root=plan.data_root)
     x = np.asarray(data.x)
     if x.dtype != np.uint8 or x.ndim != 4 or x.shape[-1] != 3:
         return None
@@ -178,7 +183,9 @@ def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path
             and set(plan.corruptions) <= set(man.corruptions):
         return out
     missing = [c for c in plan.corruptions if man is None or c not in man.corruptions]
+    frost = Path(plan.data_root) / "corruptions" / "frost" if plan.data_root else None
     regenerate(x[:n], y[:n], out, missing, plan.severities, seed=0,
+               frost=frost if frost is not None and frost.is_dir() and "frost" in missing else None,
                progress=(lambda it, total=None, description="": track(it, total, description, enabled=progress)),
                input_description=f"{dataset} test split, first {n} images")
     return out
@@ -199,12 +206,9 @@ def _rollout(plan: Plan, job, progress: bool) -> None:
     from robustbench_dgsa.rollout.runs import rollout_metrics_run
 
     out = job_runner.job_dir(plan.out, job)
-    marker = out / ROLLOUT_DONE
     store_dir = plan.out / "store"
-    if marker.is_file():
-        rid = json.loads(marker.read_text()).get("run_id")
-        if rid and (store_dir / "rows" / f"{rid}.jsonl").is_file():
-            return
+    if store.read_finished(store_dir, f"rollout-{job.id}") is not None:
+        return
     ckpt = out / "checkpoint.safetensors"
     if job.dataset.startswith("synthetic"):
         summary = rollout_metrics_run(ckpt, store_dir, job.dataset, corruptions=plan.rollout_corruptions,
@@ -213,7 +217,7 @@ def _rollout(plan: Plan, job, progress: bool) -> None:
         rid = summary["run_id"]
     else:
         rid = _figure_rollout_set(plan, job, ckpt, store_dir)
-    atomic.write_json(marker, {"run_id": rid})
+    store.mark_finished(store_dir, f"rollout-{job.id}", {"run_id": rid, "job": job.to_dict()})
 
 
 def _figure_rollout_set(plan: Plan, job, ckpt: Path, store_dir: Path, k: int = 4) -> str:
@@ -258,7 +262,11 @@ def _bench(plan: Plan, model_name: str, job) -> None:
     run_id = f"bench-{job.id}"
     if (store_dir / "rows" / f"{run_id}.jsonl").is_file():
         return
-    model, meta = load_checkpoint(job_runner.job_dir(plan.out, job) / job_runner.CHECKPOINT)
+    ckpt = job_runner.job_dir(plan.out, job) / job_runner.CHECKPOINT
+    if not ckpt.is_file():   # the job finished on another machine (its store was copied here): nothing to time
+        log(f"[reproduce] no checkpoint of {job.id} here (finished elsewhere): its Table 9 row is not measured")
+        return
+    model, meta = load_checkpoint(ckpt)
     run_cfg = meta.get("run_config") or {}
     batch = int((run_cfg.get("train") or {}).get("batch_size", 32))
     dev = str(resolve_device(plan.device))
@@ -293,7 +301,7 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
     CPU — its models are so small that intra-op threads cost more than they give, and on a busy machine spinning
     OpenMP threads slow it down many times — otherwise torch's default. ``workers``: processes that
     train/evaluate independent jobs (and run the rollouts) at once, each with one torch thread; default: one per
-    CPU core for the tiny preset on a CPU (at most 8), else 1. Results do not depend on it (every job seeds
+    CPU core on a CPU (at most 8) except for the paper preset, else 1. Results do not depend on it (every job seeds
     itself; the benchmark phase always runs alone).
     """
     import torch
@@ -346,20 +354,23 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
 
     n_done = sum(_job_done(plan, j) for j in plan.jobs)
     log(f"[reproduce] {len(plan.jobs)} jobs ({', '.join(plan.models)} × seeds {plan.seeds} on "
-        f"{', '.join(plan.datasets.values())}; preset {plan.preset}{', quick' if quick else ''}); "
+        f"{', '.join(all_datasets(plan))}; preset {plan.preset}{', quick' if quick else ''}); "
         f"{n_done} already done -> {out}")
     first = {}
     for job in plan.jobs:
-        first.setdefault(job.model, job)   # the lowest seed of each model (jobs are seed-ordered)
+        first.setdefault((job.model, job.dataset), job)   # the lowest seed of each model on each dataset
     todo = [j for j in plan.jobs if not _job_done(plan, j)]
     _corrupt_train_rollout(plan, todo, list(first.values()), workers, progress, phase)
     t0 = time.monotonic()
-    for model_name, job in first.items():
-        _bench(plan, model_name, job)
+    benched = set()
+    for (model_name, _), job in first.items():   # Table 9: one row per model (on its first dataset)
+        if model_name not in benched:
+            benched.add(model_name)
+            _bench(plan, model_name, job)
     phase("bench", t0)
     t0 = time.monotonic()
     store.compact(out / "store")
-    title = (f"dgsa-bench reproduce: {', '.join(plan.datasets.values())} — preset {plan.preset}"
+    title = (f"dgsa-bench reproduce: {', '.join(all_datasets(plan))} — preset {plan.preset}"
              f"{' (quick)' if quick else ''}, seeds {', '.join(map(str, plan.seeds))}")
     build_report(out / "store", out, title=title)
     phase("report", t0)
@@ -376,43 +387,57 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
 def _corrupt_train_rollout(plan: Plan, todo: list[Any], firsts: list[Any], workers: int | None, progress: bool,
                            phase: Callable[..., None]) -> None:
     """The phases "corrupt", "train_evaluate" and "rollout" in one pool of ``workers`` processes: ``todo`` jobs are
-    trained and evaluated, ``firsts`` (one job per model) get rollouts. ``phase(name, t0, seconds)`` records each.
+    trained and evaluated, ``firsts`` (one job per model and dataset) get rollouts, each right after its job (so a
+    job's results and its rollout land in the store together). ``phase(name, t0, seconds)`` records each.
 
-    The corrupted test images are made once, as the first task; the text jobs, which do not need them, run beside
-    it when there are several workers; the image jobs start once they exist."""
-    image_ds = plan.datasets.get("image")
+    The corrupted test images are made once per image dataset, as the first tasks; the text jobs, which do not
+    need them, run beside them when there are several workers; the image jobs start once they exist."""
+    image_sets = plan.datasets.get("image", [])
     n_workers = max(1, min(workers or 1, len(todo) or 1))
-    corruption_dirs: dict[str, Path | None] = {}
+    first_ids = {j.id for j in firsts}
+    one = progress and n_workers == 1
     with _Pool(n_workers) as pool:
         t0 = time.monotonic()
-        corrupt = None
-        if image_ds and plan.corruptions and any(j.dataset == image_ds for j in todo):
-            log(f"[reproduce] corrupting the {image_ds} test images once: {len(plan.corruptions)} corruptions × "
-                f"{len(plan.severities)} severities")
-            corrupt = pool.submit(_timed, corrupted_test_set, plan, image_ds, progress and n_workers == 1)
+        corrupt = {}
+        for ds in image_sets:
+            if plan.corruptions and any(j.dataset == ds for j in todo):
+                log(f"[reproduce] corrupting the {ds} test images once: {len(plan.corruptions)} corruptions × "
+                    f"{len(plan.severities)} severities")
+                corrupt[ds] = pool.submit(_timed, corrupted_test_set, plan, ds, one)
         if todo:
             log(f"[reproduce] training and evaluating {len(todo)} jobs"
                 f"{f' in {n_workers} processes' if n_workers > 1 else ''}")
-        one = progress and n_workers == 1
-        tasks = [pool.submit(_train_and_evaluate, plan, j, one, {}) for j in todo if j.dataset != image_ds]
+        tasks = [pool.submit(_job_task, plan, j, one, {}, j.id in first_ids) for j in todo
+                 if j.dataset not in image_sets]
+        corruption_dirs: dict[str, Path | None] = {}
         seconds = 0.0
-        if corrupt is not None:
-            corruption_dirs[image_ds], seconds = pool.result(corrupt)
+        for ds, task in corrupt.items():
+            corruption_dirs[ds], took = pool.result(task)
+            seconds += took
         phase("corrupt", None, seconds)
-        tasks += [pool.submit(_train_and_evaluate, plan, j, one, corruption_dirs)
-                  for j in todo if j.dataset == image_ds]
+        tasks += [pool.submit(_job_task, plan, j, one, corruption_dirs, j.id in first_ids) for j in todo
+                  if j.dataset in image_sets]
         for task in tasks:
             pool.result(task)
         phase("train_evaluate", t0)
         t0 = time.monotonic()
-        for task in [pool.submit(_rollout, plan, job, False) for job in firsts]:
+        for task in [pool.submit(_rollout, plan, job, False) for job in firsts]:   # those not made above
             pool.result(task)
         phase("rollout", t0)
 
 
+def _job_task(plan: Plan, job, progress: bool, corruption_dirs: dict[str, Path | None], rollout: bool) -> None:
+    """One worker task: train and evaluate ``job``, then (``rollout``) its rollout set."""
+    _train_and_evaluate(plan, job, progress, corruption_dirs)
+    if rollout:
+        _rollout(plan, job, False)
+
+
 def _default_workers(preset: str, device: str) -> int:
+    """One worker per CPU core (at most 8) on a CPU, except for the paper's models (one process, all threads);
+    one on a GPU."""
     import torch
-    if preset != "tiny" or (device != "cpu" and torch.cuda.is_available()):
+    if preset == "paper" or (device != "cpu" and torch.cuda.is_available()):
         return 1
     try:
         cores = len(os.sched_getaffinity(0))

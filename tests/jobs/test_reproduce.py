@@ -86,7 +86,12 @@ def test_plan_validates_names(tmp_path):
     plan = make_plan(tmp_path, text_dataset="none")
     assert plan.models == ["vit", "dvit", "dgvit"] and len(plan.corruptions) == 19 and len(plan.jobs) == 9
     plan = make_plan(tmp_path, preset="paper", models="dgt", image_dataset="none")
-    assert plan.datasets == {"text": "imdb"} and len(plan.text_noise) == 11
+    assert plan.datasets == {"text": ["imdb"]} and len(plan.text_noise) == 11
+    plan = make_plan(tmp_path, image_dataset="none", text_dataset="synthetic-text,imdb", models="dgt", seeds=[0, 1])
+    assert plan.datasets == {"text": ["synthetic-text", "imdb"]}
+    assert [(j.dataset, j.seed) for j in plan.jobs] == [("synthetic-text", 0), ("synthetic-text", 1), ("imdb", 0),
+                                                        ("imdb", 1)]
+    assert all("data.data_root" not in j.overrides and "train.device" not in j.overrides for j in plan.jobs)
 
 
 def test_quick_report_tables_compile_and_claim_nothing(quick_run, compile_latex):
