@@ -125,3 +125,26 @@ def test_two_concurrent_sweep_runs_never_train_a_job_twice(tmp_path):
     ev = df[(df.kind == "eval") & (df.metric == "accuracy")]
     assert len(ev) == len(jobs)
     assert not any((job_dir(sd, j) / LOCK).exists() for j in jobs)
+
+
+def test_a_store_copied_without_its_checkpoints_resumes_without_retraining(tmp_path):
+    """A finished job is known from the store alone (store/finished/<job>.json + its rows): a store copied to
+    another folder (the committed campaign on a fresh machine) does not train it again; a record of another job,
+    or one whose rows are missing, does not count."""
+    import shutil
+    from robustbench_dgsa.jobs.job import is_finished
+    src = tmp_path / "a"
+    [job] = plan(["vit"], [0], ["synthetic-vision"], "tiny", TINY)
+    first = run_job(src, job, device="cpu")
+    dst = tmp_path / "b"
+    shutil.copytree(src / "store", dst / "store")
+    assert is_finished(dst, job)
+    assert run_job(dst, job, device="cpu") == first            # nothing trained: the same record comes back
+    assert not (dst / "runs").exists()
+    [other] = plan(["vit"], [1], ["synthetic-vision"], "tiny", TINY)
+    assert not is_finished(dst, other)
+    rec = json.loads((dst / "store" / "finished" / f"{job.id}.json").read_text())
+    (dst / "store" / "finished" / f"{other.id}.json").write_text(json.dumps(rec))   # another job's record
+    assert not is_finished(dst, other)
+    (dst / "store" / "rows" / f"{rec['eval_run_id']}.jsonl").unlink()
+    assert not is_finished(dst, job)
