@@ -250,15 +250,19 @@ def test_edit_distance_hand_examples():
     assert tn.edit_distance(["the", "cat"], ["a", "cat"]) == 1
 
 
-def test_edit_distance_matches_dynamic_programming():
+@pytest.mark.parametrize("fn", ["edit_distance", "edit_distance_python"])
+def test_edit_distance_matches_dynamic_programming(fn):
+    """Both the rapidfuzz path and the pure-Python fallback equal the textbook DP (strings and token lists)."""
+    dist = getattr(tn, fn)
     rnd = random.Random(0)
     for _ in range(400):
         a = "".join(rnd.choice("abc ") for _ in range(rnd.randint(0, 90)))
         b = "".join(rnd.choice("abcd ") for _ in range(rnd.randint(0, 90)))
-        assert tn.edit_distance(a, b) == _dp(a, b), (a, b)
+        assert dist(a, b) == _dp(a, b), (a, b)
+        assert dist(a.split(), b.split()) == _dp(a.split(), b.split()), (a, b)
     long_a = "".join(rnd.choice("acgt") for _ in range(300))
     long_b = "".join(rnd.choice("acgt") for _ in range(280))
-    assert tn.edit_distance(long_a, long_b) == _dp(long_a, long_b)
+    assert dist(long_a, long_b) == _dp(long_a, long_b)
 
 
 def test_cer_wer_hand_examples():
