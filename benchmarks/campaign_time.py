@@ -65,16 +65,20 @@ def measure(folder: Path) -> dict:
     by_dataset = defaultdict(list)
     for (model, ds), secs in per_model.items():
         by_dataset[ds].extend(secs)
-    projected = 0.0
+    projected, unknown = 0.0, set()
     for j in left:   # a job = one train + one eval run; mean of the same model+dataset, else of the dataset
         secs = per_model.get((j.get("model"), j.get("dataset"))) or by_dataset.get(j.get("dataset")) or []
-        projected += 2 * sum(secs) / len(secs) if secs else float("nan")
+        if secs:
+            projected += 2 * sum(secs) / len(secs)
+        else:
+            unknown.add(str(j.get("dataset")))
     timings = {}
     tpath = folder / "timings.json"
     if tpath.is_file():
         timings = json.loads(tpath.read_text(encoding="utf-8"))
     return {"per": {f"{d}/{k}": v for (d, k), v in sorted(per.items())}, "jobs": len(jobs),
-            "finished": len(jobs) - len(left), "left_job_seconds": projected, "timings": timings}
+            "finished": len(jobs) - len(left), "left_job_seconds": projected, "timings": timings,
+            "not_projected": sorted(unknown)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     extra = sum(float(phases.get(k, 0.0)) for k in ("corrupt", "bench", "report"))
     budget = _seconds(args.budget)
     label = "projected total" if m["finished"] < m["jobs"] else "total"
-    verdict = "within" if wall + extra <= budget else "OVER"
+    verdict = "OVER" if wall + extra > budget else "so far within" if m["not_projected"] else "within"
+    if m["not_projected"]:
+        print(f"  not projected (no finished job yet): {', '.join(m['not_projected'])}: the total below omits them")
     print(f"{label}: {(wall + extra) / 60:.1f} min (train+evaluate {wall / 60:.1f} min + corrupt/bench/report "
           f"{extra / 60:.1f} min) — {verdict} the budget of {budget / 60:.0f} min")
     if args.json:
