@@ -45,9 +45,10 @@ from .read import check_corrupted, list_available, load_corrupted
 from .verify import verify_against
 from .write import regenerate
 
-__all__ = ["CIFAR10C_MD5", "CIFAR100C_MD5", "FOLDERS_FORMAT", "LABELS_NAME", "MANIFEST_FORMAT", "MANIFEST_NAME", "OFFICIAL_BLOCK",
-           "OFFICIAL_MD5", "OFFICIAL_NAMES", "OFFICIAL_SEVERITIES", "REGENERATED_PHRASE", "SUMS_NAME", "FolderManifest",
-           "Manifest", "ProgressWrapper", "check_corrupted", "condition_files", "condition_sums", "is_folder_layout",
-           "list_folder_conditions", "read_images", "regenerate_folders", "regenerate_val_folders", "check_images", "check_manifest", "clean_stale_partials", "file_sha256",
-           "is_official_layout", "layout_suffix", "library_versions", "list_available", "load_corrupted", "name_list",
-           "read_manifest", "regenerate", "verify_against"]
+__all__ = ["CIFAR100C_MD5", "CIFAR10C_MD5", "FOLDERS_FORMAT", "FolderManifest", "LABELS_NAME", "MANIFEST_FORMAT",
+           "MANIFEST_NAME", "Manifest", "OFFICIAL_BLOCK", "OFFICIAL_MD5", "OFFICIAL_NAMES", "OFFICIAL_SEVERITIES",
+           "ProgressWrapper", "REGENERATED_PHRASE", "SUMS_NAME", "check_corrupted", "check_images", "check_manifest",
+           "clean_stale_partials", "condition_files", "condition_sums", "file_sha256", "is_folder_layout",
+           "is_official_layout", "layout_suffix", "library_versions", "list_available", "list_folder_conditions",
+           "load_corrupted", "name_list", "read_images", "read_manifest", "regenerate", "regenerate_folders",
+           "regenerate_val_folders", "verify_against"]

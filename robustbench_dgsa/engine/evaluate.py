@@ -6,7 +6,9 @@ Everything goes to the results store (kind="eval"), with model / seed / config_h
 
 * ``condition="clean", severity=0``, metric ``accuracy`` (value in [0, 1]) with ``n``;
 * per image corruption and severity: ``accuracy``, ``source`` = "official" / "regenerated" (read from a
-  CIFAR-C directory) or "on-the-fly" (generated here with :func:`corruptions.api.corrupt`, ``corruption_seed``);
+  CIFAR-C directory, or from an ImageNet-C / Tiny-ImageNet-C folder tree ``<corruption>/<severity>/<wnid>/<file>``
+  matched to the test images by name) or "on-the-fly" (generated here with :func:`corruptions.api.corrupt`,
+  ``corruption_seed``);
 * per text-noise type and severity: ``accuracy`` plus the realised ``cer`` and ``wer`` (SPEC §5);
 * per-example predictions of every condition (``RunWriter.write_predictions``; columns condition, severity,
   index, label, pred), so flip rates and error consistency (SPEC §6) need no re-run.
@@ -29,7 +31,8 @@ import pandas as pd
 import torch
 from corruptions.api import corrupt
 from corruptions.frost import load_frost_textures
-from corruptions.layout import check_corrupted, load_corrupted
+from corruptions.layout import (check_corrupted, condition_files, condition_sums, is_folder_layout, load_corrupted,
+                                read_images)
 from corruptions.text import TEXT_NOISE_TYPES, add_text_noise, realised_error_rates
 
 from robustbench_dgsa import store
@@ -50,11 +53,13 @@ class EvalResult:
     table: pd.DataFrame          # condition, severity, accuracy, n, cer, wer, source
     store_dir: Path | None = None
     examples: str = ""           # which test examples, in words ("first 500 of 10,000", "stratified 100 of ...")
+    dataset_family: str | None = None  # cifar10 / cifar100 / imagenet / tiny-imagenet when known (dataset_family)
 
     def summary(self) -> dict[str, Any]:
         t = self.table
         clean = t[t.condition == "clean"]
         out: dict[str, Any] = {"run_id": self.run_id, "examples": self.examples,
+                               "dataset_family": self.dataset_family,
                                "clean_accuracy": float(clean.accuracy.iloc[0]) if len(clean) else None}
         corr = t[t.condition != "clean"]
         if len(corr):
@@ -171,6 +176,7 @@ class _EvalData:
     source: str            # the data's own description
     n_classes: int = 0
     examples: str = ""     # which examples, in words (subset_label)
+    names: Any = None      # per example of the split, its <wnid>/<file> in a -C folder layout (None: not named)
 
 
 def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
@@ -204,7 +210,7 @@ def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
     raw_all = np.asarray(data.x) if subject.modality == "image" else list(data.texts)
     raw = raw_all[idx] if subject.modality == "image" else [raw_all[i] for i in idx]
     return _EvalData(y_full[idx], idx, raw_all, raw, str(getattr(data, "source", "") or ""), len(data.classes),
-                     subset_label(y_full, idx))
+                     subset_label(y_full, idx), getattr(data, "names", None))
 
 
 def _check_output_classes(subject: EvalSubject, data: _EvalData, dev) -> None:
@@ -299,7 +305,7 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
     if len(out) > 1:
         log(f"[evaluate] {len(out) - 1} corrupted conditions: mean accuracy "
             f"{out[out.condition != 'clean'].accuracy.mean():.4f} -> {store_dir}")
-    return EvalResult(run_id, out, store_dir, data.examples)
+    return EvalResult(run_id, out, store_dir, data.examples, dataset_family(plan.dataset, plan.corruption_dir))
 
 
 def _input_words(pre: dict[str, Any]) -> str:
@@ -314,10 +320,11 @@ def _input_words(pre: dict[str, Any]) -> str:
 
 
 def dataset_family(dataset: str, corruption_dir: str | Path | None) -> str | None:
-    """cifar10 / cifar100 when known: the dataset's own name, else the corruption folder's (official
-    ``CIFAR-100-C``, or a regenerated set whose manifest says CIFAR-100-C-style); None when unknown."""
+    """cifar10 / cifar100 / imagenet / tiny-imagenet when known: the dataset's own name, else the corruption
+    folder's (official ``CIFAR-100-C``, ``Tiny-ImageNet-C``, ..., or a regenerated set whose manifest says
+    CIFAR-100-C-style, ImageNet-C-style, ...); None when unknown."""
     name = str(dataset).lower()
-    if name in ("cifar10", "cifar100"):
+    if name in ("cifar10", "cifar100", "imagenet", "tiny-imagenet"):
         return name
     if corruption_dir is None:
         return None
@@ -328,7 +335,11 @@ def dataset_family(dataset: str, corruption_dir: str | Path | None) -> str | Non
         words += " " + str(json.loads((d / "manifest.json").read_text(encoding="utf-8")).get("description", ""))
     except (OSError, ValueError, AttributeError):
         pass
-    words = words.upper()
+    words = words.upper().replace("_", "-")
+    if "TINY-IMAGENET-C" in words or "TINYIMAGENET-C" in words:
+        return "tiny-imagenet"
+    if "IMAGENET-C" in words:
+        return "imagenet"
     if "CIFAR-100-C" in words or "CIFAR100-C" in words:
         return "cifar100"
     if "CIFAR-10-C" in words or "CIFAR10-C" in words:
@@ -368,6 +379,11 @@ def _check_conditions(plan: EvalPlan, subject: EvalSubject, data: _EvalData, sev
         return _frost_textures(plan.frost_dir, plan.data_root) if "frost" in plan.corruptions else None
     d = Path(plan.corruption_dir)
     _corruption_source(d)
+    if is_folder_layout(d):
+        for c in plan.corruptions:
+            for s in severities:
+                _folder_names(d, c, s, data, plan.dataset)
+        return None
     for c in plan.corruptions:
         y_c = check_corrupted(d, c, severities, verify=True)
         _check_dir_labels(d, c, y_c, data.idx, data.y)
@@ -398,7 +414,10 @@ def _run_corruptions(record: _Recorder, subject: EvalSubject, plan: EvalPlan, da
     source = _corruption_source(plan.corruption_dir) if plan.corruption_dir else "on-the-fly"
     model, pre = subject.model, subject.preprocess
     for c, s in track(cells, description="corruptions", enabled=plan.progress):
-        if plan.corruption_dir:
+        if plan.corruption_dir and is_folder_layout(plan.corruption_dir):
+            names = _folder_names(Path(plan.corruption_dir), c, s, data, plan.dataset)
+            pred = _predict_from_folder(model, pre, Path(plan.corruption_dir), c, s, names, **kw)
+        elif plan.corruption_dir:
             pred = _predict_from_dir(model, pre, Path(plan.corruption_dir), c, s, data.idx, data.y, **kw)
         else:
             pred = _predict_on_the_fly(model, pre, data.raw_all, data.idx, c, s, plan.corruption_seed, dev,
@@ -478,6 +497,38 @@ def _predict_from_dir(model, pre, corruption_dir: Path, corruption: str, severit
     _check_dir_labels(corruption_dir, f"{corruption} severity {severity}", y_c, idx, y)
     pred, _ = predict_raw(model, np.asarray(x_c)[idx], pre, chunk=chunk, **kw)
     return pred
+
+
+def _folder_names(corruption_dir: Path, corruption: str, severity: int, data: _EvalData, dataset: str) -> list[str]:
+    """The ``<wnid>/<file>`` names of the selected test examples in one condition of a -C folder layout, checked:
+    the dataset names its images, every selected one is in the folder, and a regenerated condition's SHA256SUMS
+    (vouched for by its manifest) lists it. The label of a file is its clean image's: the same name."""
+    if data.names is None:
+        raise DataError(f"{corruption_dir} is a <corruption>/<severity>/<wnid>/<file> folder layout, matched to the "
+                        f"test images by file name; dataset {dataset!r} does not name its images (use imagenet or "
+                        "tiny-imagenet)")
+    wanted = [data.names[i] for i in data.idx]
+    have = set(condition_files(corruption_dir, corruption, severity)[0])
+    sums = condition_sums(corruption_dir, corruption, severity)
+    listed = have if sums is None else have & set(sums)
+    missing = [n for n in wanted if n not in listed]
+    if missing:
+        raise DataError(f"{corruption_dir / corruption / str(severity)}: {len(missing)} of the {len(wanted)} test "
+                        f"images are missing (e.g. {missing[0]}); was it made from the same validation images?")
+    return wanted
+
+
+def _predict_from_folder(model, pre, corruption_dir: Path, corruption: str, severity: int, names: list[str], *,
+                         chunk: int, **kw) -> np.ndarray:
+    """Predictions for ``names`` of one condition folder, read chunk by chunk (each file once; a regenerated one
+    checked against its SHA-256 while it is read)."""
+    sums = condition_sums(corruption_dir, corruption, severity)
+    preds = []
+    for start in range(0, len(names), chunk):
+        x = read_images(corruption_dir, corruption, severity, names[start:start + chunk], sums)
+        p, _ = predict_raw(model, x, pre, chunk=chunk, **kw)
+        preds.append(p)
+    return np.concatenate(preds) if preds else np.zeros(0, dtype=np.int64)
 
 
 def _frost_textures(frost_dir: str | Path | None, data_root: str | Path | None):
