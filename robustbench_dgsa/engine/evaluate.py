@@ -6,8 +6,10 @@ Everything goes to the results store (kind="eval"), with model / seed / config_h
 
 * ``condition="clean", severity=0``, metric ``accuracy`` (value in [0, 1]) with ``n``;
 * per image corruption and severity: ``accuracy``, ``source`` = "official" / "regenerated" (read from a
-  CIFAR-C directory, or from an ImageNet-C / Tiny-ImageNet-C folder tree ``<corruption>/<severity>/<wnid>/<file>``
-  matched to the test images by name) or "on-the-fly" (generated here with :func:`corruptions.api.corrupt`,
+  CIFAR-C directory, or from an ImageNet-C / Tiny-ImageNet-C folder tree ``<corruption>/<severity>/<wnid>/<file>``:
+  matched to the test images by name, or, where its files are other images than the test split's (the published
+  Tiny-ImageNet-C), read as an image folder labelled by its ``<wnid>`` folders, ``n`` and the predictions'
+  ``index`` then counting its own files) or "on-the-fly" (generated here with :func:`corruptions.api.corrupt`,
   ``corruption_seed``);
 * per text-noise type and severity: ``accuracy`` plus the realised ``cer`` and ``wer`` (SPEC §5);
 * per-example predictions of every condition (``RunWriter.write_predictions``; columns condition, severity,
@@ -31,8 +33,8 @@ import pandas as pd
 import torch
 from corruptions.api import corrupt
 from corruptions.frost import load_frost_textures
-from corruptions.layout import (check_corrupted, condition_files, condition_sums, is_folder_layout, load_corrupted,
-                                read_images)
+from corruptions.layout import (SUMS_NAME, check_corrupted, condition_files, condition_sums, is_folder_layout,
+                                load_corrupted, read_images)
 from corruptions.text import TEXT_NOISE_TYPES, add_text_noise, realised_error_rates
 
 from robustbench_dgsa import store
@@ -177,6 +179,7 @@ class _EvalData:
     n_classes: int = 0
     examples: str = ""     # which examples, in words (subset_label)
     names: Any = None      # per example of the split, its <wnid>/<file> in a -C folder layout (None: not named)
+    classes: tuple = ()    # the split's class names (a -C folder tree's <wnid> folders are looked up in them)
 
 
 def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
@@ -210,7 +213,7 @@ def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
     raw_all = np.asarray(data.x) if subject.modality == "image" else list(data.texts)
     raw = raw_all[idx] if subject.modality == "image" else [raw_all[i] for i in idx]
     return _EvalData(y_full[idx], idx, raw_all, raw, str(getattr(data, "source", "") or ""), len(data.classes),
-                     subset_label(y_full, idx), getattr(data, "names", None))
+                     subset_label(y_full, idx), getattr(data, "names", None), tuple(data.classes))
 
 
 def _check_output_classes(subject: EvalSubject, data: _EvalData, dev) -> None:
@@ -247,8 +250,11 @@ class _Recorder:
         self.table: list[dict[str, Any]] = []
 
     def __call__(self, condition: str, severity: int, pred: np.ndarray, source: str,
-                 extra: dict[str, float] | None = None, n_rates: int | None = None) -> float:
-        y, n = self.y, len(self.y)
+                 extra: dict[str, float] | None = None, n_rates: int | None = None,
+                 own: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+        """``own``: (labels, indices) of a condition whose examples are not the test split's (a -C folder tree
+        read as an image folder)."""
+        (y, idx), n = (own or (self.y, self.idx)), len((own or (self.y,))[0])
         acc = float((pred == y).mean()) if n else float("nan")
         self.rows.append(dict(condition=condition, severity=severity, metric="accuracy", value=acc, n=n,
                               source=source))
@@ -256,7 +262,7 @@ class _Recorder:
             self.rows.append(dict(condition=condition, severity=severity, metric=name, value=float(value),
                                   n=n if n_rates is None else n_rates, source=source))
         self.preds.append(pd.DataFrame({"condition": condition, "severity": np.int8(severity),
-                                        "index": self.idx.astype(np.int32), "label": y.astype(np.int16),
+                                        "index": idx.astype(np.int32), "label": y.astype(np.int16),
                                         "pred": pred.astype(np.int16)}))
         self.table.append({"condition": condition, "severity": severity, "accuracy": acc, "n": n,
                            "cer": (extra or {}).get("cer", np.nan), "wer": (extra or {}).get("wer", np.nan),
@@ -382,7 +388,7 @@ def _check_conditions(plan: EvalPlan, subject: EvalSubject, data: _EvalData, sev
     if is_folder_layout(d):
         for c in plan.corruptions:
             for s in severities:
-                _folder_names(d, c, s, data, plan.dataset)
+                _folder_selection(d, c, s, data, plan)
         return None
     for c in plan.corruptions:
         y_c = check_corrupted(d, c, severities, verify=True)
@@ -415,9 +421,11 @@ def _run_corruptions(record: _Recorder, subject: EvalSubject, plan: EvalPlan, da
     model, pre = subject.model, subject.preprocess
     for c, s in track(cells, description="corruptions", enabled=plan.progress):
         if plan.corruption_dir and is_folder_layout(plan.corruption_dir):
-            names = _folder_names(Path(plan.corruption_dir), c, s, data, plan.dataset)
+            names, own = _folder_selection(Path(plan.corruption_dir), c, s, data, plan)
             pred = _predict_from_folder(model, pre, Path(plan.corruption_dir), c, s, names, **kw)
-        elif plan.corruption_dir:
+            record(c, s, pred, source, own=own)
+            continue
+        if plan.corruption_dir:
             pred = _predict_from_dir(model, pre, Path(plan.corruption_dir), c, s, data.idx, data.y, **kw)
         else:
             pred = _predict_on_the_fly(model, pre, data.raw_all, data.idx, c, s, plan.corruption_seed, dev,
@@ -499,23 +507,40 @@ def _predict_from_dir(model, pre, corruption_dir: Path, corruption: str, severit
     return pred
 
 
-def _folder_names(corruption_dir: Path, corruption: str, severity: int, data: _EvalData, dataset: str) -> list[str]:
-    """The ``<wnid>/<file>`` names of the selected test examples in one condition of a -C folder layout, checked:
-    the dataset names its images, every selected one is in the folder, and a regenerated condition's SHA256SUMS
-    (vouched for by its manifest) lists it. The label of a file is its clean image's: the same name."""
-    if data.names is None:
-        raise DataError(f"{corruption_dir} is a <corruption>/<severity>/<wnid>/<file> folder layout, matched to the "
-                        f"test images by file name; dataset {dataset!r} does not name its images (use imagenet or "
-                        "tiny-imagenet)")
-    wanted = [data.names[i] for i in data.idx]
-    have = set(condition_files(corruption_dir, corruption, severity)[0])
+def _folder_selection(corruption_dir: Path, corruption: str, severity: int, data: _EvalData, plan: EvalPlan
+                      ) -> tuple[list[str], tuple[np.ndarray, np.ndarray] | None]:
+    """Which ``<wnid>/<file>`` files of one condition of a -C folder tree to read, checked before any work.
+
+    Where the tree holds the selected test images by name (ImageNet-C, and every regenerated tree, are made from
+    the validation files and keep their names), exactly those, labelled as the clean images: returns
+    ``(names, None)``. Where it holds none of them (the published Tiny-ImageNet-C was made from other crops than
+    Tiny-ImageNet's val, hendrycks/robustness#39), the tree is read as an image folder, as the reference
+    ``test.py`` does: every file (the first / stratified ``max_test`` of them), labelled by its ``<wnid>`` folder
+    among the dataset's classes; returns ``(names, (labels, positions))``. Some but not all: a DataError. A
+    regenerated condition's files must be listed in its SHA256SUMS (vouched for by the manifest).
+    """
+    here = corruption_dir / corruption / str(severity)
+    files, wnids = condition_files(corruption_dir, corruption, severity)
     sums = condition_sums(corruption_dir, corruption, severity)
-    listed = have if sums is None else have & set(sums)
-    missing = [n for n in wanted if n not in listed]
-    if missing:
-        raise DataError(f"{corruption_dir / corruption / str(severity)}: {len(missing)} of the {len(wanted)} test "
-                        f"images are missing (e.g. {missing[0]}); was it made from the same validation images?")
-    return wanted
+    if sums is not None and set(files) - set(sums):
+        raise DataError(f"{here}: {sorted(set(files) - set(sums))[0]} is not in its {SUMS_NAME} (left from another "
+                        "run?)")
+    have = set(files)
+    wanted = [data.names[i] for i in data.idx] if data.names is not None else []
+    found = sum(n in have for n in wanted)
+    if wanted and found == len(wanted):
+        return wanted, None
+    if found:
+        missing = next(n for n in wanted if n not in have)
+        raise DataError(f"{here}: {len(wanted) - found} of the {len(wanted)} test images are missing (e.g. "
+                        f"{missing}); was it made from the same validation images?")
+    index = {c: k for k, c in enumerate(data.classes)}
+    unknown = sorted(set(wnids) - set(index))
+    if unknown:
+        raise DataError(f"{here}: class folder {unknown[0]} is not a class of dataset {plan.dataset!r}")
+    y = np.array([index[w] for w in wnids], dtype=np.int64)
+    pos = select_test(y, plan.max_test, plan.subset)
+    return [files[k] for k in pos], (y[pos], pos)
 
 
 def _predict_from_folder(model, pre, corruption_dir: Path, corruption: str, severity: int, names: list[str], *,
