@@ -170,7 +170,7 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
     _check_corrupt_paths(input, out, preview, verify_against)
     if input is not None and input.strip().lower() in _VAL_SETS:  # ImageNet-C / Tiny-ImageNet-C folder layout
         return _corrupt_val_set(input.strip().lower(), data_root, out, corruption, severity, seed, constants,
-                                device, frost_dir, limit, overwrite, quiet, json_, started)
+                                device, frost_dir, limit, overwrite, quiet, json_, started, preview or verify_against)
     if input is not None:
         names = opt.parse_corruptions(corruption)
         sevs = opt.parse_severities(severity)
@@ -228,7 +228,8 @@ _VAL_SETS = ("imagenet", "tiny-imagenet")
 
 def _corrupt_val_set(dataset: str, data_root: Optional[Path], out: Optional[Path], corruption: str, severity: str,
                      seed: str, constants: Optional[str], device: str, frost_dir: Optional[Path],
-                     limit: Optional[int], overwrite: bool, quiet: bool, json_: bool, started: float) -> None:
+                     limit: Optional[int], overwrite: bool, quiet: bool, json_: bool, started: float,
+                     other: Optional[Path] = None) -> None:
     """``corrupt --input imagenet|tiny-imagenet``: one library call (``regenerate_val_folders``) writes
     ``<out>/<corruption>/<severity>/<wnid>/<file>`` with SHA256SUMS and manifest.json."""
     from corruptions import layout
@@ -238,6 +239,8 @@ def _corrupt_val_set(dataset: str, data_root: Optional[Path], out: Optional[Path
     from robustbench_dgsa.util.progress import track
     if data_root is None or out is None:
         raise UserError(f"--input {dataset} needs --data-root (the folder holding its validation images) and --out")
+    if other is not None:
+        raise UserError(f"--preview and --verify-against work on the CIFAR-C layout, not with --input {dataset}")
     names, sevs = opt.parse_corruptions(corruption), opt.parse_severities(severity)
     log = (lambda message: None) if quiet else _log
     frost = _frost_textures(names, frost_dir, log)

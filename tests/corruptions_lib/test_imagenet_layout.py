@@ -154,15 +154,19 @@ def test_interrupted_run_resumes_after_its_last_finished_chunk(tmp_path, monkeyp
     assert {n: (out / "contrast" / "2" / n).stat().st_mtime_ns for n in first} == first  # finished chunk kept
 
 
-@pytest.mark.parametrize("case", ["no-data-root", "missing-root", "empty-root"])
+@pytest.mark.parametrize("case", ["no-data-root", "missing-root", "empty-root", "preview", "cifar-constants"])
 def test_bad_val_inputs_are_one_error_line(case, run_main, tmp_path):
     (tmp_path / "empty").mkdir()
-    root = {"no-data-root": None, "missing-root": tmp_path / "nope", "empty-root": tmp_path / "empty"}[case]
+    _make_imagenet(tmp_path / "data")
+    root = {"no-data-root": None, "missing-root": tmp_path / "nope", "empty-root": tmp_path / "empty"}.get(
+        case, tmp_path / "data")
+    extra = {"preview": ["--preview", str(tmp_path / "p.png")], "cifar-constants": ["--constants", "cifar"]}
     args = ["corrupt", "--input", "imagenet", "--out", str(tmp_path / "out"), "--corruption", "contrast"]
-    code, _, err = run_main(args + ([] if root is None else ["--data-root", str(root)]), tmp_path)
+    args += ([] if root is None else ["--data-root", str(root)]) + extra.get(case, [])
+    code, _, err = run_main(args, tmp_path)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in err, err
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists() and not (tmp_path / "p.png").exists()
 
 
 # ---------------------------------------------------------------------------------------------- evaluate
