@@ -25,11 +25,17 @@ Only a set of 10,000 images per block with severities 1..5 uses the official fil
 Reading a regenerated directory checks each file against the manifest's SHA-256; the digests are cached by
 path, size, modification and change time, inode and device (``$CORRUPTIONS_CACHE`` or the user cache folder) so
 re-reads are free, and an edit that restores the old size and mtime is still re-hashed (the ctime moves).
+
+ImageNet-C and Tiny-ImageNet-C use a folder tree instead, ``<corruption>/<severity>/<wnid>/<file>`` (one JPEG
+per image): :mod:`.folders` writes it from the validation images (:func:`regenerate_val_folders`) and reads the
+official and the regenerated trees (:func:`list_folder_conditions`, :func:`condition_files`, :func:`read_images`).
 """
 from __future__ import annotations
 
 from .checks import ProgressWrapper, check_images, name_list
 from .digest import file_sha256
+from .folders import (FOLDERS_FORMAT, SUMS_NAME, FolderManifest, condition_files, condition_sums, is_folder_layout,
+                      list_folder_conditions, read_images, regenerate_folders, regenerate_val_folders)
 from .locks import clean_stale_partials
 from .manifest import (LABELS_NAME, MANIFEST_FORMAT, MANIFEST_NAME, REGENERATED_PHRASE, Manifest, check_manifest,
                        library_versions, read_manifest)
@@ -39,8 +45,10 @@ from .read import check_corrupted, list_available, load_corrupted
 from .verify import verify_against
 from .write import regenerate
 
-__all__ = ["CIFAR10C_MD5", "CIFAR100C_MD5", "LABELS_NAME", "MANIFEST_FORMAT", "MANIFEST_NAME", "OFFICIAL_BLOCK",
-           "OFFICIAL_MD5", "OFFICIAL_NAMES", "OFFICIAL_SEVERITIES", "REGENERATED_PHRASE", "Manifest", "ProgressWrapper",
-           "check_corrupted", "check_images", "check_manifest", "clean_stale_partials", "file_sha256",
-           "is_official_layout", "layout_suffix", "library_versions", "list_available", "load_corrupted", "name_list",
-           "read_manifest", "regenerate", "verify_against"]
+__all__ = ["CIFAR100C_MD5", "CIFAR10C_MD5", "FOLDERS_FORMAT", "FolderManifest", "LABELS_NAME", "MANIFEST_FORMAT",
+           "MANIFEST_NAME", "Manifest", "OFFICIAL_BLOCK", "OFFICIAL_MD5", "OFFICIAL_NAMES", "OFFICIAL_SEVERITIES",
+           "ProgressWrapper", "REGENERATED_PHRASE", "SUMS_NAME", "check_corrupted", "check_images", "check_manifest",
+           "clean_stale_partials", "condition_files", "condition_sums", "file_sha256", "is_folder_layout",
+           "is_official_layout", "layout_suffix", "library_versions", "list_available", "list_folder_conditions",
+           "load_corrupted", "name_list", "read_images", "read_manifest", "regenerate", "regenerate_folders",
+           "regenerate_val_folders", "verify_against"]

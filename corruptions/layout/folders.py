@@ -72,6 +72,7 @@ class _Run:
     chunk: int
     done: set = field(default_factory=set)  # starts of finished chunks
     inputs: dict = field(default_factory=dict)  # start -> input file digests
+    input_description: str = ""  # the listing's description (which validation folder)
 
 
 # ---------------------------------------------------------------------------------------------- writing
@@ -120,6 +121,29 @@ def regenerate_folders(images, out_dir: str | os.PathLike, corruptions: str | Se
         raise
 
 
+def regenerate_val_folders(dataset: str, root: str | os.PathLike, out_dir: str | os.PathLike,
+                           corruptions: str | Sequence[str], severities: str | int | Sequence[int], *,
+                           constants: str | None = None, limit: int | None = None, **kwargs: Any) -> FolderManifest:
+    """ImageNet-C or Tiny-ImageNet-C from the validation images under ``root``, in the official layout.
+
+    ``dataset``: "imagenet" (``val/<wnid>/*.JPEG``, or flat ``val/`` with the devkit's ground truth) or
+    "tiny-imagenet" (``tiny-imagenet-200/val/images`` with ``val_annotations.txt``); see
+    :mod:`corruptions.imagenet`. ``constants``: default the dataset's own ("imagenet": Resize(256) +
+    CenterCrop(224); "tiny-imagenet": Resize((64, 64))); "tiny-imagenet" on ImageNet's val gives the reference's
+    ImageNet-64x64-C. ``limit``: only the first N images (the generators' order). Other keyword arguments go to
+    :func:`regenerate_folders` (seed, device, frost, chunk_size, overwrite, progress, description).
+    """
+    from ..imagenet import LISTINGS
+
+    key = str(dataset).strip().lower()
+    if key not in LISTINGS:
+        raise CorruptionError(f"unknown validation set {dataset!r} (valid: {', '.join(LISTINGS)})")
+    if limit is not None and (isinstance(limit, bool) or int(limit) < 1):
+        raise CorruptionError(f"limit must be a positive integer, got {limit!r}")
+    images = LISTINGS[key](root).head(None if limit is None else int(limit))
+    return regenerate_folders(images, out_dir, corruptions, severities, constants=constants or key, **kwargs)
+
+
 def _regenerate_locked(images, out: Path, names, sevs, key, corrupter, chunk_size, overwrite, progress,
                        description, frost_obj) -> FolderManifest:
     old = _read_manifest_data(out)
@@ -129,7 +153,7 @@ def _regenerate_locked(images, out: Path, names, sevs, key, corrupter, chunk_siz
     skipped = tuple(f"{c}/{s}" for c in names for s in sevs if f"{c}/{s}" in finished)
     if not todo:
         return FolderManifest(out / MANIFEST_NAME, old, skipped)
-    run = _Run(out, key, todo, images.out_names, int(chunk_size))
+    run = _Run(out, key, todo, images.out_names, int(chunk_size), input_description=images.description)
     if not _resume(run):
         _check_fresh(run, old, same, overwrite)
         _start(run)
@@ -331,7 +355,8 @@ def _manifest(run: _Run, conditions: dict, description: str, frost_obj, corrupte
         "note": "Regenerated with keyed randomness; not the published files (the reference generators had no seed, "
                 "so the random corruptions match the official ones only in distribution).",
         "run_key": run.key, "constants": regime.name, "constants_version": regime.constants_version,
-        "reference": regime.reference, "input_step": regime.input_step, "seed": run.key["seed"],
+        "reference": regime.reference, "input_step": regime.input_step, "input": run.input_description,
+        "seed": run.key["seed"],
         "severities": run.key["severities"], "corruptions": listed, "n": run.key["n"],
         "layout": "<corruption>/<severity>/<wnid>/<file>, each saved as the generators do (format from the "
                   "extension, quality=85, optimize=True); <corruption>/<severity>/SHA256SUMS lists every file",

@@ -23,16 +23,19 @@ model. ``corruptions_mce`` is RobustBench's mCE: the mean over corruptions of (m
 (AlexNet's mean error over severities), in percent — given where a reference grid is at hand: ``mce_reference``
 (an unaggregated CSV such as RobustBench's own ``model_info/<dataset>/corruptions/unaggregated_results.csv`` with
 an ``AlexNet`` row, or the name of a store model), else an ``AlexNet`` row already in the target CSV or the
-store. The footnote says where the corrupted images came from (regenerated CIFAR-C-style data is not the official
-files), how many test images and seeds are behind the numbers.
+store, else, for ``imagenet``, AlexNet's published ImageNet-C errors (:func:`metrics.alexnet_errors`, the standard
+ImageNet-C mCE normaliser; RobustBench's own ImageNet AlexNet row was measured on its 5,000-image subset and differs
+slightly). The footnote says where the corrupted images came from (regenerated CIFAR-C- / ImageNet-C-style data is
+not the official files), how many test images and seeds are behind the numbers.
 
 The CSV is RobustBench's unaggregated table: two header rows (corruption, severity) in RobustBench's corruption
 order, one row per model, accuracies as fractions (mean over seeds); missing cells are empty. Rows of other
 models already in the target CSV (RobustBench's own file holds the whole leaderboard) are kept.
 
-A store dataset that is not ``cifar10`` / ``cifar100`` (e.g. a custom ``npz:`` source) is exported as the dataset
-family its evaluation runs recorded (from an official or regenerated CIFAR-10-C / CIFAR-100-C folder), else only
-when ``dataset`` names RobustBench's dataset for it.
+RobustBench's datasets are ``cifar10``, ``cifar100`` and ``imagenet`` (ImageNet-C: ``model_info/imagenet/
+corruptions/``). A store dataset that is none of them (e.g. a custom ``npz:`` source) is exported as the dataset
+family its evaluation runs recorded (from an official or regenerated CIFAR-10-C / CIFAR-100-C / ImageNet-C folder),
+else only when ``dataset`` names RobustBench's dataset for it.
 """
 from __future__ import annotations
 
@@ -52,13 +55,14 @@ from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.paths import safe_name
 
-ROBUSTBENCH_DATASETS = ("cifar10", "cifar100")
+ROBUSTBENCH_DATASETS = ("cifar10", "cifar100", "imagenet")
 # RobustBench's order of the 15 corruptions (robustbench.data.CORRUPTIONS) — the CSV's column order.
 ROBUSTBENCH_CORRUPTIONS = ("shot_noise", "motion_blur", "snow", "pixelate", "gaussian_noise", "defocus_blur",
                            "brightness", "fog", "zoom_blur", "frost", "glass_blur", "impulse_noise", "contrast",
                            "jpeg_compression", "elastic_transform")
 SEVERITIES = (1, 2, 3, 4, 5)
-FULL_TEST = 10_000
+FULL_TEST = {"cifar10": 10_000, "cifar100": 10_000, "imagenet": 5_000}  # RobustBench's n_examples per dataset
+C_NAMES = {"cifar10": "CIFAR-10-C", "cifar100": "CIFAR-100-C", "imagenet": "ImageNet-C"}
 CSV_NAME = "unaggregated_results.csv"
 MCE_REFERENCE = "AlexNet"           # RobustBench's normaliser for corruptions_mce
 KEEP_FROM_EXISTING = ("link", "name", "authors", "venue", "reported", "eps")  # what the store cannot know
@@ -77,8 +81,8 @@ def export_robustbench(store_dir: str | Path, out_dir: str | Path, *, dataset: s
                        source: str | None = None, mce_reference: str | Path | None = None) -> ExportResult:
     """Write RobustBench model_info files for the evaluation results in ``store_dir`` (see the module docstring).
 
-    ``dataset``: RobustBench's dataset name (cifar10 / cifar100) for the exported store dataset; needed when that
-    one is a custom source whose runs recorded no dataset family. ``store_dataset``: which store dataset to
+    ``dataset``: RobustBench's dataset name (cifar10 / cifar100 / imagenet) for the exported store dataset; needed
+    when that one is a custom source whose runs recorded no dataset family. ``store_dataset``: which store dataset to
     export (default: all that map to a RobustBench dataset). ``models``: restrict to these models. ``source``:
     only corrupted rows from this data source (official / regenerated / on-the-fly), as ``compare --source``.
     ``mce_reference``: the reference grid for ``corruptions_mce`` (see the module docstring).
@@ -186,9 +190,18 @@ def _mce_reference(spec: str | Path | None, existing: pd.DataFrame | None,
         raise UserError(f"mCE reference {name!r} is neither an unaggregated .csv file nor a model of the store")
     if existing is not None and MCE_REFERENCE in existing.index:
         cells = _row_cells(existing, MCE_REFERENCE)
-        return (f"{MCE_REFERENCE} in the existing {CSV_NAME}", cells) \
-            if len(cells) == len(ROBUSTBENCH_CORRUPTIONS) * 5 else None
+        if len(cells) == len(ROBUSTBENCH_CORRUPTIONS) * 5:
+            return f"{MCE_REFERENCE} in the existing {CSV_NAME}", cells
+    if rb == "imagenet":
+        return _published_alexnet()
     return None
+
+
+def _published_alexnet() -> tuple[str, dict[tuple[str, int], float]]:
+    """AlexNet's published ImageNet-C errors as an accuracy grid (the standard mCE normaliser)."""
+    errors = metrics.alexnet_errors()
+    cells = {(c, s): 1.0 - float(errors.loc[c, s]) for c in ROBUSTBENCH_CORRUPTIONS for s in SEVERITIES}
+    return "AlexNet's published ImageNet-C errors (Hendrycks & Dietterich 2019)", cells
 
 
 def _row_cells(table: pd.DataFrame, model: str) -> dict[tuple[str, int], float]:
@@ -248,7 +261,7 @@ def _dataset_map(present: list[str], dataset: str | None, store_dataset: str | N
         rb = dataset or (ds if ds in ROBUSTBENCH_DATASETS else families.get(ds))
         if rb is None:
             skipped.append(f"{ds}: not a RobustBench dataset and its runs recorded no dataset family; name it "
-                           "with dataset= / --dataset cifar10|cifar100")
+                           "with dataset= / --dataset cifar10|cifar100|imagenet")
             continue
         out.append((ds, rb))
     return out
@@ -293,13 +306,15 @@ def _footnote(store_dataset: str, rb_dataset: str, sources: list[str], n_values:
     parts = ["Evaluated with dgsa-bench."]
     if store_dataset != rb_dataset:
         parts.append(f"Clean data: the store's dataset {store_dataset!r}, exported as {rb_dataset}.")
-    kinds = {"official": "the official CIFAR-C files", "regenerated":
-             "regenerated CIFAR-C-style data (not the official CIFAR-C files)",
-             "on-the-fly": "corruptions generated on the fly (not the official CIFAR-C files)"}
+    c_name = C_NAMES.get(rb_dataset, "CIFAR-C")
+    kinds = {"official": f"the official {c_name} files", "regenerated":
+             f"regenerated {c_name}-style data (not the official {c_name} files)",
+             "on-the-fly": f"corruptions generated on the fly (not the official {c_name} files)"}
     if sources:
         parts.append("Corrupted images: " + "; ".join(kinds.get(s, s) for s in sources) + ".")
-    if n_values and max(n_values) < FULL_TEST:
-        parts.append(f"{'/'.join(map(str, n_values))} test images per condition (RobustBench uses {FULL_TEST:,}).")
+    full = FULL_TEST.get(rb_dataset, 10_000)
+    if n_values and max(n_values) < full:
+        parts.append(f"{'/'.join(map(str, n_values))} test images per condition (RobustBench uses {full:,}).")
     if len(seeds) > 1:
         parts.append(f"Mean over {len(seeds)} training seeds.")
     if missing:

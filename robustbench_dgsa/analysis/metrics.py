@@ -24,6 +24,11 @@ Definitions (all on accuracy in [0, 1]):
   errors, and ``rel_mCE`` = mean of CE_c over the benchmark corruptions. This is Hendrycks & Dietterich's mCE
   formula with a *user-chosen* reference model instead of AlexNet; it is never called "AlexNet mCE". (It is
   also not their "Relative mCE", which subtracts clean error first.)
+* **ImageNet-C mCE** (:func:`imagenet_c_ce`, :func:`alexnet_mce`) — the standard one: ``CE_c = Σ_s E_model(c, s) /
+  Σ_s E_AlexNet(c, s)`` with AlexNet's *published* top-1 errors (package data ``alexnet_imagenet_c.csv``, from
+  Hendrycks & Dietterich's repository; its header cites the commit), and ``mCE`` = 100 × mean of CE_c over the 15
+  benchmark corruptions, in percent; CE_c of the 4 extra corruptions is given beside it, never in the mean. Only
+  meaningful on ImageNet-C (AlexNet's errors are ImageNet's); a model with AlexNet's errors has mCE 100.
 * **retention** = corrupted accuracy / clean accuracy of the same (model, dataset, seed).
 * **flip rate** (clean → corrupted) — fraction of examples whose predicted class changes between the clean
   and the corrupted version of the same example, same model and seed.
@@ -37,6 +42,7 @@ latest (by ``created``). Corrupted cells of one (model, dataset, seed) evaluated
 """
 from __future__ import annotations
 
+from importlib import resources
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -410,6 +416,71 @@ def reference_ce(df: pd.DataFrame, reference: str, dataset: str | None = None,
     summary = pd.DataFrame(recs, columns=["model", "dataset", "reference", "rel_mCE", "n_corruptions",
                                           "n_expected", "complete"])
     return per, summary
+
+
+ALEXNET_CSV = "alexnet_imagenet_c.csv"
+
+
+def alexnet_errors() -> pd.DataFrame:
+    """AlexNet's published ImageNet-C top-1 errors (fractions): index corruption (15 benchmark, then 4 extra),
+    columns severities 1..5 and ``average`` (see the CSV's header for the source)."""
+    with resources.files("robustbench_dgsa.analysis").joinpath(ALEXNET_CSV).open("r", encoding="utf-8") as f:
+        table = pd.read_csv(f, comment="#", index_col="corruption")
+    table.columns = [int(c.split("_")[1]) if c.startswith("severity_") else c for c in table.columns]
+    return table
+
+
+def imagenet_c_ce(cells: pd.DataFrame, partial: bool = False) -> tuple[pd.DataFrame, dict]:
+    """The ImageNet-C corruption errors of one model from its cell accuracies (columns ``condition``,
+    ``severity`` and ``accuracy`` or ``value``; other conditions are ignored).
+
+    Returns ``(per_corruption, summary)``. ``per_corruption``: corruption, kind (benchmark / extra), n_severities,
+    err_sum, alexnet_err_sum, ce (in %, ``100 Σ_s err / Σ_s err_AlexNet`` over the severities present).
+    ``summary``: ``mCE`` (%, mean CE over the 15 benchmark corruptions; NaN unless all 15 x 5 cells are there
+    or ``partial``), ``mCA`` (mean accuracy of the benchmark cells present), ``n_corruptions`` (benchmark ones
+    with any cell), ``complete``, ``missing`` and ``extra_ce`` ({corruption: CE} of the extra ones present).
+    """
+    ref = alexnet_errors()
+    acc = cells["accuracy"] if "accuracy" in cells.columns else cells["value"]
+    frame = pd.DataFrame({"condition": cells["condition"].astype(str), "severity": cells["severity"].astype(int),
+                          "accuracy": acc.astype(float)})
+    frame = frame[frame["condition"].isin(ref.index) & frame["severity"].isin(SEVERITIES)]
+    recs = []
+    for c, g in frame.groupby("condition", sort=False):
+        sevs = sorted(set(g["severity"]))
+        err = float((1.0 - g.groupby("severity")["accuracy"].mean()).sum())
+        ref_err = float(sum(ref.loc[c, s] for s in sevs))
+        recs.append(dict(corruption=c, kind=condition_kind(c), n_severities=len(sevs), err_sum=err,
+                         alexnet_err_sum=ref_err, ce=100.0 * err / ref_err))
+    per = pd.DataFrame(recs, columns=["corruption", "kind", "n_severities", "err_sum", "alexnet_err_sum", "ce"])
+    order = {c: i for i, c in enumerate(ref.index)}
+    per = per.sort_values("corruption", key=lambda col: col.map(order)).reset_index(drop=True)
+    bench = per[per["kind"] == "benchmark"]
+    missing = [(c, s) for c in BENCHMARK_CORRUPTIONS for s in SEVERITIES
+               if not ((frame["condition"] == c) & (frame["severity"] == s)).any()]
+    complete = not missing
+    bench_cells = frame[frame["condition"].isin(BENCHMARK_CORRUPTIONS)]
+    summary = {"mCE": float(bench["ce"].mean()) if len(bench) and (complete or partial) else float("nan"),
+               "mCA": float(bench_cells["accuracy"].mean()) if len(bench_cells) else float("nan"),
+               "n_corruptions": int(len(bench)), "complete": complete, "missing": format_cells(missing, 8),
+               "extra_ce": {r.corruption: float(r.ce) for r in per[per["kind"] == "extra"].itertuples()}}
+    return per, summary
+
+
+def alexnet_mce(df: pd.DataFrame, dataset: str | None = None, partial: bool = False, **select) -> pd.DataFrame:
+    """ImageNet-C mCE (AlexNet-normalised, %) per (model, dataset, seed) of the store rows, beside mCA.
+
+    Columns: model, dataset, seed, mCE, mCA, n_corruptions, complete, missing. Use it on ImageNet-C results only
+    (AlexNet's published errors are ImageNet's; see :func:`imagenet_c_ce`).
+    """
+    cells = cell_accuracy(df, dataset=dataset, kinds=("benchmark", "extra"), **select)
+    recs = []
+    for (model, ds, seed), g in cells.groupby(_RUN_KEYS, sort=True):
+        _, summ = imagenet_c_ce(g, partial=partial)
+        recs.append(dict(model=model, dataset=ds, seed=int(seed), mCE=summ["mCE"], mCA=summ["mCA"],
+                         n_corruptions=summ["n_corruptions"], complete=summ["complete"], missing=summ["missing"]))
+    return pd.DataFrame(recs, columns=["model", "dataset", "seed", "mCE", "mCA", "n_corruptions", "complete",
+                                       "missing"])
 
 
 # ------------------------------------------------------------------------------------ per-example metrics

@@ -126,8 +126,9 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
     input: Optional[str] = typer.Option(
         None, "--input", "-i",
         help="Dataset name (with --data-root), an image folder (*.png/*.jpg, labels from class sub-folders), a "
-             ".npy uint8 N x H x W x 3 array, or a .npz with 'x' and optional 'y'. Omit to only --verify-against "
-             "an existing --out directory."),
+             ".npy uint8 N x H x W x 3 array, or a .npz with 'x' and optional 'y'; imagenet / tiny-imagenet: the "
+             "validation images under --data-root into ImageNet-C's / Tiny-ImageNet-C's folder layout. Omit to "
+             "only --verify-against an existing --out directory."),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Root folder of the dataset files."),
     split: str = typer.Option("test", "--split", help="Dataset split (also <folder>/<split> for image folders)."),
     corruption: str = opt.corruption("all"),
@@ -167,6 +168,9 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
     log = (lambda message: None) if quiet else _log  # warnings still go to stderr
     summary: dict[str, Any] = {}
     _check_corrupt_paths(input, out, preview, verify_against)
+    if input is not None and input.strip().lower() in _VAL_SETS:  # ImageNet-C / Tiny-ImageNet-C folder layout
+        return _corrupt_val_set(input.strip().lower(), data_root, out, corruption, severity, seed, constants,
+                                device, frost_dir, limit, overwrite, quiet, json_, started, preview or verify_against)
     if input is not None:
         names = opt.parse_corruptions(corruption)
         sevs = opt.parse_severities(severity)
@@ -217,6 +221,45 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
         typer.echo(f"{summary['description']}: {len(summary['corruptions'])} corruption(s), severities "
                    f"{','.join(map(str, summary['severities']))}, {summary['n']} images -> {out} "
                    f"({summary['seconds']:.1f}s)")
+
+
+_VAL_SETS = ("imagenet", "tiny-imagenet")
+
+
+def _corrupt_val_set(dataset: str, data_root: Optional[Path], out: Optional[Path], corruption: str, severity: str,
+                     seed: str, constants: Optional[str], device: str, frost_dir: Optional[Path],
+                     limit: Optional[int], overwrite: bool, quiet: bool, json_: bool, started: float,
+                     other: Optional[Path] = None) -> None:
+    """``corrupt --input imagenet|tiny-imagenet``: one library call (``regenerate_val_folders``) writes
+    ``<out>/<corruption>/<severity>/<wnid>/<file>`` with SHA256SUMS and manifest.json."""
+    from corruptions import layout
+
+    from robustbench_dgsa.engine.predict import resolve_device
+    from robustbench_dgsa.util.errors import UserError
+    from robustbench_dgsa.util.progress import track
+    if data_root is None or out is None:
+        raise UserError(f"--input {dataset} needs --data-root (the folder holding its validation images) and --out")
+    if other is not None:
+        raise UserError(f"--preview and --verify-against work on the CIFAR-C layout, not with --input {dataset}")
+    names, sevs = opt.parse_corruptions(corruption), opt.parse_severities(severity)
+    log = (lambda message: None) if quiet else _log
+    frost = _frost_textures(names, frost_dir, log)
+    with opt.overwrite_flag():
+        manifest = layout.regenerate_val_folders(
+            dataset, data_root, out, names, sevs, constants=None if constants is None else constants.strip().lower(),
+            limit=limit, seed=opt.parse_one_seed(seed), device=str(resolve_device(device)), frost=frost,
+            overwrite=overwrite, progress=None if quiet else track)
+    data = manifest.data
+    summary = {"input": data.get("input"), "n": data["n"], "constants": data["constants"], "corruptions": names,
+               "severities": sevs, "out": str(out), "manifest": str(manifest.path), "description": data["description"],
+               "skipped": list(manifest.skipped), "seconds": round(time.monotonic() - started, 2)}
+    if json_:
+        typer.echo(json.dumps(_jsonable(summary), indent=2))
+        return
+    if manifest.skipped:
+        log(f"skipped (already finished in {out}): {', '.join(manifest.skipped)}")
+    typer.echo(f"{data['description']}: {len(names)} corruption(s), severities {','.join(map(str, sevs))}, "
+               f"{data['n']} images of {data.get('input')} -> {out} ({summary['seconds']:.1f}s)")
 
 
 def _regenerated_phrase(dataset: str | None, constants: str = "cifar") -> str:

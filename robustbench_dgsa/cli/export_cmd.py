@@ -18,13 +18,14 @@ def export_command(
     fmt: str = typer.Option("robustbench", "--format", help="Output format: robustbench."),
     store: Path = typer.Option(..., "--store", help="Results store folder."),
     out: Path = typer.Option(..., "--out", help="Folder to write model_info/<dataset>/corruptions/ into."),
-    dataset: Optional[str] = typer.Option(None, "--dataset", help="RobustBench's dataset (cifar10 or cifar100) "
-                                          "for a store dataset that is a custom source such as npz:... whose runs "
-                                          "recorded no dataset family."),
+    dataset: Optional[str] = typer.Option(None, "--dataset", help="RobustBench's dataset (cifar10, cifar100 or "
+                                          "imagenet) for a store dataset that is a custom source such as npz:... "
+                                          "whose runs recorded no dataset family."),
     mce_reference: Optional[str] = typer.Option(None, "--mce-reference", help="Reference grid for "
                                                 "corruptions_mce: an unaggregated CSV with an AlexNet row (e.g. "
                                                 "RobustBench's own) or a model of the store (default: an AlexNet "
-                                                "row already in the target CSV or the store, else no mCE)."),
+                                                "row already in the target CSV or the store, else for imagenet "
+                                                "AlexNet's published ImageNet-C errors, else no mCE)."),
     store_dataset: Optional[str] = typer.Option(None, "--store-dataset", help="The store dataset to export "
                                                 "(default: all that map to a RobustBench dataset)."),
     model: Optional[str] = typer.Option(None, "--model", help="Comma-separated models (default: all)."),

@@ -132,8 +132,8 @@ def evaluate_command(
     corruption: Optional[str] = opt.corruption(),
     severity: Optional[str] = opt.severity(),
     corruption_dir: Optional[Path] = typer.Option(
-        None, "--corruption-dir", help="Official or regenerated CIFAR-C folder (<corruption>.npy + labels.npy); "
-                                       "default: corrupt on the fly."),
+        None, "--corruption-dir", help="Official or regenerated CIFAR-C folder (<corruption>.npy + labels.npy) or "
+                                       "ImageNet-C-style tree (<corruption>/<severity>/<wnid>/); default: on-the-fly."),
     corruption_seed: int = typer.Option(0, "--corruption-seed", min=0, max=opt.SEED_MAX,
                                         help="Seed of on-the-fly corruptions / text noise."),
     frost_dir: Optional[Path] = typer.Option(None, "--frost-dir",
@@ -198,7 +198,7 @@ def evaluate_command(
                                  store=store if store is not None else opt.DEFAULT_STORE, batch_size=batch_size,
                                  device=device, progress=not quiet, frost_dir=frost_dir)
     if json_:
-        _dump({"checkpoint": str(checkpoint or timm_name or module), "store": str(res.store_dir), **res.summary()})
+        _dump({"checkpoint": str(checkpoint or timm_name or module), "store": str(res.store_dir), **_summary(res)})
     else:
         _print_eval_table(res)
 
@@ -218,6 +218,21 @@ def _evaluated_checkpoint(checkpoint: Optional[Path], pretrained: Optional[str],
     return checkpoint, store
 
 
+def _summary(res: Any) -> dict[str, Any]:
+    """The result summary, with the ImageNet-C mCE (``imagenet_c``) on ImageNet-C."""
+    mce = _imagenet_c_mce(res)
+    return {**res.summary(), **({"imagenet_c": mce} if mce else {})}
+
+
+def _imagenet_c_mce(res: Any) -> dict[str, Any] | None:
+    """On ImageNet-C: the standard mCE (AlexNet's published errors) beside mCA, from the result table."""
+    if res.dataset_family != "imagenet" or not (res.table.condition != "clean").any():
+        return None
+    from robustbench_dgsa.analysis.metrics import imagenet_c_ce
+    _, summary = imagenet_c_ce(res.table[res.table.condition != "clean"])
+    return {k: (None if isinstance(v, float) and v != v else v) for k, v in summary.items()}
+
+
 def _print_eval_table(res: Any) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -230,6 +245,11 @@ def _print_eval_table(res: Any) -> None:
         src = r.source if len(r.source) <= 32 else r.source[:31] + "…"
         t.add_row(r.condition, str(r.severity), f"{r.accuracy:.4f}", str(r.n), fmt(r.cer), fmt(r.wer), src)
     Console().print(t)  # a result table: stdout
+    mce = _imagenet_c_mce(res)
+    if mce:
+        value = f"{mce['mCE']:.2f}%" if mce["mCE"] is not None else f"n/a (missing: {mce['missing']})"
+        Console(highlight=False).print(f"ImageNet-C mCE (AlexNet-normalised): {value}; mCA {100 * mce['mCA']:.2f}% "
+                                       f"over {mce['n_corruptions']} of the 15 corruptions")
 
 
 def _evaluate_external(timm_name: str | None, module: str | None, weights: Path | None, random_init: bool,
@@ -251,7 +271,8 @@ def _evaluate_external(timm_name: str | None, module: str | None, weights: Path 
     else:
         ext = load_module_model(module, weights=weights, timm_norm=timm_norm, **model_args)
     rows = benchmark(ext, dataset, name=name, store=store, **kw)
-    return EvalResult(rows.attrs["run_id"], rows.attrs["table"], store, rows.attrs["examples"])
+    return EvalResult(rows.attrs["run_id"], rows.attrs["table"], store, rows.attrs["examples"],
+                      rows.attrs.get("dataset_family"))
 
 
 def _num_classes(dataset: str, data_root: Path | None) -> int:

@@ -1,6 +1,7 @@
 """Dataset registry and the one entry point :func:`load_dataset`.
 
-Names: ``cifar10``, ``cifar100``, ``fashion-mnist``, ``svhn``, ``imdb``, ``20newsgroups``, ``rotten-tomatoes``,
+Names: ``cifar10``, ``cifar100``, ``fashion-mnist``, ``svhn``, ``imagenet``, ``tiny-imagenet`` (validation sets
+only: see :mod:`.imagenet`), ``imdb``, ``20newsgroups``, ``rotten-tomatoes``,
 ``agnews``, ``mnli``, ``synthetic-vision``, ``synthetic-text``.
 
 Generic sources (no registry entry):
@@ -31,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from robustbench_dgsa.util.errors import DataError, UserError
-from . import synthetic, text, vision
+from . import imagenet, synthetic, text, vision
 from .locate import resolve_root
 from .text import TextData
 from .vision import ImageData
@@ -65,6 +66,12 @@ DATASETS: dict[str, DatasetInfo] = {
     "svhn": DatasetInfo("svhn", "image", 10, list(vision.SVHN_CLASSES),
                         "SVHN cropped digits, 32x32 RGB, 73,257 / 26,032", vision.HINTS["svhn"],
                         ("train", "test", "extra"), True),
+    "imagenet": DatasetInfo("imagenet", "image", 1000, None,
+                            "ImageNet-1k validation set as split test (50,000), Resize(256) + CenterCrop(224): "
+                            "ImageNet-C's inputs", imagenet.HINTS["imagenet"], ("test",)),
+    "tiny-imagenet": DatasetInfo("tiny-imagenet", "image", 200, None,
+                                 "Tiny-ImageNet validation set as split test (10,000), 64x64: Tiny-ImageNet-C's "
+                                 "inputs", imagenet.HINTS["tiny-imagenet"], ("test",)),
     "imdb": DatasetInfo("imdb", "text", 2, list(text.IMDB_CLASSES),
                         "IMDB movie reviews (Maas et al. 2011), 25,000 / 25,000, neg/pos", text.HINTS["imdb"]),
     "20newsgroups": DatasetInfo("20newsgroups", "text", 20, list(text.NEWSGROUPS_CLASSES),
@@ -207,6 +214,8 @@ _LOADERS: dict[str, Callable[..., Any]] = {
     "cifar100": vision.load_cifar100,
     "fashion-mnist": vision.load_fashion_mnist,
     "svhn": vision.load_svhn,
+    "imagenet": imagenet.load_imagenet,
+    "tiny-imagenet": imagenet.load_tiny_imagenet,
     "imdb": text.load_imdb,
     "20newsgroups": text.load_20newsgroups,
     "rotten-tomatoes": text.load_rotten_tomatoes,

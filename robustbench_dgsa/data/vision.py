@@ -100,6 +100,7 @@ class ImageData:
     mean: tuple[float, ...] = field(default=(0.5, 0.5, 0.5))
     std: tuple[float, ...] = field(default=(0.25, 0.25, 0.25))
     notes: tuple[str, ...] = ()  # what the reading policy did (e.g. "2 image(s) with transparency: ...")
+    names: tuple[str, ...] | None = None  # per image, where a -C folder layout names its copies (<wnid>/<file>)
 
     modality = "image"  # class attribute, not a field
 

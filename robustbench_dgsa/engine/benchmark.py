@@ -72,7 +72,7 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
     (a default name then gets the weights hash appended instead). ``store``: the results store (default: a
     temporary one, discarded — only the returned rows remain). Returns the run's rows
     (:data:`robustbench_dgsa.store.COLUMNS`); ``attrs`` hold ``run_id``, ``store``, ``table`` (condition,
-    severity, accuracy, n, ...) and ``examples`` (which test examples, in words).
+    severity, accuracy, n, ...), ``examples`` (which test examples, in words) and ``dataset_family``.
     """
     ext = model if isinstance(model, ExternalModel) else None
     module = ext.model if ext is not None else model
@@ -100,7 +100,7 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
         rows = results_store.load_results(store_dir)
     rows = rows[rows["run_id"] == res.run_id].reset_index(drop=True)
     rows.attrs.update(run_id=res.run_id, store=str(store) if store is not None else None, table=res.table,
-                      examples=res.examples)
+                      examples=res.examples, dataset_family=res.dataset_family)
     return rows
 
 

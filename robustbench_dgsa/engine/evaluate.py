@@ -6,7 +6,11 @@ Everything goes to the results store (kind="eval"), with model / seed / config_h
 
 * ``condition="clean", severity=0``, metric ``accuracy`` (value in [0, 1]) with ``n``;
 * per image corruption and severity: ``accuracy``, ``source`` = "official" / "regenerated" (read from a
-  CIFAR-C directory) or "on-the-fly" (generated here with :func:`corruptions.api.corrupt`, ``corruption_seed``);
+  CIFAR-C directory, or from an ImageNet-C / Tiny-ImageNet-C folder tree ``<corruption>/<severity>/<wnid>/<file>``:
+  matched to the test images by name, or, where its files are other images than the test split's (the published
+  Tiny-ImageNet-C), read as an image folder labelled by its ``<wnid>`` folders, ``n`` and the predictions'
+  ``index`` then counting its own files) or "on-the-fly" (generated here with :func:`corruptions.api.corrupt`,
+  ``corruption_seed``);
 * per text-noise type and severity: ``accuracy`` plus the realised ``cer`` and ``wer`` (SPEC §5);
 * per-example predictions of every condition (``RunWriter.write_predictions``; columns condition, severity,
   index, label, pred), so flip rates and error consistency (SPEC §6) need no re-run.
@@ -29,7 +33,8 @@ import pandas as pd
 import torch
 from corruptions.api import corrupt
 from corruptions.frost import load_frost_textures
-from corruptions.layout import check_corrupted, load_corrupted
+from corruptions.layout import (SUMS_NAME, check_corrupted, condition_files, condition_sums, is_folder_layout,
+                                load_corrupted, read_images)
 from corruptions.text import TEXT_NOISE_TYPES, add_text_noise, realised_error_rates
 
 from robustbench_dgsa import store
@@ -50,11 +55,13 @@ class EvalResult:
     table: pd.DataFrame          # condition, severity, accuracy, n, cer, wer, source
     store_dir: Path | None = None
     examples: str = ""           # which test examples, in words ("first 500 of 10,000", "stratified 100 of ...")
+    dataset_family: str | None = None  # cifar10 / cifar100 / imagenet / tiny-imagenet when known (dataset_family)
 
     def summary(self) -> dict[str, Any]:
         t = self.table
         clean = t[t.condition == "clean"]
         out: dict[str, Any] = {"run_id": self.run_id, "examples": self.examples,
+                               "dataset_family": self.dataset_family,
                                "clean_accuracy": float(clean.accuracy.iloc[0]) if len(clean) else None}
         corr = t[t.condition != "clean"]
         if len(corr):
@@ -171,6 +178,8 @@ class _EvalData:
     source: str            # the data's own description
     n_classes: int = 0
     examples: str = ""     # which examples, in words (subset_label)
+    names: Any = None      # per example of the split, its <wnid>/<file> in a -C folder layout (None: not named)
+    classes: tuple = ()    # the split's class names (a -C folder tree's <wnid> folders are looked up in them)
 
 
 def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
@@ -204,7 +213,7 @@ def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
     raw_all = np.asarray(data.x) if subject.modality == "image" else list(data.texts)
     raw = raw_all[idx] if subject.modality == "image" else [raw_all[i] for i in idx]
     return _EvalData(y_full[idx], idx, raw_all, raw, str(getattr(data, "source", "") or ""), len(data.classes),
-                     subset_label(y_full, idx))
+                     subset_label(y_full, idx), getattr(data, "names", None), tuple(data.classes))
 
 
 def _check_output_classes(subject: EvalSubject, data: _EvalData, dev) -> None:
@@ -241,8 +250,11 @@ class _Recorder:
         self.table: list[dict[str, Any]] = []
 
     def __call__(self, condition: str, severity: int, pred: np.ndarray, source: str,
-                 extra: dict[str, float] | None = None, n_rates: int | None = None) -> float:
-        y, n = self.y, len(self.y)
+                 extra: dict[str, float] | None = None, n_rates: int | None = None,
+                 own: tuple[np.ndarray, np.ndarray] | None = None) -> float:
+        """``own``: (labels, indices) of a condition whose examples are not the test split's (a -C folder tree
+        read as an image folder)."""
+        (y, idx), n = (own or (self.y, self.idx)), len((own or (self.y,))[0])
         acc = float((pred == y).mean()) if n else float("nan")
         self.rows.append(dict(condition=condition, severity=severity, metric="accuracy", value=acc, n=n,
                               source=source))
@@ -250,7 +262,7 @@ class _Recorder:
             self.rows.append(dict(condition=condition, severity=severity, metric=name, value=float(value),
                                   n=n if n_rates is None else n_rates, source=source))
         self.preds.append(pd.DataFrame({"condition": condition, "severity": np.int8(severity),
-                                        "index": self.idx.astype(np.int32), "label": y.astype(np.int16),
+                                        "index": idx.astype(np.int32), "label": y.astype(np.int16),
                                         "pred": pred.astype(np.int16)}))
         self.table.append({"condition": condition, "severity": severity, "accuracy": acc, "n": n,
                            "cer": (extra or {}).get("cer", np.nan), "wer": (extra or {}).get("wer", np.nan),
@@ -299,7 +311,7 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
     if len(out) > 1:
         log(f"[evaluate] {len(out) - 1} corrupted conditions: mean accuracy "
             f"{out[out.condition != 'clean'].accuracy.mean():.4f} -> {store_dir}")
-    return EvalResult(run_id, out, store_dir, data.examples)
+    return EvalResult(run_id, out, store_dir, data.examples, dataset_family(plan.dataset, plan.corruption_dir))
 
 
 def _input_words(pre: dict[str, Any]) -> str:
@@ -314,10 +326,11 @@ def _input_words(pre: dict[str, Any]) -> str:
 
 
 def dataset_family(dataset: str, corruption_dir: str | Path | None) -> str | None:
-    """cifar10 / cifar100 when known: the dataset's own name, else the corruption folder's (official
-    ``CIFAR-100-C``, or a regenerated set whose manifest says CIFAR-100-C-style); None when unknown."""
+    """cifar10 / cifar100 / imagenet / tiny-imagenet when known: the dataset's own name, else the corruption
+    folder's (official ``CIFAR-100-C``, ``Tiny-ImageNet-C``, ..., or a regenerated set whose manifest says
+    CIFAR-100-C-style, ImageNet-C-style, ...); None when unknown."""
     name = str(dataset).lower()
-    if name in ("cifar10", "cifar100"):
+    if name in ("cifar10", "cifar100", "imagenet", "tiny-imagenet"):
         return name
     if corruption_dir is None:
         return None
@@ -328,7 +341,11 @@ def dataset_family(dataset: str, corruption_dir: str | Path | None) -> str | Non
         words += " " + str(json.loads((d / "manifest.json").read_text(encoding="utf-8")).get("description", ""))
     except (OSError, ValueError, AttributeError):
         pass
-    words = words.upper()
+    words = words.upper().replace("_", "-")
+    if "TINY-IMAGENET-C" in words or "TINYIMAGENET-C" in words:
+        return "tiny-imagenet"
+    if "IMAGENET-C" in words:
+        return "imagenet"
     if "CIFAR-100-C" in words or "CIFAR100-C" in words:
         return "cifar100"
     if "CIFAR-10-C" in words or "CIFAR10-C" in words:
@@ -368,6 +385,11 @@ def _check_conditions(plan: EvalPlan, subject: EvalSubject, data: _EvalData, sev
         return _frost_textures(plan.frost_dir, plan.data_root) if "frost" in plan.corruptions else None
     d = Path(plan.corruption_dir)
     _corruption_source(d)
+    if is_folder_layout(d):
+        for c in plan.corruptions:
+            for s in severities:
+                _folder_selection(d, c, s, data, plan)
+        return None
     for c in plan.corruptions:
         y_c = check_corrupted(d, c, severities, verify=True)
         _check_dir_labels(d, c, y_c, data.idx, data.y)
@@ -398,6 +420,11 @@ def _run_corruptions(record: _Recorder, subject: EvalSubject, plan: EvalPlan, da
     source = _corruption_source(plan.corruption_dir) if plan.corruption_dir else "on-the-fly"
     model, pre = subject.model, subject.preprocess
     for c, s in track(cells, description="corruptions", enabled=plan.progress):
+        if plan.corruption_dir and is_folder_layout(plan.corruption_dir):
+            names, own = _folder_selection(Path(plan.corruption_dir), c, s, data, plan)
+            pred = _predict_from_folder(model, pre, Path(plan.corruption_dir), c, s, names, **kw)
+            record(c, s, pred, source, own=own)
+            continue
         if plan.corruption_dir:
             pred = _predict_from_dir(model, pre, Path(plan.corruption_dir), c, s, data.idx, data.y, **kw)
         else:
@@ -481,6 +508,55 @@ def _predict_from_dir(model, pre, corruption_dir: Path, corruption: str, severit
     _check_dir_labels(corruption_dir, f"{corruption} severity {severity}", y_c, idx, y)
     pred, _ = predict_raw(model, np.asarray(x_c)[idx], pre, chunk=chunk, **kw)
     return pred
+
+
+def _folder_selection(corruption_dir: Path, corruption: str, severity: int, data: _EvalData, plan: EvalPlan
+                      ) -> tuple[list[str], tuple[np.ndarray, np.ndarray] | None]:
+    """Which ``<wnid>/<file>`` files of one condition of a -C folder tree to read, checked before any work.
+
+    Where the tree holds the selected test images by name (ImageNet-C, and every regenerated tree, are made from
+    the validation files and keep their names), exactly those, labelled as the clean images: returns
+    ``(names, None)``. Where it holds none of them (the published Tiny-ImageNet-C was made from other crops than
+    Tiny-ImageNet's val, hendrycks/robustness#39), the tree is read as an image folder, as the reference
+    ``test.py`` does: every file (the first / stratified ``max_test`` of them), labelled by its ``<wnid>`` folder
+    among the dataset's classes; returns ``(names, (labels, positions))``. Some but not all: a DataError. A
+    regenerated condition's files must be listed in its SHA256SUMS (vouched for by the manifest).
+    """
+    here = corruption_dir / corruption / str(severity)
+    files, wnids = condition_files(corruption_dir, corruption, severity)
+    sums = condition_sums(corruption_dir, corruption, severity)
+    if sums is not None and set(files) - set(sums):
+        raise DataError(f"{here}: {sorted(set(files) - set(sums))[0]} is not in its {SUMS_NAME} (left from another "
+                        "run?)")
+    have = set(files)
+    wanted = [data.names[i] for i in data.idx] if data.names is not None else []
+    found = sum(n in have for n in wanted)
+    if wanted and found == len(wanted):
+        return wanted, None
+    if found:
+        missing = next(n for n in wanted if n not in have)
+        raise DataError(f"{here}: {len(wanted) - found} of the {len(wanted)} test images are missing (e.g. "
+                        f"{missing}); was it made from the same validation images?")
+    index = {c: k for k, c in enumerate(data.classes)}
+    unknown = sorted(set(wnids) - set(index))
+    if unknown:
+        raise DataError(f"{here}: class folder {unknown[0]} is not a class of dataset {plan.dataset!r}")
+    y = np.array([index[w] for w in wnids], dtype=np.int64)
+    pos = select_test(y, plan.max_test, plan.subset)
+    return [files[k] for k in pos], (y[pos], pos)
+
+
+def _predict_from_folder(model, pre, corruption_dir: Path, corruption: str, severity: int, names: list[str], *,
+                         chunk: int, **kw) -> np.ndarray:
+    """Predictions for ``names`` of one condition folder, read chunk by chunk (each file once; a regenerated one
+    checked against its SHA-256 while it is read)."""
+    sums = condition_sums(corruption_dir, corruption, severity)
+    preds = []
+    for start in range(0, len(names), chunk):
+        x = read_images(corruption_dir, corruption, severity, names[start:start + chunk], sums)
+        p, _ = predict_raw(model, x, pre, chunk=chunk, **kw)
+        preds.append(p)
+    return np.concatenate(preds) if preds else np.zeros(0, dtype=np.int64)
 
 
 def _frost_textures(frost_dir: str | Path | None, data_root: str | Path | None):

@@ -80,8 +80,8 @@ def test_export_needs_robustbench_dataset_for_custom_sources(populated, tmp_path
     sd, *_ = populated
     with pytest.raises(UserError, match="--dataset"):
         export_robustbench(sd, tmp_path / "rb")
-    with pytest.raises(UserError, match="cifar10, cifar100"):
-        export_robustbench(sd, tmp_path / "rb", dataset="imagenet")
+    with pytest.raises(UserError, match="cifar10, cifar100, imagenet"):
+        export_robustbench(sd, tmp_path / "rb", dataset="tiny-imagenet")
     assert not (tmp_path / "rb").exists()
 
 

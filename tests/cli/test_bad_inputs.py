@@ -293,7 +293,8 @@ CASES: list[tuple[str, int, list[str]]] = [
     # export
     ("export-missing-store", USAGE, ["export", "--store", "nope", "--out", "e"]),
     ("export-no-robustbench-dataset", USAGE, ["export", "--store", "{store}", "--out", "e"]),
-    ("export-unknown-robustbench-dataset", USAGE, ["export", "--store", "{store}", "--out", "e", "--dataset", "imagenet"]),
+    ("export-unknown-robustbench-dataset", USAGE, ["export", "--store", "{store}", "--out", "e", "--dataset",
+                                                    "tiny-imagenet"]),
     ("export-dataset-traversal", USAGE, ["export", "--store", "{store}", "--out", "e", "--dataset", "../../x"]),
     ("export-unknown-format", USAGE, ["export", "--format", "csv", "--store", "{store}", "--out", "e"]),
     ("export-unknown-model", USAGE, ["export", "--store", "{store}", "--out", "e", "--dataset", "cifar10",

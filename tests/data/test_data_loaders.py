@@ -467,8 +467,8 @@ def test_text_files_csv_jsonl(tmp_path):
 # --- registry and errors --------------------------------------------------------------------------------------
 
 def test_registry_names_and_errors(tmp_path):
-    expected = {"cifar10", "cifar100", "fashion-mnist", "svhn", "imdb", "20newsgroups", "rotten-tomatoes",
-                "agnews", "mnli", "synthetic-vision", "synthetic-text"}
+    expected = {"cifar10", "cifar100", "fashion-mnist", "svhn", "imagenet", "tiny-imagenet", "imdb", "20newsgroups",
+                "rotten-tomatoes", "agnews", "mnli", "synthetic-vision", "synthetic-text"}
     assert set(DATASETS) == expected
     for info in DATASETS.values():
         assert info.modality in ("image", "text") and "\n" not in info.layout_hint and info.num_classes >= 2
