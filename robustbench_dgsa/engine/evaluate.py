@@ -139,7 +139,7 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
     dataset = dataset or trained_on
     if not dataset:
         raise CheckpointError(f"checkpoint {checkpoint} does not say which dataset it was trained on; "
-                              "pass --dataset")
+                              "name it (dataset=NAME)", options="dataset")
     if max_test is None and dataset == trained_on:
         max_test = (run_cfg.get("data") or {}).get("max_test")
     if subset is None:
@@ -193,9 +193,11 @@ def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
         log(f"[evaluate] note: class names of {plan.dataset!r} differ from the training data's; labels are "
             "compared by index")
     if plan.corruptions and subject.modality != "image":
-        raise UserError("image corruptions apply to image models; use --text-noise for text models")
+        raise UserError("image corruptions apply to image models; use text noise (text_noise=...) for text models",
+                        options="text_noise")
     if plan.text_noise and subject.modality != "text":
-        raise UserError("text noise applies to text models; use --corruptions for image models")
+        raise UserError("text noise applies to text models; use image corruptions (corruptions=...) for image "
+                        "models", options="corruptions")
     y_full = np.asarray(data.y, dtype=np.int64)
     idx = select_test(y_full, plan.max_test, plan.subset)
     note = subset_note(y_full, idx)

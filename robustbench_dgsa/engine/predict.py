@@ -33,7 +33,7 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"device {device!r} requested but CUDA is not available (use --device cpu)")
+        raise UserError(f"device {device!r} requested but CUDA is not available (use device=cpu)", options="device")
     try:
         return torch.device(name)
     except RuntimeError:

@@ -146,8 +146,8 @@ def _previous_run(out_dir: Path, resume: bool, cfg: RunConfig, seed: int
             return state, TrainResult(ckpt_path, done["run_id"], state["history"], done["final"], done["config_hash"])
         return state, None
     if not resume and (state_path.exists() or ckpt_path.exists()):
-        raise UserError(f"{out_dir} already holds a training run; pass --resume to continue it "
-                        "or choose another --out")
+        raise UserError(f"{out_dir} already holds a training run; pass resume=True to continue it "
+                        "or choose another output folder", options="resume")
     return None, None
 
 
@@ -507,7 +507,8 @@ def _diverged(epoch: int, step: int, ckpt_path: Path, history: list[dict], what:
     kept = (f"kept the last good checkpoint {ckpt_path} (epoch {history[-1]['epoch']})" if history
             else "no checkpoint was written")
     raise TrainingDiverged(f"training diverged: {what} became NaN/inf in epoch {epoch} (by step {step + 1}); "
-                           f"{kept}; try a lower learning rate (--lr) or gradient clipping (--set train.grad_clip=1)")
+                           f"{kept}; try a lower learning rate (train.lr) or gradient clipping (train.grad_clip=1)",
+                           options=("train.lr", "train.grad_clip"))
 
 
 # === seeds and state ====================================================================================
