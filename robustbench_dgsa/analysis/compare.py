@@ -1,5 +1,5 @@
-"""Statistics between models from the results store (SPEC §6): what ``dgsa-bench compare`` shows and the
-report's significance tables reuse.
+"""Statistics between models from the results store (docs/METHODS.md, Statistics): what ``dgsa-bench compare``
+shows and the report's significance tables reuse.
 
 :func:`run_compare` takes store rows and returns a :class:`Comparison` (named tables, Holm families, honest
 warnings, critical-difference inputs); printing and writing files is the CLI's job.

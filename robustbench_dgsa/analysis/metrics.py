@@ -1,4 +1,5 @@
-"""Robustness metrics computed from the results store (SPEC §6). Pure functions: DataFrame in, DataFrame out.
+"""Robustness metrics computed from the results store (docs/METHODS.md, Metrics). Pure functions: DataFrame in,
+DataFrame out.
 
 Inputs are the long table of :func:`robustbench_dgsa.store.load_results` (evaluation rows: ``kind="eval"``,
 ``condition="clean"`` with severity 0, or a corruption / text-noise name with severity 1..5) and, for the

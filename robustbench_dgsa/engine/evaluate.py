@@ -7,9 +7,9 @@ Everything goes to the results store (kind="eval"), with model / seed / config_h
 * ``condition="clean", severity=0``, metric ``accuracy`` (value in [0, 1]) with ``n``;
 * per image corruption and severity: ``accuracy``, ``source`` = "official" / "regenerated" (read from a
   CIFAR-C directory) or "on-the-fly" (generated here with :func:`corruptions.api.corrupt`, ``corruption_seed``);
-* per text-noise type and severity: ``accuracy`` plus the realised ``cer`` and ``wer`` (SPEC §5);
+* per text-noise type and severity: ``accuracy`` plus the realised ``cer`` and ``wer`` (docs/METHODS.md, Text noise);
 * per-example predictions of every condition (``RunWriter.write_predictions``; columns condition, severity,
-  index, label, pred), so flip rates and error consistency (SPEC §6) need no re-run.
+  index, label, pred), so flip rates and error consistency (docs/METHODS.md, Metrics) need no re-run.
 
 Rows are written together at the end, so a killed evaluation leaves no partial rows behind, and a failure
 while writing removes what was written (:meth:`RunWriter.discard`): the store is left as it was found. Images are

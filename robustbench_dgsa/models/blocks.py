@@ -1,4 +1,5 @@
-"""Building blocks shared by the vision and text models (SPEC §2): FFNs, the pre-norm block, the classifier head.
+"""Building blocks shared by the vision and text models: FFNs, the pre-norm block, the classifier head
+(docs/METHODS.md, Models).
 
 * GELU FFN: Linear(D -> r·D) -> GELU -> dropout -> Linear(r·D -> D)
 * SwiGLU ×R: Linear(D -> R·D)+bias, split into halves a, b, SiLU(a) ⊙ b, dropout, Linear(R·D/2 -> D)+bias
