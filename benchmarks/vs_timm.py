@@ -1,16 +1,16 @@
 #!/usr/bin/env python
 """Our ViT / DViT / DGViT side by side with timm's ``VisionTransformer`` at the same configuration.
 
-Configuration (SPEC §2, vision): 32×32 images, patch 4 (65 tokens with CLS), D=256, 8 layers, 8 heads, MLP ×4,
-10 classes, batch 64; on CPU one intra-op thread unless ``--threads`` says otherwise; on CUDA bf16 autocast.
-Training = forward, cross-entropy, backward, AdamW step (same optimiser settings for every model); inference =
-forward under ``torch.inference_mode`` in eval mode. The models are timed in interleaved rounds (every round
-times each model once; the order rotates from round to round) and each model's best round is reported, which
-makes the ratios robust on a machine shared with other jobs. Printed: img/s per model and the ratios ours/timm
-(our ViT vs timm) and DGViT / our ViT, both as the ratio of best rounds and as the median of the per-round
-ratios (each round's two figures were measured minutes apart at most, so drifts in machine speed cancel);
-the targets (our ViT >= 1.0 x timm, DGViT >= 0.95 x our ViT) are judged on the median per-round ratio. On CPU two clocks: wall time, and this process's CPU time (img per CPU
-second), which does not count time spent waiting for a core that another job holds — on a shared machine the
+Configuration (vision, docs/METHODS.md, Models): 32×32 images, patch 4 (65 tokens with CLS), D=256, 8 layers, 8 heads,
+MLP ×4, 10 classes, batch 64; on CPU one intra-op thread unless ``--threads`` says otherwise; on CUDA bf16 autocast.
+Training = forward, cross-entropy, backward, AdamW step (same optimiser settings for every model); inference = forward
+under ``torch.inference_mode`` in eval mode. The models are timed in interleaved rounds (every round times each model
+once; the order rotates from round to round) and each model's best round is reported, which makes the ratios robust on
+a machine shared with other jobs. Printed: img/s per model and the ratios ours/timm (our ViT vs timm) and DGViT / our
+ViT, both as the ratio of best rounds and as the median of the per-round ratios (each round's two figures were
+measured minutes apart at most, so drifts in machine speed cancel); the targets (our ViT >= 1.0 x timm, DGViT >= 0.95
+x our ViT) are judged on the median per-round ratio. On CPU two clocks: wall time, and this process's CPU time (img
+per CPU second), which does not count time spent waiting for a core that another job holds — on a shared machine the
 CPU-time ratios are the robust ones (``--threads 1``, the default, keeps all work on the timed thread).
 
 What is matched between timm's ViT and ours, so that neither side is favoured:
@@ -19,8 +19,8 @@ What is matched between timm's ViT and ours, so that neither side is favoured:
   embedding over all 65 tokens (timm ``class_token=True``, ``no_embed_class=False``, ``pos_embed="learn"``);
   pre-norm blocks with ``nn.LayerNorm`` (eps 1e-5, timm's default would be 1e-6 — same cost), a fused QKV Linear
   with bias (``qkv_bias=True``), output projection with bias, no qk-norm, no layer scale, no drop path, MLP
-  Linear(D→4D)→GELU (exact)→Linear(4D→D); no final norm (``final_norm=False``: our models have none, SPEC §2);
-  the class token read out (``global_pool="token"``) into the same classifier head as ours,
+  Linear(D→4D)→GELU (exact)→Linear(4D→D); no final norm (``final_norm=False``: our models have
+  none); the class token read out (``global_pool="token"``) into the same classifier head as ours,
   Linear(D→128)→GELU→dropout→Linear(128→C) (timm's head is replaced by this). The parameter counts are equal
   (6,381,706 at C=10) and the script checks it.
 * dropout (``--dropout``, default 0.05 as our models): at the same places with the same rate — after the

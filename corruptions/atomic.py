@@ -39,17 +39,17 @@ def special_kind(path: str | os.PathLike) -> str | None:
     return next((what for test, what in _KINDS if test(mode)), "not a regular file")
 
 
-def refuse_special(path: str | os.PathLike) -> None:
-    """CorruptionError when ``path`` exists and is not a regular file (see :func:`special_kind`)."""
+def refuse_special(path: str | os.PathLike, error: type[Exception] = CorruptionError) -> None:
+    """``error`` (CorruptionError; a caller may pass its own error type) when ``path`` exists and is not a regular
+    file (see :func:`special_kind`)."""
     kind = special_kind(path)
     if kind is not None:
-        raise CorruptionError(f"{path}: is {kind}, not a regular file; refusing to replace it "
-                              f"(give the path of a regular file)")
+        raise error(f"{path}: is {kind}, not a regular file; refusing to replace it (give the path of a regular file)")
 
 
-def replace(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
-    """``os.replace(tmp, target)``, refused (CorruptionError) when ``target`` is a device, FIFO, socket or folder."""
-    refuse_special(target)
+def replace(tmp: str | os.PathLike, target: str | os.PathLike, error: type[Exception] = CorruptionError) -> None:
+    """``os.replace(tmp, target)``, refused (``error``) when ``target`` is a device, FIFO, socket or folder."""
+    refuse_special(target, error)
     os.replace(tmp, target)
 
 

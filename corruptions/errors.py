@@ -20,6 +20,7 @@ class OutputExistsError(CorruptionError):
 
     def __init__(self, directory: str | os.PathLike, names: Sequence[str]):
         self.directory, self.names = str(directory), list(names)
+        self.options = ("overwrite",)  # the keyword argument the message names (a caller may say it its own way)
         super().__init__(f"output exists in {self.directory}: {self.shown}; pass overwrite=True to replace it")
 
     @property

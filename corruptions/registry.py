@@ -2,8 +2,7 @@
 
 Three constant sets ("regimes"), each exactly that of one reference generator of Hendrycks & Dietterich (2019):
 
-* ``cifar`` - ``make_cifar_c.py`` (CIFAR-10-C, 32 px), tabulated in ``docs/corruptions-imagenet.md`` and
-  ``docs/CORRUPTIONS.md`` section 2;
+* ``cifar`` - ``make_cifar_c.py`` (CIFAR-10-C, 32 px), the tables below (docs/METHODS.md, Image corruptions);
 * ``tiny-imagenet`` - ``make_tinyimagenet_c.py`` (Tiny-ImageNet-C, 64 px);
 * ``imagenet`` - ``make_imagenet_c.py`` (ImageNet-C, 224 px; the constants of the ``imagecorruptions`` package too,
   except its elastic_transform).

@@ -1,4 +1,4 @@
-"""Text noise at severities 1-5, and the character / word error rates it realises (SPEC section 5).
+"""Text noise at severities 1-5, and the character / word error rates it realises (docs/METHODS.md, Text noise).
 
 Ten noise types plus ``mixed``:
 

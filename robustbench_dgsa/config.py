@@ -96,7 +96,7 @@ class ModelConfig:
     # text
     vocab_size: int = _f(30000, ge=2, most=10**7)  # id 0 is padding
     max_len: int = _f(256, ge=1, most=65536)     # tokens, CLS excluded
-    # differential / gated attention options (SPEC 1)
+    # differential / gated attention options (docs/METHODS.md, Models)
     lambda_init: str = _f("layer", choices=LAMBDA_INIT_MODES)  # "layer": 0.8 - 0.6 exp(-0.3 l) | "fixed"
     lambda_init_value: float = _f(0.8, gt=0, lt=1)
     gate_bias_init: str = _f("default", choices=GATE_BIAS_INITS)  # "diff": b = logit(1/(1+lambda_init))
@@ -536,8 +536,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 # --- presets ---------------------------------------------------------------------------------------------
 # presets/<name>.toml: [image.model], [image.train], [image.data], the same under text, and (paper) dataset
-# specials under [datasets.<dataset>.<section>]. "paper" is SPEC 3 exactly; "small" trains in minutes per
-# model on a 2-core CPU on real data; "tiny" takes seconds (tests, main job).
+# specials under [datasets.<dataset>.<section>]. "paper" is the paper's protocol (docs/METHODS.md, Training
+# presets); "small" trains in minutes per model on a 2-core CPU on real data; "tiny" takes seconds (tests, main job).
 
 @dataclass(frozen=True)
 class Preset:

@@ -1,6 +1,6 @@
 """The CIFAR-10-C / CIFAR-100-C file layout: write it (regeneration), read it (official or regenerated), compare.
 
-Layout (CORRUPTIONS.md section 3): one ``<corruption>.npy`` per corruption, uint8 (S*N, H, W, 3) HWC RGB with
+Layout (docs/METHODS.md, Image corruptions): one ``<corruption>.npy`` per corruption, uint8 (S*N, H, W, 3) HWC RGB with
 the S severities stacked in blocks of N rows (official: S = 5 blocks of 10,000, severities 1..5), and
 ``labels.npy``, the N labels tiled once per block (uint8 in the official files).
 

@@ -38,7 +38,7 @@ from ..atomic import partial_path, replace, write_bytes, write_json
 from ..errors import CorruptionError, OutputExistsError
 from .checks import ProgressWrapper, _resolve_names, _resolve_severities, _wrap
 from .locks import fcntl
-from .manifest import MANIFEST_NAME, library_versions
+from .manifest import MANIFEST_NAME, library_versions, manifest_json
 
 FOLDERS_FORMAT = "corruptions-folders/1"
 SUMS_NAME = "SHA256SUMS"
@@ -202,15 +202,9 @@ def _exclusive(out: Path):
 
 
 def _read_manifest_data(out: Path) -> dict | None:
-    path = out / MANIFEST_NAME
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise CorruptionError(f"{path}: unreadable manifest ({e})") from None
-    if data.get("format") != FOLDERS_FORMAT:
-        raise CorruptionError(f"{path}: not a folder-layout manifest (format {data.get('format')!r})")
+    data = manifest_json(out)
+    if data is not None and data.get("format") != FOLDERS_FORMAT:
+        raise CorruptionError(f"{out / MANIFEST_NAME}: not a folder-layout manifest (format {data.get('format')!r})")
     return data
 
 

@@ -85,15 +85,24 @@ class Manifest:
         return self.data.get("frost_source")
 
 
-def read_manifest(directory: str | os.PathLike) -> Manifest | None:
-    """The directory's manifest, or None when it has none (an official directory)."""
+def manifest_json(directory: str | os.PathLike) -> dict | None:
+    """The parsed ``manifest.json`` of a directory (either layout), None when there is none; CorruptionError when
+    it cannot be read or parsed."""
     path = Path(directory) / MANIFEST_NAME
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise CorruptionError(f"{path}: unreadable manifest ({e})") from None
+
+
+def read_manifest(directory: str | os.PathLike) -> Manifest | None:
+    """The directory's manifest, or None when it has none (an official directory)."""
+    path = Path(directory) / MANIFEST_NAME
+    data = manifest_json(directory)
+    if data is None:
+        return None
     missing = [k for k in ("format", "corruptions", "severities", "n", "files", "seed") if k not in data]
     if missing or not str(data.get("format", "")).startswith("corruptions-layout/"):
         raise CorruptionError(f"{path}: not a corruption-layout manifest (missing {', '.join(missing) or 'format'})")

@@ -1,5 +1,5 @@
-"""Statistics between models from the results store (SPEC §6): what ``dgsa-bench compare`` shows and the
-report's significance tables reuse.
+"""Statistics between models from the results store (docs/METHODS.md, Statistics): what ``dgsa-bench compare``
+shows and the report's significance tables reuse.
 
 :func:`run_compare` takes store rows and returns a :class:`Comparison` (named tables, Holm families, honest
 warnings, critical-difference inputs); printing and writing files is the CLI's job.
@@ -129,7 +129,7 @@ def _setup(results: pd.DataFrame, dataset: str | None, models: Sequence[str] | N
            tie_tol: float, store_label: str) -> _Setup:
     """Check the inputs against the store; select the rows, models, datasets and references."""
     if not 0 < alpha < 1:
-        raise UserError(f"--alpha must be in (0, 1), got {alpha}")
+        raise UserError(f"alpha must be in (0, 1), got {alpha}", options="alpha")
     ev = results[results["kind"] == "eval"]
     if ev.empty:
         raise UserError(f"no evaluation results in {store_label} (it holds no rows of kind 'eval')")
@@ -204,8 +204,9 @@ def _seed_measures(su: _Setup, out: Comparison) -> tuple[pd.DataFrame, set[tuple
                         f"run(s) lack some, e.g. {first['model']} seed {first['seed']}"
                         + (f" misses {first['missing']}" if strict else ""))
                 if strict:
-                    raise UserError(what + " (--partial averages the cells present, flagged as partial)")
-                out.warnings.append(f"{what}; left out (--partial averages the cells present)")
+                    raise UserError(what + " (partial=True averages the cells present, flagged as partial)",
+                                    options="partial")
+                out.warnings.append(f"{what}; left out (partial=True averages the cells present)")
                 incomplete.add((ds, label))
                 m = m[m["value"].notna()]
             if su.partial and (~m["complete"]).any():
@@ -272,7 +273,7 @@ def _robustness_frame(su: _Setup, out: Comparison, ds: str, is_image: bool,
         if not agg["mCA_complete"].all() and (ds, "mCA") not in incomplete:
             out.warnings.append(f"{ds}: mCA incomplete for "
                                 f"{', '.join(agg.loc[~agg['mCA_complete'], 'model'])}"
-                                + ("" if partial else " (NaN; --partial averages the cells present)"))
+                                + ("" if partial else " (NaN; partial=True averages the cells present)"))
     else:
         agg = agg.drop(columns=["mCA", "mCE", "mCA_complete", "extra"])
     agg.insert(0, "dataset", ds)

@@ -105,7 +105,7 @@ def export_robustbench(store_dir: str | Path, out_dir: str | Path, *, dataset: s
                             f"{', '.join(sorted(set(part['model'])))})")
         _export_dataset(result, Path(out_dir), ds, rb, part, wanted, runs, mce_reference)
     if not result.files:
-        raise UserError("nothing exported: " + "; ".join(result.skipped))
+        raise UserError("nothing exported: " + "; ".join(result.skipped), options="dataset")
     return result
 
 
@@ -252,7 +252,7 @@ def _dataset_map(present: list[str], dataset: str | None, store_dataset: str | N
         custom = [d for d in present if d not in ROBUSTBENCH_DATASETS]
         if len(custom) != 1:
             raise UserError(f"which store dataset is RobustBench's {dataset}? present: {', '.join(present)} "
-                            "(choose one with store_dataset / --store-dataset)")
+                            "(choose one with store_dataset=NAME)", options="store_dataset")
         present = custom
     elif dataset is not None:
         present = [dataset]
@@ -261,7 +261,7 @@ def _dataset_map(present: list[str], dataset: str | None, store_dataset: str | N
         rb = dataset or (ds if ds in ROBUSTBENCH_DATASETS else families.get(ds))
         if rb is None:
             skipped.append(f"{ds}: not a RobustBench dataset and its runs recorded no dataset family; name it "
-                           "with dataset= / --dataset cifar10|cifar100|imagenet")
+                           "with dataset=cifar10|cifar100|imagenet")
             continue
         out.append((ds, rb))
     return out

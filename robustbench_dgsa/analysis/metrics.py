@@ -1,4 +1,5 @@
-"""Robustness metrics computed from the results store (SPEC §6). Pure functions: DataFrame in, DataFrame out.
+"""Robustness metrics computed from the results store (docs/METHODS.md, Metrics). Pure functions: DataFrame in,
+DataFrame out.
 
 Inputs are the long table of :func:`robustbench_dgsa.store.load_results` (evaluation rows: ``kind="eval"``,
 ``condition="clean"`` with severity 0, or a corruption / text-noise name with severity 1..5) and, for the
@@ -128,7 +129,7 @@ def eval_rows(df: pd.DataFrame, dataset: str | None = None, metric: str = "accur
         raise UserError(
             f"corrupted results from several sources ({', '.join(map(repr, sources))}) for the same cells, "
             f"e.g. {first['model']}/{first['dataset']} seed {first['seed']} {first['condition']}@{first['severity']}; "
-            f"choose one source (--source)")
+            f"choose one source (source=NAME)", options="source")
     out = pd.concat([clean, cor], ignore_index=True)
     out = out[["model", "dataset", "seed", "condition", "severity", "value", "n", "source", "run_id"]].copy()
     for c in ("model", "dataset", "condition", "source", "run_id"):  # plain objects: much faster small frames

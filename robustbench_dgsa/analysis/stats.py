@@ -1,4 +1,5 @@
-"""Statistics between models (SPEC §6). Pure functions: DataFrame in, :class:`StatResult` (table + warnings) out.
+"""Statistics between models (docs/METHODS.md, Statistics). Pure functions: DataFrame in, :class:`StatResult`
+(table + warnings) out.
 
 Inputs
     *per-seed measures*: one row per (model, seed[, dataset, condition]) with a ``value`` column — e.g.

@@ -136,13 +136,13 @@ def _classify(e: BaseException) -> tuple[str, int] | None:
     """(one-line message, exit code) for an expected failure; None for a bug."""
     from typer import Abort
 
-    from .options import ClickException, Truncated
+    from .options import ClickException, Truncated, flag_message
     if _stdout_failure(e):
         return _STDOUT_MESSAGE, FAILURE
     if isinstance(e, _user_error_types()):
-        return str(e), USAGE
+        return flag_message(e), USAGE
     if isinstance(e, _failure_types()):
-        return str(e), FAILURE
+        return flag_message(e), FAILURE
     if isinstance(e, ClickException):
         return e.format_message(), e.exit_code
     if isinstance(e, UnicodeDecodeError):

@@ -113,8 +113,9 @@ def _render(cmp: Comparison) -> None:
         console.print(t)
     for f in cmp.families:
         console.print(f"[dim]{escape(str(f))}[/]")
-    for w in cmp.warnings:  # warnings: stderr (stdout holds the tables)
-        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/] {escape(str(w))}")
+    for w in cmp.warnings:  # warnings: stderr (stdout holds the tables); the library's partial=True is --partial
+        w = opt.spell_flags(str(w), ["partial"])
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/] {escape(w)}")
 
 
 def _write_csv(cmp: Comparison, path: Path) -> list[Path]:

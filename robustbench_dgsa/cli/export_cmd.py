@@ -61,5 +61,5 @@ def export_command(
         con.print(f"[yellow]{esc(key)}[/]: " + esc(f"incomplete 15 x 5 grid, written to the side file "
                   f"incomplete_grids.{key.split('/')[0]}.json, not to model_info (see its footnote)"))
     for note in res.skipped:
-        con.print(f"[yellow]skipped[/] {esc(str(note))}")
+        con.print(f"[yellow]skipped[/] {esc(opt.spell_flags(str(note), ['dataset']))}")
     con.print(esc(f"wrote {len(res.files)} files under {Path(out) / 'model_info'}"))

@@ -75,6 +75,42 @@ def _flagged(option: str, e: Exception) -> Exception:
     return type(e)(f"{option}: {e}")
 
 
+# Library keyword arguments (and functions) whose flag is not ``--`` + the name with dashes (config keys:
+# ``--set key=value``).
+_OPTION_FLAGS = {"corruptions": "--corruption", "severities": "--severity", "max_test": "--max-examples",
+                 "out_dir": "--out", "train.lr": "--lr", "write_slurm_script": "without --submitit"}
+
+
+def option_flag(name: str) -> str:
+    """This CLI's flag for a library keyword argument or config key (``store_dataset`` -> ``--store-dataset``,
+    ``train.grad_clip`` -> ``--set train.grad_clip``)."""
+    if name in _OPTION_FLAGS:
+        return _OPTION_FLAGS[name]
+    return f"--set {name}" if "." in name else "--" + name.replace("_", "-")
+
+
+def spell_flags(text: str, options: Iterable[str]) -> str:
+    """A library message in this CLI's words: each keyword argument in ``options``, spelled ``name=value`` or
+    ``(name)`` in the message, becomes its flag (``resume=True`` -> ``--resume``, ``dataset=cifar10`` ->
+    ``--dataset cifar10``, ``train.grad_clip=1`` -> ``--set train.grad_clip=1``, ``(train.lr)`` -> ``(--lr)``)."""
+    for name in options:
+        flag = option_flag(name)
+
+        def spelled(m: re.Match, flag: str = flag) -> str:
+            value = m.group(1).strip("'\"")
+            if flag.startswith("--set "):
+                return f"{flag}={value}"
+            return flag if value == "True" else f"{flag} {value}"
+        text = re.sub(rf"(?<![\w.-]){re.escape(name)}=([^\s;,)]+)", spelled, text)
+        text = text.replace(f"({name})", f"({flag})")
+    return text
+
+
+def flag_message(e: BaseException) -> str:
+    """The message of a library error with the keyword arguments it names (``e.options``) as flags."""
+    return spell_flags(str(e), getattr(e, "options", ()))
+
+
 @contextlib.contextmanager
 def overwrite_flag(option: str = "--overwrite"):
     """Map the library's "output exists" error (``corruptions.errors.OutputExistsError``) to this flag."""

@@ -81,5 +81,5 @@ def missing_error(name: str, root: Path, hint: str, *, markers: Sequence[str] = 
     if found is not None:
         msg += f"; found {found.name!r} at {found}, which is not where the loader looks: move it as shown"
     if downloadable:
-        msg += "; or pass --download (download=True) to fetch them when online"
-    return DataError(" ".join(msg.split()))
+        msg += "; or pass download=True to fetch them when online"
+    return DataError(" ".join(msg.split()), options="download")

@@ -1,4 +1,4 @@
-"""Word-level text pipeline: tokenisation, vocabulary, encoding (SPEC 2, text models).
+"""Word-level text pipeline: tokenisation, vocabulary, encoding (docs/METHODS.md, Data).
 
 Tokenisation (:func:`tokenize`), in this order:
 

@@ -108,7 +108,7 @@ def _choose_preprocess(module: nn.Module, ext: ExternalModel | None, preprocess,
     """An explicit ``preprocess`` wins; ``timm_norm`` asks for timm's; else the loaded model's own choice (raw
     unless it was loaded with timm_norm); else raw [0, 1]."""
     if preprocess is not None and timm_norm:
-        raise UserError("give either preprocess or timm_norm=True, not both")
+        raise UserError("give either preprocess or timm_norm=True, not both", options="timm_norm")
     if preprocess is not None:
         return preprocess
     if timm_norm:

@@ -11,9 +11,9 @@ Everything goes to the results store (kind="eval"), with model / seed / config_h
   Tiny-ImageNet-C), read as an image folder labelled by its ``<wnid>`` folders, ``n`` and the predictions'
   ``index`` then counting its own files) or "on-the-fly" (generated here with :func:`corruptions.api.corrupt`,
   ``corruption_seed``);
-* per text-noise type and severity: ``accuracy`` plus the realised ``cer`` and ``wer`` (SPEC §5);
+* per text-noise type and severity: ``accuracy`` plus the realised ``cer`` and ``wer`` (docs/METHODS.md, Text noise);
 * per-example predictions of every condition (``RunWriter.write_predictions``; columns condition, severity,
-  index, label, pred), so flip rates and error consistency (SPEC §6) need no re-run.
+  index, label, pred), so flip rates and error consistency (docs/METHODS.md, Metrics) need no re-run.
 
 Rows are written together at the end, so a killed evaluation leaves no partial rows behind, and a failure
 while writing removes what was written (:meth:`RunWriter.discard`): the store is left as it was found. Images are
@@ -146,7 +146,7 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
     dataset = dataset or trained_on
     if not dataset:
         raise CheckpointError(f"checkpoint {checkpoint} does not say which dataset it was trained on; "
-                              "pass --dataset")
+                              "name it (dataset=NAME)", options="dataset")
     if max_test is None and dataset == trained_on:
         max_test = (run_cfg.get("data") or {}).get("max_test")
     if subset is None:
@@ -202,9 +202,11 @@ def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
         log(f"[evaluate] note: class names of {plan.dataset!r} differ from the training data's; labels are "
             "compared by index")
     if plan.corruptions and subject.modality != "image":
-        raise UserError("image corruptions apply to image models; use --text-noise for text models")
+        raise UserError("image corruptions apply to image models; use text noise (text_noise=...) for text models",
+                        options="text_noise")
     if plan.text_noise and subject.modality != "text":
-        raise UserError("text noise applies to text models; use --corruptions for image models")
+        raise UserError("text noise applies to text models; use image corruptions (corruptions=...) for image "
+                        "models", options="corruptions")
     y_full = np.asarray(data.y, dtype=np.int64)
     idx = select_test(y_full, plan.max_test, plan.subset)
     note = subset_note(y_full, idx)

@@ -12,13 +12,15 @@ uint8 array never exists as one float tensor.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from robustbench_dgsa.config import TEST_SUBSETS
-from robustbench_dgsa.data import Vocab, stratified_subsample, to_model_input
+# The preprocess record, its application and the test selection live in data/prepare.py; re-exported here for
+# the callers that import them from this module.
+from robustbench_dgsa.data.prepare import (prepare_images, prepare_texts, preprocess_record,  # noqa: F401
+                                           select_test, vocab_from_preprocess)
 from robustbench_dgsa.data.registry import get_info
 from robustbench_dgsa.util.errors import CheckpointError, RunFailure, UserError
 
@@ -33,7 +35,7 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError(f"device {device!r} requested but CUDA is not available (use --device cpu)")
+        raise UserError(f"device {device!r} requested but CUDA is not available (use device=cpu)", options="device")
     try:
         return torch.device(name)
     except RuntimeError:
@@ -67,47 +69,12 @@ def dataset_info(name: str):
 
 # --- preprocessing -----------------------------------------------------------------------------------
 
-def preprocess_record(data: Any, model_config: Any, vocab: Any = None) -> dict[str, Any]:
-    """The ``preprocess`` entry of a checkpoint's meta, from the training data and the model config."""
-    if model_config.modality == "image":
-        return {"modality": "image", "mean": [float(v) for v in np.atleast_1d(data.mean)],
-                "std": [float(v) for v in np.atleast_1d(data.std)],
-                "image_size": int(model_config.image_size), "in_chans": int(model_config.in_chans)}
-    return {"modality": "text", "vocab": list(vocab.to_list()), "max_len": int(model_config.max_len)}
-
-
 def preprocess_from_meta(meta: dict[str, Any]) -> dict[str, Any]:
     pre = meta.get("preprocess")
     if not isinstance(pre, dict) or pre.get("modality") not in ("image", "text"):
         raise CheckpointError("checkpoint has no usable 'preprocess' record in its meta "
                               "(not written by `dgsa-bench train`?)")
     return pre
-
-
-def prepare_images(x_uint8: np.ndarray, preprocess: dict[str, Any]) -> torch.Tensor:
-    """uint8 (N,H,W[,C]) -> normalised float (N,C,H,W), resized / channel-replicated as the model expects."""
-    return to_model_input(np.asarray(x_uint8), preprocess["mean"], preprocess["std"],
-                          image_size=preprocess.get("image_size"), in_chans=int(preprocess.get("in_chans", 3)))
-
-
-_VOCAB_CACHE: dict[int, Any] = {}
-
-
-def vocab_from_preprocess(preprocess: dict[str, Any]):
-    key = id(preprocess["vocab"])
-    cached = _VOCAB_CACHE.get(key)
-    if cached is None or cached[0] is not preprocess["vocab"]:
-        cached = (preprocess["vocab"], Vocab.from_list(preprocess["vocab"]))
-        _VOCAB_CACHE.clear()
-        _VOCAB_CACHE[key] = cached
-    return cached[1]
-
-
-def prepare_texts(texts: Sequence[str], preprocess: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Texts -> (ids LongTensor (N,L), key_padding_mask BoolTensor (N,L), True = padding)."""
-    vocab = vocab_from_preprocess(preprocess)
-    ids, mask = vocab.encode(list(texts), int(preprocess["max_len"]))
-    return torch.as_tensor(ids, dtype=torch.long), torch.as_tensor(mask, dtype=torch.bool)
 
 
 def prepare(raw: Any, preprocess: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -119,32 +86,6 @@ def prepare(raw: Any, preprocess: dict[str, Any]) -> tuple[torch.Tensor, torch.T
         ids, mask = out if isinstance(out, tuple) else (out, None)
         return torch.as_tensor(ids, dtype=torch.long), None if mask is None else torch.as_tensor(mask, dtype=torch.bool)
     return prepare_texts(raw, preprocess)
-
-
-def select_test(y: np.ndarray, max_test: int | None, subset: str = "first") -> np.ndarray:
-    """Indices of the test examples to use: all, or ``max_test`` of them chosen as ``subset`` says.
-
-    * ``"first"`` (default): the first N in official order, as RobustBench's ``n_examples`` takes them, even
-      when they miss a class (:func:`subset_note` says so).
-    * ``"stratified"``: a class-stratified subsample with a fixed seed (0), returned in official order.
-    * ``"auto"``: the first N, or the stratified subsample when the first N miss a class (for test sets stored
-      class by class, e.g. IMDB, 20 Newsgroups; the text presets ask for it).
-
-    The choice depends only on the labels, N and ``subset``, so every model and seed sees the same examples;
-    :func:`subset_label` names it for run records and reports.
-    """
-    if subset not in TEST_SUBSETS:
-        raise UserError(f"test subset must be one of {', '.join(TEST_SUBSETS)}, got {subset!r}")
-    y = np.asarray(y)
-    n = len(y)
-    if max_test is None or max_test >= n:
-        return np.arange(n)
-    if max_test <= 0:
-        raise UserError(f"max_test must be positive, got {max_test}")
-    first = np.arange(max_test)
-    if subset == "first" or (subset == "auto" and len(np.unique(y[first])) == len(np.unique(y))):
-        return first
-    return np.sort(np.asarray(stratified_subsample(y, max_test, 0), dtype=np.int64))
 
 
 def subset_label(y: np.ndarray, idx: np.ndarray) -> str:

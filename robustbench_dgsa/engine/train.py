@@ -25,7 +25,7 @@ RNG (dropout) is saved with each state. On CPU a resumed run therefore ends with
 from __future__ import annotations
 
 import copy
-import hashlib
+import dataclasses
 import json
 import math
 import random
@@ -42,9 +42,9 @@ from robustbench_dgsa import store
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.config import RunConfig
 from robustbench_dgsa.util.errors import UserError
-from robustbench_dgsa.data import Vocab, load_dataset, stratified_split, stratified_subsample
-from robustbench_dgsa.engine.predict import (autocast, dataset_info, forward_batches, prepare_images, prepare_texts,
-                                             preprocess_record, resolve_device, select_test, trim_padding, use_bf16)
+from robustbench_dgsa.data.prepare import PreparedData, encode_splits, load_splits
+from robustbench_dgsa.engine.predict import (autocast, dataset_info, forward_batches, resolve_device, trim_padding,
+                                             use_bf16)
 from robustbench_dgsa import models
 from robustbench_dgsa.models import get_model_config
 from robustbench_dgsa.models.checkpoint import read_checkpoint_meta, save_checkpoint
@@ -95,7 +95,7 @@ def _train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | P
     state, finished = _previous_run(out_dir, resume, cfg, seed)
     if finished is not None:
         return finished
-    run = _start(copy.deepcopy(cfg), seed, out_dir, store_dir, state, opened)  # private copy: filled in from data
+    run = _start(cfg, seed, out_dir, store_dir, state, opened)  # the data fill in a copy (prepare_data)
     tc = run.cfg.train
     t_start = time.monotonic()
     for epoch in range(run.start_epoch + 1, tc.epochs + 1):
@@ -146,8 +146,8 @@ def _previous_run(out_dir: Path, resume: bool, cfg: RunConfig, seed: int
             return state, TrainResult(ckpt_path, done["run_id"], state["history"], done["final"], done["config_hash"])
         return state, None
     if not resume and (state_path.exists() or ckpt_path.exists()):
-        raise UserError(f"{out_dir} already holds a training run; pass --resume to continue it "
-                        "or choose another --out")
+        raise UserError(f"{out_dir} already holds a training run; pass resume=True to continue it "
+                        "or choose another output folder", options="resume")
     return None, None
 
 
@@ -327,112 +327,19 @@ def _finish(run: _Run, store_dir: Path, done_path: Path, t_start: float) -> Trai
 
 # === data ===============================================================================================
 
-@dataclass
-class PreparedData:
-    cfg: RunConfig                     # the run config with num_classes / image_size / vocab_size filled in
-    x_train: torch.Tensor
-    m_train: torch.Tensor | None       # text key-padding masks (True = pad); None for images
-    y_train: torch.Tensor
-    x_val: torch.Tensor
-    m_val: torch.Tensor | None
-    y_val: torch.Tensor
-    x_test: torch.Tensor
-    m_test: torch.Tensor | None
-    y_test: torch.Tensor
-    classes: list[str]
-    preprocess: dict[str, Any]
-    source: str
-    summary: dict[str, Any]
-
-
 def prepare_data(cfg: RunConfig, seed: int) -> PreparedData:
-    """Load the official splits; split train into train/val (stratified, seeded); build the text vocabulary.
-
-    * the official training fold is first subsampled (stratified, seeded) to ``max_train / (1 - val_fraction)``
-      examples when ``max_train`` is set, then split ``val_fraction`` stratified into validation, so the
-      training part has about ``max_train`` examples and validation keeps its proportion;
-    * the test split is the official one; ``max_test`` keeps N of it as ``test_subset`` says (the first N by
-      default; see :func:`robustbench_dgsa.engine.predict.select_test`).
-    """
-    d = cfg.data
-    info = dataset_info(d.dataset)
+    """The run's data as model inputs (:mod:`robustbench_dgsa.data.prepare`), with the model's classes and image
+    size taken from the data (the image size only where the config keeps the registry's); ``cfg`` is not changed:
+    the returned record holds the completed copy."""
+    info = dataset_info(cfg.data.dataset)
     if info.modality != cfg.model.modality:
-        raise UserError(f"model {cfg.model.name!r} takes {cfg.model.modality} input but dataset {d.dataset!r} "
-                        f"is {info.modality}")
-    train_full = load_dataset(d.dataset, "train", data_root=d.data_root, download=d.download)
-    test_full = load_dataset(d.dataset, "test", data_root=d.data_root, download=d.download)
-    y_all = np.asarray(train_full.y, dtype=np.int64)
-    pool = np.arange(len(y_all))
-    if d.max_train is not None:
-        want = int(math.ceil(d.max_train / max(1e-9, 1.0 - d.val_fraction)))
-        if want < len(y_all):
-            pool = np.sort(np.asarray(stratified_subsample(y_all, want, seed), dtype=np.int64))
-    if d.val_fraction > 0:
-        tr_rel, va_rel = stratified_split(y_all[pool], d.val_fraction, seed)
-        tr_idx, va_idx = pool[np.asarray(tr_rel)], pool[np.asarray(va_rel)]
-    else:
-        tr_idx, va_idx = pool, pool[:0]
-    te_idx = select_test(test_full.y, d.max_test, d.test_subset)
-    if len(tr_idx) == 0:
-        raise UserError(f"dataset {d.dataset!r}: no training examples left after the split")
-
-    cfg.model.num_classes = int(len(train_full.classes))
-    if cfg.model.modality == "image":
-        h = int(np.asarray(train_full.x).shape[1])
-        if cfg.model.image_size == get_model_config(cfg.model.name).image_size:  # not overridden by the user
-            cfg.model.image_size = h
-        preprocess = preprocess_record(train_full, cfg.model)
-        x_tr = _chunked(prepare_images, train_full.x, tr_idx, preprocess)
-        x_va = _chunked(prepare_images, train_full.x, va_idx, preprocess)
-        x_te = _chunked(prepare_images, test_full.x, te_idx, preprocess)
-        m_tr = m_va = m_te = None
-        content_hash = _hash_arrays(np.asarray(train_full.x), np.asarray(test_full.x))
-    else:
-        texts = list(train_full.texts)
-        vocab = Vocab.build([texts[i] for i in tr_idx], min_freq=d.min_freq, max_size=d.max_vocab)
-        cfg.model.vocab_size = int(len(vocab))
-        preprocess = preprocess_record(train_full, cfg.model, vocab)
-        x_tr, m_tr = prepare_texts([texts[i] for i in tr_idx], preprocess)
-        x_va, m_va = prepare_texts([texts[i] for i in va_idx], preprocess)
-        test_texts = list(test_full.texts)
-        x_te, m_te = prepare_texts([test_texts[i] for i in te_idx], preprocess)
-        content_hash = _hash_texts(texts, test_texts)
-    y_te_all = np.asarray(test_full.y, dtype=np.int64)
-    source = str(getattr(train_full, "source", "") or "")
-    summary = {"dataset": d.dataset, "source": source, "n_train": int(len(tr_idx)), "n_val": int(len(va_idx)),
-               "n_test": int(len(te_idx)), "n_train_official": int(len(y_all)), "n_test_official": int(len(y_te_all)),
-               "classes": list(train_full.classes), "content_sha256": content_hash,
-               "split_sha256": _hash_arrays(tr_idx, va_idx, te_idx), "data_root": d.data_root}
-    t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.long)  # noqa: E731
-    return PreparedData(cfg, x_tr, m_tr, t(y_all[tr_idx]), x_va, m_va, t(y_all[va_idx]), x_te, m_te,
-                        t(y_te_all[te_idx]), list(train_full.classes), preprocess, source, summary)
-
-
-def _chunked(fn, x: Any, idx: np.ndarray, preprocess: dict[str, Any], chunk: int = 8192) -> torch.Tensor:
-    """fn over x[idx] in chunks (bounded peak memory while converting uint8 -> float)."""
-    parts = [fn(np.asarray(x[idx[s:s + chunk]]), preprocess) for s in range(0, len(idx), chunk)]
-    if parts:
-        return torch.cat(parts)
-    return fn(np.asarray(x[idx[:1]]), preprocess)[:0]
-
-
-def _hash_arrays(*arrays: Any) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str(a.dtype).encode() + str(a.shape).encode())
-        h.update(memoryview(a).cast("B"))
-    return h.hexdigest()
-
-
-def _hash_texts(*lists: list[str]) -> str:
-    h = hashlib.sha256()
-    for texts in lists:
-        for s in texts:
-            h.update(s.encode("utf-8", "surrogatepass"))
-            h.update(b"\0")
-        h.update(b"\1")
-    return h.hexdigest()
+        raise UserError(f"model {cfg.model.name!r} takes {cfg.model.modality} input but dataset "
+                        f"{cfg.data.dataset!r} is {info.modality}")
+    splits = load_splits(cfg.data, seed)
+    model_cfg = dataclasses.replace(cfg.model, num_classes=len(splits.classes))
+    if model_cfg.modality == "image" and model_cfg.image_size == get_model_config(model_cfg.name).image_size:
+        model_cfg = dataclasses.replace(model_cfg, image_size=splits.image_size)  # not overridden by the user
+    return encode_splits(splits, dataclasses.replace(cfg, model=model_cfg))
 
 
 def _place(t: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:
@@ -507,7 +414,8 @@ def _diverged(epoch: int, step: int, ckpt_path: Path, history: list[dict], what:
     kept = (f"kept the last good checkpoint {ckpt_path} (epoch {history[-1]['epoch']})" if history
             else "no checkpoint was written")
     raise TrainingDiverged(f"training diverged: {what} became NaN/inf in epoch {epoch} (by step {step + 1}); "
-                           f"{kept}; try a lower learning rate (--lr) or gradient clipping (--set train.grad_clip=1)")
+                           f"{kept}; try a lower learning rate (train.lr) or gradient clipping (train.grad_clip=1)",
+                           options=("train.lr", "train.grad_clip"))
 
 
 # === seeds and state ====================================================================================

@@ -57,10 +57,11 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
 def check_job_id(value: Any) -> str:
-    """``value`` if it is a safe job id (a plain file name), else a one-line UserError."""
+    """``value`` if it is a safe job id (a plain file name: the job's folder under ``runs/``), else a one-line
+    UserError."""
     if not isinstance(value, str) or not _ID.fullmatch(value) or ".." in value:
-        raise UserError(f"invalid job id {value!r}: ids are file names (letters, digits, '.', '_', '-'; no '..', "
-                        "no '/', not starting with '.')")
+        raise UserError(f"invalid job id {value!r}: a job id must be a folder name (letters, digits, '.', '_', '-'; "
+                        "no '..', no '/', not starting with '.', at most 200 characters)")
     return value
 
 
@@ -77,21 +78,25 @@ class Job:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Job":
+    def from_dict(cls, d: Any) -> "Job":
+        """The one check of a job record (a line of a sweep's ``jobs.jsonl``): its shape and types, the id by
+        :func:`check_job_id`. A one-line UserError says what is wrong (the caller adds where)."""
         if not isinstance(d, dict):
-            raise UserError(f"a job must be a JSON object, got {type(d).__name__}")
+            raise UserError(f"expected a JSON object (a job), got {type(d).__name__}")
         missing = [k for k in ("id", "model", "dataset", "preset", "seed") if k not in d]
         if missing:
-            raise UserError(f"job lacks {', '.join(missing)}")
-        try:
-            seed = int(d["seed"])
-        except (TypeError, ValueError):
-            raise UserError(f"job {d['id']!r}: seed must be an integer, got {d['seed']!r}") from None
+            raise UserError(f"the job lacks {', '.join(missing)}")
+        check_job_id(d["id"])
+        if not all(isinstance(d[k], str) and d[k] for k in ("model", "dataset", "preset")):
+            raise UserError("model, dataset and preset must be non-empty text")
+        seed = d["seed"]
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise UserError(f"seed must be an integer ≥ 0, got {seed!r}")
         overrides = d.get("overrides") or {}
-        if not isinstance(overrides, dict):
-            raise UserError(f"job {d['id']!r}: overrides must be a JSON object")
-        return cls(id=check_job_id(d["id"]), model=str(d["model"]), dataset=str(d["dataset"]),
-                   preset=str(d["preset"]), seed=seed, overrides={str(k): str(v) for k, v in overrides.items()})
+        if not isinstance(overrides, dict) or not all(isinstance(v, str) for v in overrides.values()):
+            raise UserError(f"overrides must map keys to text values, got {overrides!r}")
+        return cls(id=d["id"], model=d["model"], dataset=d["dataset"], preset=d["preset"], seed=seed,
+                   overrides={str(k): v for k, v in overrides.items()})
 
 
 @dataclass

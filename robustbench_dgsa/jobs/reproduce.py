@@ -111,7 +111,8 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
                 raise UserError(f"{name!r} is not a{'n image' if modality == 'image' else ' text'} dataset")
         datasets[modality] = list(dict.fromkeys(names))
     if not datasets:
-        raise UserError("both --image-dataset and --text-dataset are 'none': nothing to reproduce")
+        raise UserError("both image_dataset=none and text_dataset=none: nothing to reproduce",
+                        options=("image_dataset", "text_dataset"))
     model_list = split_list(models) or list(DEFAULT_MODELS)
     for m in model_list:
         get_model_config(m)  # raises UserError for an unknown name

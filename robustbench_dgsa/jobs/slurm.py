@@ -186,8 +186,8 @@ def submit_submitit(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus
     try:
         import submitit  # type: ignore[import-not-found]  # optional extra: imported only when asked for
     except ImportError:
-        raise UserError("submitit is not installed: pip install 'robustbench-dgsa[slurm]' -- or use "
-                        "`dgsa-bench sweep slurm DIR` without --submitit to write an sbatch script") from None
+        raise UserError("submitit is not installed: pip install 'robustbench-dgsa[slurm]', or write an sbatch "
+                        "script instead (write_slurm_script)", options="write_slurm_script") from None
     sweep_dir = Path(sweep_dir).resolve()
     jobs = sweep.load_jobs(sweep_dir)
     pending = [i for i, j in enumerate(jobs) if not sweep.is_finished(sweep_dir, j)]

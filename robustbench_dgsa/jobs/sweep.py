@@ -158,35 +158,20 @@ def load_jobs(sweep_dir: str | Path) -> list[Job]:
     return jobs
 
 
-_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
 def _parse_job(path: Path, n: int, line: str) -> Job:
+    """Line ``n`` of a ``jobs.jsonl``: the record (:meth:`Job.from_dict`), its overrides and its identity."""
     where = f"{path} line {n}"
     try:
         d = json.loads(line)
     except json.JSONDecodeError as e:
         raise UserError(f"{where}: not valid JSON ({e.msg}, column {e.colno})") from None
-    if not isinstance(d, dict):
-        raise UserError(f"{where}: expected a JSON object (a job), got {type(d).__name__}")
-    missing = [k for k in ("id", "model", "dataset", "preset", "seed") if k not in d]
-    if missing:
-        raise UserError(f"{where}: the job lacks {', '.join(missing)}")
-    if not isinstance(d["id"], str) or not _JOB_ID.fullmatch(d["id"]):
-        raise UserError(f"{where}: job id must be letters, digits, '.', '_' or '-' (a folder name), got {d['id']!r}")
-    if not all(isinstance(d[k], str) and d[k] for k in ("model", "dataset", "preset")):
-        raise UserError(f"{where}: model, dataset and preset must be non-empty text")
-    if isinstance(d["seed"], bool) or not isinstance(d["seed"], int) or d["seed"] < 0:
-        raise UserError(f"{where}: seed must be an integer ≥ 0, got {d['seed']!r}")
-    ov = d.get("overrides") or {}
-    if not isinstance(ov, dict) or not all(isinstance(v, str) for v in ov.values()):
-        raise UserError(f"{where}: overrides must map keys to text values, got {ov!r}")
     try:
-        check_overrides(ov)
-        check_job_identity(d["model"], d["dataset"], ov)
+        job = Job.from_dict(d)
+        check_overrides(job.overrides)
+        check_job_identity(job.model, job.dataset, job.overrides)
     except UserError as e:
         raise UserError(f"{where}: {e}") from None
-    return Job.from_dict(d)
+    return job
 
 
 def _read_text(path: Path) -> str:

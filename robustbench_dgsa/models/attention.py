@@ -1,6 +1,6 @@
 """Self-attention mechanisms side by side: MHSA, DiffAttn (Ye et al. 2024) and DGSA (this suite's subject).
 
-SPEC §1 in code. Notation: input X (B, N, D), h heads.
+docs/METHODS.md, Models (Attention), in code. Notation: input X (B, N, D), h heads.
 
 * :class:`MultiheadSelfAttention` (``attention="mhsa"``): W_qkv D->3D with bias, W_o D->D with bias,
   head dim d_h = D/h, map softmax(Q Kᵀ/√d_h).
@@ -28,7 +28,7 @@ Two numerically equivalent paths:
   multiplies by V; returns the maps for rollout and analysis.
 
 In float64 both paths agree to ~1e-15 (outputs and gradients); ``tests/models/test_attention.py`` checks ≤1e-10.
-Attention dropout is not used (SPEC §1 has none), which keeps the two paths identical in training mode too.
+Attention dropout is not used (the methods have none), which keeps the two paths identical in training mode too.
 
 Kernel choice on the fast path (``kernel="auto"``, see :func:`choose_kernel`): the maps' maths is also a kernel —
 "math" runs the explicit path's products without returning the maps. Measured on the 2-core development CPU

@@ -1,4 +1,5 @@
-"""Building blocks shared by the vision and text models (SPEC §2): FFNs, the pre-norm block, the classifier head.
+"""Building blocks shared by the vision and text models: FFNs, the pre-norm block, the classifier head
+(docs/METHODS.md, Models).
 
 * GELU FFN: Linear(D -> r·D) -> GELU -> dropout -> Linear(r·D -> D)
 * SwiGLU ×R: Linear(D -> R·D)+bias, split into halves a, b, SiLU(a) ⊙ b, dropout, Linear(R·D/2 -> D)+bias
@@ -245,6 +246,16 @@ class ClassifierBase(nn.Module):
     #: queries, output projection and FFN run on that one token (same logits and gradients, ~1/depth less
     #: work). Off on the explicit path (``set_attention_impl("explicit")``) and whenever maps are returned.
     cls_only_last_block: bool = True
+
+    def _init_tokens_and_blocks(self, cfg: ModelConfig) -> None:
+        """CLS token and learned positions for ``self.num_tokens`` tokens (truncated normal, std 0.02), their
+        dropout, then the blocks and the head (called after the model's own embedding, in this order)."""
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim))
+        self.pos_embed = nn.Parameter(torch.zeros(1, self.num_tokens, cfg.dim))
+        nn.init.trunc_normal_(self.cls_token, std=0.02)
+        nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        self.pos_drop = Dropout(cfg.dropout)
+        self._init_blocks(cfg)
 
     def _init_blocks(self, cfg: ModelConfig) -> None:
         self.blocks = nn.ModuleList([Block(cfg, i) for i in range(cfg.depth)])

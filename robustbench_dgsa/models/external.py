@@ -218,7 +218,7 @@ def load_timm_model(name: str, *, weights: str | Path | None = None, num_classes
     timm = _import_timm()
     if weights is None and not random_init:
         raise UserError(f"no weights for timm model {name!r}: give a weights file, or ask for an untrained "
-                        "model explicitly (random_init=True / --random-init)")
+                        "model explicitly (random_init=True)", options="random_init")
     if weights is not None and random_init:
         raise UserError("give weights or ask for a random initialisation, not both")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:

@@ -5,8 +5,8 @@
     >>> model = create_model("dvit", ffn_ratio=2, ffn_dropout2=True)  # DViT ×2 with "dropout ×2"
     >>> cfg = get_model_config("dgt"); cfg.depth = 4; model = create_model(cfg)
 
-Vision models default to SPEC §2 (D=256, 8 layers, 8 heads, dropout 0.05, 32×32 / patch 4); text models to
-D=256, 6 layers, 8 heads, dropout 0.1, max_len 256. Useful overrides: ``ffn_ratio`` (2, 4, 16/3: the paper's
+Defaults (docs/METHODS.md, Models): vision models D=256, 8 layers, 8 heads, dropout 0.05, 32×32 / patch 4; text
+models D=256, 6 layers, 8 heads, dropout 0.1, max_len 256. Useful overrides: ``ffn_ratio`` (2, 4, 16/3: the paper's
 "proj."), ``ffn_dropout2``, ``lambda_init`` ("layer" | "fixed") / ``lambda_init_value``, ``gate_bias_init``
 ("default" | "diff"), ``q_residual``, geometry (``image_size``, ``patch_size``, ``in_chans``), ``num_classes``,
 ``vocab_size``, ``max_len``.

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from robustbench_dgsa.util.errors import UserError
-from .blocks import ClassifierBase, Dropout, check_config
+from .blocks import ClassifierBase, check_config
 
 PAD_ID = 0
 
@@ -27,12 +27,7 @@ class TextTransformer(ClassifierBase):
         self.config = dataclasses.replace(cfg)
         self.num_tokens = cfg.max_len + 1
         self.token_embed = nn.Embedding(cfg.vocab_size, cfg.dim, padding_idx=PAD_ID)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim))
-        self.pos_embed = nn.Parameter(torch.zeros(1, self.num_tokens, cfg.dim))
-        nn.init.trunc_normal_(self.cls_token, std=0.02)
-        nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        self.pos_drop = Dropout(cfg.dropout)
-        self._init_blocks(cfg)
+        self._init_tokens_and_blocks(cfg)
 
     def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, return_attention: bool = False):
         """x: LongTensor (B, L) of token ids, L <= max_len. ``key_padding_mask`` (B, L) bool, True = padding;

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig
 from robustbench_dgsa.util.errors import UserError
-from .blocks import ClassifierBase, Dropout, check_config
+from .blocks import ClassifierBase, check_config
 
 
 class VisionTransformer(ClassifierBase):
@@ -27,12 +27,7 @@ class VisionTransformer(ClassifierBase):
         self.num_patches = self.grid * self.grid
         self.num_tokens = 1 + self.num_patches
         self.patch_embed = nn.Conv2d(cfg.in_chans, cfg.dim, kernel_size=cfg.patch_size, stride=cfg.patch_size)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.dim))
-        self.pos_embed = nn.Parameter(torch.zeros(1, self.num_tokens, cfg.dim))
-        nn.init.trunc_normal_(self.cls_token, std=0.02)
-        nn.init.trunc_normal_(self.pos_embed, std=0.02)
-        self.pos_drop = Dropout(cfg.dropout)
-        self._init_blocks(cfg)
+        self._init_tokens_and_blocks(cfg)
 
     def forward(self, x: Tensor, key_padding_mask: Tensor | None = None, return_attention: bool = False):
         """x: float (B, C, H, W), already normalised. ``key_padding_mask`` (B, num_patches), True = ignore

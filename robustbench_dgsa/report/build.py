@@ -489,8 +489,8 @@ def _relative_ce(rep: _Report, ds: str, ref: str, raw: pd.DataFrame) -> None:
                                              for m in models])
     title = f"Corruption error relative to {display_name(ref)}: {dataset_label(ds)}"
     notes = [f"CE_c = Σ_s err_model(c, s) / Σ_s err_{display_name(ref)}(c, s) on seed-averaged errors, in %; "
-             f"rel. mCE = mean CE over the benchmark corruptions present. The reference is a user choice "
-             f"(--reference); this is not the AlexNet-normalised mCE."]
+             f"rel. mCE = mean CE over the benchmark corruptions present. The reference is a user choice; "
+             f"this is not the AlexNet-normalised mCE."]
     if not summary["complete"].all():
         notes.append("Not all 15 benchmark corruptions × 5 severities are present: rel. mCE is partial.")
     t = Table(["Corruption"] + [display_name(m) for m in models], recs, title, notes)

@@ -11,7 +11,8 @@ layer, first layer first) of either
 Torch tensors and numpy arrays are both accepted; the result has the input's kind and float dtype
 (integer inputs give float64). Token 0 is CLS.
 
-The recipe, per layer (SPEC §7), for a :class:`RolloutSpec` (mode, head fusion, discard ratio):
+The recipe, per layer (docs/METHODS.md, Attention rollout), for a :class:`RolloutSpec` (mode, head fusion,
+discard ratio):
 
 1. **select** the map: ``"attn"`` for modes signed / positive / raw, ``"a_pos"`` or ``"a_neg"`` for the
    branch diagnostics;

@@ -3,7 +3,7 @@
 Drawing only: every function takes arrays already computed (by :mod:`robustbench_dgsa.rollout.runs` or read
 from stored rollout sets) and writes files; nothing here runs a model.
 
-Colour conventions (SPEC §7), stated in every figure's colour bar label:
+Colour conventions (docs/METHODS.md, Attention rollout), stated in every figure's colour bar label:
 
 * signed heatmaps (modes ``signed``/``raw``) use the diverging colormap :data:`SIGNED_CMAP` with symmetric
   limits ±max|h|, so 0 is always the white centre; red = excitatory (positive) relevance, blue = inhibitory;

@@ -2,51 +2,36 @@
 
 A killed process therefore leaves either the old file or the new one, never half of one. A target that exists
 and is not a regular file (a device node such as /dev/full, a FIFO, a socket, a folder; symbolic links followed)
-is never replaced: :class:`UserError` before anything is written, and again just before the rename.
+is never replaced: :class:`UserError` before anything is written, and again just before the rename. That check
+is the standalone ``corruptions`` library's (``corruptions.atomic``): one copy for both.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from corruptions import atomic as _shared
+from corruptions.atomic import special_kind
+
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.jsonio import to_jsonable
 
-_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
-
-
-def special_kind(path: str | os.PathLike) -> str | None:
-    """What ``path`` is when it exists and is not a regular file (symbolic links followed): "a character
-    device", "a block device", "a FIFO (named pipe)", "a socket" or "a folder"; None for a regular file, a
-    missing path or a dangling link. (The standalone ``corruptions`` library has the same check in its own
-    writer, ``corruptions.atomic``.)"""
-    try:
-        mode = os.stat(path).st_mode
-    except (OSError, ValueError):
-        return None
-    if stat.S_ISREG(mode):
-        return None
-    return next((what for test, what in _KINDS if test(mode)), "not a regular file")
+__all__ = ["atomic_path", "refuse_special", "replace", "special_kind", "write_bytes", "write_json", "write_text"]
 
 
 def refuse_special(path: str | os.PathLike) -> None:
-    """UserError when ``path`` exists and is not a regular file (a device, FIFO, socket or folder)."""
-    kind = special_kind(path)
-    if kind is not None:
-        raise UserError(f"{path}: is {kind}, not a regular file; refusing to replace it (give the path of a "
-                        f"regular file)")
+    """UserError when ``path`` exists and is not a regular file (a device, FIFO, socket or folder; see
+    :func:`special_kind`)."""
+    _shared.refuse_special(path, UserError)
 
 
 def replace(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     """``os.replace(src, dst)``, refused (UserError) when ``dst`` is a device, FIFO, socket or folder."""
-    refuse_special(dst)
-    os.replace(src, dst)
+    _shared.replace(src, dst, UserError)
 
 
 @contextlib.contextmanager

@@ -78,7 +78,7 @@ def test_export_round_trip(populated, tmp_path):
 
 def test_export_needs_robustbench_dataset_for_custom_sources(populated, tmp_path):
     sd, *_ = populated
-    with pytest.raises(UserError, match="--dataset"):
+    with pytest.raises(UserError, match="dataset=cifar10"):
         export_robustbench(sd, tmp_path / "rb")
     with pytest.raises(UserError, match="cifar10, cifar100, imagenet"):
         export_robustbench(sd, tmp_path / "rb", dataset="tiny-imagenet")

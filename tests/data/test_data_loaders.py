@@ -152,7 +152,7 @@ def test_cifar10_missing_and_misplaced(tmp_path):
     with pytest.raises(DataError) as e:
         load_dataset("cifar10", "train", data_root=tmp_path / "nope")
     msg = one_line(e)
-    assert "does not exist" in msg and "cifar-10-batches-py" in msg and "--download" in msg
+    assert "does not exist" in msg and "cifar-10-batches-py" in msg and "download=True" in msg
     write_cifar10(tmp_path / "downloads" / "stuff")
     with pytest.raises(DataError) as e:
         load_dataset("cifar10", "train", data_root=tmp_path)

@@ -103,7 +103,7 @@ def test_refuses_to_overwrite_existing_run(tmp_path):
     from robustbench_dgsa.engine.train import train
     cfg = tiny_cfg(**{"train.epochs": 1})
     train(cfg, 0, tmp_path / "run", progress=False)
-    with pytest.raises(UserError, match="--resume"):
+    with pytest.raises(UserError, match="resume=True"):
         train(cfg, 0, tmp_path / "run", progress=False)
     again = train(cfg, 0, tmp_path / "run", progress=False, resume=True)   # finished: nothing to do
     assert again.final["test_accuracy"] is not None

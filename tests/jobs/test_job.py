@@ -94,11 +94,29 @@ def test_jobs_file_with_escaping_id_is_refused_with_the_line(tmp_path):
     evil = dict(jobs[0].to_dict(), id="../../outside")
     with open(sd / "jobs.jsonl", "a") as f:
         f.write(json.dumps(evil) + "\n")
-    with pytest.raises(UserError, match=r"jobs.jsonl line 2: job id must be"):
+    with pytest.raises(UserError, match=r"jobs.jsonl line 2: invalid job id"):
         load_jobs(sd)
     (sd / "jobs.jsonl").write_bytes(b'{"id": "x"\n\xff\xfe')
     with pytest.raises(UserError, match="jobs.jsonl"):
         load_jobs(sd)
+
+
+@pytest.mark.parametrize("job_id, ok", [("a..b", False), ("x" * 201, False), (".a", False), ("x" * 200, True),
+                                        ("vit-synthetic-vision-tiny-s0-0123abcd", True)])
+def test_one_job_id_rule(tmp_path, job_id, ok):
+    """A sweep's jobs.jsonl and the job runner accept the same ids (one validator, one pattern): an id the
+    sweep file takes never fails later in check_job_id, and the reverse."""
+    sd = tmp_path / "sw"
+    jobs = write_plan(sd, plan(["vit"], [0], ["synthetic-vision"], "tiny", TINY), device="cpu")
+    (sd / "jobs.jsonl").write_text(json.dumps(dict(jobs[0].to_dict(), id=job_id)) + "\n")
+    if ok:
+        assert check_job_id(job_id) == job_id and [j.id for j in load_jobs(sd)] == [job_id]
+        assert Job.from_dict(json.loads((sd / "jobs.jsonl").read_text())) == load_jobs(sd)[0]
+    else:
+        with pytest.raises(UserError, match="invalid job id"):
+            check_job_id(job_id)
+        with pytest.raises(UserError, match=r"jobs.jsonl line 1: invalid job id"):
+            load_jobs(sd)
 
 
 def test_job_dir_is_inside_runs(tmp_path):

@@ -164,7 +164,7 @@ def _job_line(**kw) -> str:
 @pytest.mark.parametrize("lines, expect", [
     (["garbage"], "line 1: not valid JSON"),
     ([_job_line(), "[1, 2]"], "line 2: expected a JSON object (a job), got list"),
-    ([_job_line(id="../../escape")], "line 1: job id must be"),
+    ([_job_line(id="../../escape")], "line 1: invalid job id"),
     ([json.dumps({"id": "a"})], "line 1: the job lacks model, dataset, preset, seed"),
     ([_job_line(seed="zero")], "line 1: seed must be an integer ≥ 0"),
     ([_job_line(overrides={"train.epochs": "1.5"})], "line 1: train.epochs: expected an integer ≥ 1, got 1.5"),

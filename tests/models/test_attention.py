@@ -1,4 +1,4 @@
-"""Attention mechanisms (SPEC §1): fused vs explicit paths, λ, gate, Q-residual, masks."""
+"""Attention mechanisms (docs/METHODS.md, Models): fused vs explicit paths, λ, gate, Q-residual, masks."""
 from __future__ import annotations
 
 import math

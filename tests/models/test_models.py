@@ -1,4 +1,4 @@
-"""Models, registry, parameter/FLOP counts (SPEC §2) and `dgsa-bench models`."""
+"""Models, registry, parameter/FLOP counts (docs/METHODS.md, Models) and `dgsa-bench models`."""
 from __future__ import annotations
 
 import json
@@ -16,7 +16,7 @@ from robustbench_dgsa.models.flops import count_flops, count_params
 from robustbench_dgsa.models import (MODEL_NAMES, TextTransformer, VisionTransformer, apply_model_overrides,
                                      create_model, get_model_config, parse_ratio)
 
-# SPEC §2 (paper Table 9 at 224x224 / patch 16, proj x4; the paper's CIFAR-10 ViT cell is its own inconsistency)
+# The paper's Table 9 counts (at 224x224 / patch 16, proj x4; the paper's CIFAR-10 ViT cell is its own inconsistency)
 TABLE9 = {
     "vit": {10: 6_599_818, 100: 6_611_428, 1000: 6_727_528},
     "dvit": {10: 5_543_818, 100: 5_555_428, 1000: 5_671_528},

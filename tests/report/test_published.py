@@ -186,7 +186,7 @@ def test_published_csv_structure(pub):
     # spot checks that need no paper text
     row = pub[(pub["table"] == "9") & (pub["dataset"] == "cifar100") & (pub["model"] == "vit")
               & (pub["metric"] == "params")]
-    assert float(row["mean"].iloc[0]) == 6_611_428     # SPEC §2's count for C=100
+    assert float(row["mean"].iloc[0]) == 6_611_428     # the paper's Table 9 count for C=100
     row = pub[(pub["table"] == "3") & (pub["dataset"] == "20newsgroups") & (pub["model"] == "dgt")
               & (pub["proj"] == "16/3")]
     assert float(row["mean"].iloc[0]) == pytest.approx(63.53)
