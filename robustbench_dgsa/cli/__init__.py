@@ -174,16 +174,26 @@ def _interrupted(command: str, argv: Sequence[str]) -> str:
     return "interrupted; resume with: " + shlex.join(["dgsa-bench", *args])
 
 
+def _worker_reported(line: str, code: int, e: BaseException | None = None) -> bool:
+    """In a worker of torchrun or of ``train --nproc``: record the line for the launcher (torchrun's error file);
+    True when the launcher of ``train --nproc`` prints it (then this worker stays quiet)."""
+    if not os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        return False
+    from robustbench_dgsa.engine.distributed import PeerFailure, record_worker_error
+    return record_worker_error(line, code, peer=isinstance(e, PeerFailure))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run ``dgsa-bench`` with ``argv`` (default: sys.argv[1:]); always ends in SystemExit."""
     import typer.main
 
-    from .options import Interrupted, NoArgsIsHelpError, debug_enabled, set_debug
+    from .options import Interrupted, NoArgsIsHelpError, debug_enabled, set_command_line, set_debug
 
     from robustbench_dgsa.util.warnlines import warning_lines
 
     args = list(sys.argv[1:] if argv is None else argv)
     set_debug(False)
+    set_command_line(args)
     _guard_closed_stdout()
     flags = args[:args.index("--")] if "--" in args else args
     try:
@@ -199,10 +209,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit(FAILURE)
         raise
     except Interrupted as e:
-        print(_interrupted(e.command, args), file=sys.stderr, flush=True)
+        if not _worker_reported(_interrupted(e.command, args), INTERRUPTED):
+            print(_interrupted(e.command, args), file=sys.stderr, flush=True)
         sys.exit(INTERRUPTED)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr, flush=True)
+        if not _worker_reported("interrupted", INTERRUPTED):
+            print("interrupted", file=sys.stderr, flush=True)
         sys.exit(INTERRUPTED)
     except Exception as e:  # noqa: BLE001 - the one error boundary
         known = _classify(e)
@@ -210,9 +222,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             import traceback
             traceback.print_exc()
         if known is None:
-            _say(f"internal error: {type(e).__name__}: {e} (this is a bug; run again with --debug for the "
-                 f"traceback and report it)")
-            sys.exit(FAILURE)
-        _say(known[0])
+            known = (f"internal error: {type(e).__name__}: {e} (this is a bug; run again with --debug for the "
+                     f"traceback and report it)", FAILURE)
+        if not _worker_reported(known[0], known[1], e):
+            _say(known[0])
         sys.exit(known[1])
     sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)

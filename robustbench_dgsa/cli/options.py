@@ -459,6 +459,19 @@ class Truncated(Exception):
 
 
 _DEBUG = {"on": False}
+_COMMAND_LINE: dict[str, list[str] | None] = {"args": None}
+
+
+def set_command_line(args: list[str]) -> None:
+    """Remember the arguments this run of ``dgsa-bench`` was given (for commands that start copies of themselves)."""
+    _COMMAND_LINE["args"] = list(args)
+
+
+def command_line() -> list[str]:
+    """The arguments of this run of ``dgsa-bench`` (``sys.argv[1:]`` when not started through ``main``)."""
+    import sys
+    args = _COMMAND_LINE["args"]
+    return list(sys.argv[1:] if args is None else args)
 
 
 def debug_enabled() -> bool:

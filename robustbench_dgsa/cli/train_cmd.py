@@ -66,11 +66,16 @@ def train_command(
     store: Optional[Path] = typer.Option(None, "--store", help="Results store (default: <out>/store)."),
     resume: bool = typer.Option(False, "--resume", help="Continue a killed run from its last epoch."),
     device: Optional[str] = opt.device(None, help=f"Default: the config's. {opt.DEVICE_HELP}"),
+    nproc: Optional[int] = typer.Option(None, "--nproc", min=1, max=1024,
+                                        help="Train data-parallel in N local processes (one per GPU on CUDA, gloo "
+                                             "on the CPU), as `torchrun --standalone --nproc-per-node N -m "
+                                             "robustbench_dgsa train ...` does; the batch size stays the global "
+                                             "one."),
     json_: bool = opt.json_(),
     quiet: bool = opt.quiet(),
 ) -> None:
     """Train models (per model and seed): checkpoint every epoch, rows in the results store, clean test
-    accuracy."""
+    accuracy. Under torchrun or srun (or with --nproc) one run trains data-parallel across the processes."""
     from ..config import load_config_file, resolve_config
     from ..models import get_model_config
     from robustbench_dgsa.engine.train import train
@@ -93,19 +98,55 @@ def train_command(
         cfgs.append((m, cfg))
     from robustbench_dgsa.engine.predict import dataset_info
     dataset_info(cfgs[0][1].data.dataset)  # unknown name -> one clear line before anything starts
+    if nproc is not None and nproc > 1:
+        return _launch(nproc, [cfg for _, cfg in cfgs])
     store_dir = store if store is not None else out / "store"
     several = len(seed_list) * len(cfgs) > 1
     results = []
     for m, cfg in cfgs:
         for s in seed_list:
             run_out = out / safe_name(f"{m}-{cfg.data.dataset}-s{s}") if several else out
-            r = train(cfg, s, run_out, store_dir=store_dir, resume=resume, progress=not quiet)
+            r = _train_one(train, cfg, s, run_out, store_dir=store_dir, resume=resume, progress=not quiet)
             results.append({"model": m, "seed": s, "run_id": r.run_id, "checkpoint": str(r.checkpoint),
                             "out": str(run_out), "config_hash": r.config_hash, "final": r.final,
                             "history": r.history})
-    if json_:
+    if json_ and _is_main_process():
         _dump({"model": ",".join(model_list), "dataset": cfgs[0][1].data.dataset, "preset": preset,
                "store": str(store_dir), "runs": results})
+
+
+def _train_one(train: Any, *args: Any, **kwargs: Any) -> Any:
+    """One training run; a lost process group gets the hint to resume."""
+    from robustbench_dgsa.engine.distributed import PeerFailure
+    try:
+        return train(*args, **kwargs)
+    except PeerFailure as e:
+        raise PeerFailure(f"{e} (the same command with --resume)") from None
+
+
+def _is_main_process() -> bool:
+    from robustbench_dgsa.engine.distributed import env_world
+    found = env_world()
+    return found is None or found[0] == 0
+
+
+def _launch(nproc: int, cfgs: list[Any]) -> None:
+    """``train --nproc N``: this same command without --nproc, in N local processes (torch.distributed.run)."""
+    from robustbench_dgsa.engine import distributed
+    if distributed.env_world() is not None:
+        raise UserError("--nproc starts its own processes; under torchrun or srun leave it out (the launcher "
+                        "already started one process per rank)")
+    for cfg in cfgs:
+        distributed.check_global_batch(cfg.train.batch_size, nproc)
+    args, skip = [], False
+    for a in opt.command_line():
+        if skip:
+            skip = False
+        elif a == "--nproc":
+            skip = True
+        elif not a.startswith("--nproc="):
+            args.append(a)
+    distributed.launch(nproc, args)
 
 
 # --- evaluate ----------------------------------------------------------------------------------------------

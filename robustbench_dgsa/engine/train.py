@@ -51,6 +51,8 @@ from robustbench_dgsa.models.checkpoint import read_checkpoint_meta, save_checkp
 from robustbench_dgsa.util.progress import log, track
 from robustbench_dgsa.util.provenance import sha256_file
 from robustbench_dgsa.engine.schedules import make_schedule
+from robustbench_dgsa.engine import distributed
+from robustbench_dgsa.engine.distributed import SINGLE, World
 from robustbench_dgsa.engine.train_state import STATE_NAME, load_state, refuse_legacy, save_state, set_rng_state
 
 CHECKPOINT_NAME = "checkpoint.safetensors"
@@ -80,8 +82,9 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
     """
     opened: list[store.RunWriter] = []
     try:
-        return _train(cfg, seed, out_dir, store_dir=store_dir, resume=resume, progress=progress,
-                      stop_after_epoch=stop_after_epoch, opened=opened)
+        with distributed.peer_failures(f"{out_dir} keeps the last finished epoch: resume the run to continue"):
+            return _train(cfg, seed, out_dir, store_dir=store_dir, resume=resume, progress=progress,
+                          stop_after_epoch=stop_after_epoch, opened=opened)
     except BaseException:
         for writer in opened:
             writer.discard()
@@ -129,6 +132,8 @@ class _Run:
     history: list[dict[str, Any]]
     start_epoch: int
     meta_base: dict[str, Any]          # checkpoint meta shared by every epoch
+    world: World = SINGLE              # the process group (:mod:`robustbench_dgsa.engine.distributed`)
+    net: torch.nn.Module | None = None  # what trains: ``model`` in DDP in a group; checkpoints come from ``model``
 
 
 def _previous_run(out_dir: Path, resume: bool, cfg: RunConfig, seed: int
@@ -178,7 +183,7 @@ def _check_finished_run(cfg: RunConfig, seed: int, out_dir: Path, ckpt_path: Pat
 def _start(cfg: RunConfig, seed: int, out_dir: Path, store_dir: Path, state: dict[str, Any] | None,
            opened: list[store.RunWriter]) -> _Run:
     """Steps 1-2: seeds, data, store writer, model, optimizer and schedule (restored from ``state`` if given)."""
-    device = resolve_device(cfg.train.device)
+    world, device = distributed.setup(resolve_device(cfg.train.device), cfg.train.batch_size)
     _seed_everything(seed)
     data = prepare_data(cfg, seed)
     cfg = data.cfg  # num_classes, image_size, vocab_size now come from the data
@@ -190,6 +195,7 @@ def _start(cfg: RunConfig, seed: int, out_dir: Path, store_dir: Path, state: dic
     writer = store.RunWriter(store_dir, run_id, base=dict(kind="train", model=cfg.model.name,
                                                           config_hash=config_hash, dataset=cfg.data.dataset,
                                                           seed=seed, condition="clean", severity=0))
+    writer = distributed.rank_writer(writer, world)  # only rank 0 writes rows and the run record
     opened.append(writer)
     # Tensors live on the GPU when they fit there (CUDA), else on the CPU and move batch by batch.
     x_tr, m_tr, y_tr = _place(data.x_train, device), _place(data.m_train, device), data.y_train.to(device)
@@ -201,11 +207,14 @@ def _start(cfg: RunConfig, seed: int, out_dir: Path, store_dir: Path, state: dic
                  "config_hash": config_hash, "preprocess": data.preprocess}
     run = _Run(cfg, seed, device, data, run_id, config_hash, writer, out_dir / CHECKPOINT_NAME,
                out_dir / STATE_NAME, x_tr, m_tr, y_tr, model, optimizer, scheduler, steps_per_epoch,
-               sum(p.numel() for p in model.parameters()), [], 0, meta_base)
+               sum(p.numel() for p in model.parameters()), [], 0, meta_base, world)
     _restore(run, state)
+    run.net = distributed.wrap(model, world, device)
     log(f"[train] {cfg.model.name} on {cfg.data.dataset} seed {seed}: {run.n_params:,} parameters, "
         f"{len(data.y_train)} train / {len(data.y_val)} val / {len(data.y_test)} test, device {device}, "
-        f"{'bf16' if use_bf16(device, cfg.train.amp) else 'fp32'}, run {run_id}")
+        f"{'bf16' if use_bf16(device, cfg.train.amp) else 'fp32'}, run {run_id}"
+        + (f", {world.size} processes ({world.backend}), {cfg.train.batch_size // world.size} per process"
+           if world.distributed else ""))
     return run
 
 
@@ -241,8 +250,7 @@ def _run_epoch(run: _Run, epoch: int, progress: bool) -> None:
     tc, data = run.cfg.train, run.data
     t0 = time.monotonic()
     loss_sum, correct = _train_steps(run, epoch, progress)
-    val_loss, val_acc = evaluate_split(run.model, data.x_val, data.m_val, data.y_val, batch_size=tc.eval_batch_size,
-                                       device=run.device, amp=tc.amp)
+    val_loss, val_acc = _evaluate(run, data.x_val, data.m_val, data.y_val)
     if len(data.y_val) and not math.isfinite(val_loss):
         _diverged(epoch, run.steps_per_epoch - 1, run.ckpt_path, run.history, what="validation loss")
     n_train = len(run.y_tr)
@@ -251,9 +259,10 @@ def _run_epoch(run: _Run, epoch: int, progress: bool) -> None:
            "lr": float(run.optimizer.param_groups[0]["lr"]), "n_train": n_train, "n_val": len(data.y_val),
            "seconds": round(time.monotonic() - t0, 3)}
     run.history.append(rec)
-    save_checkpoint(run.ckpt_path, run.model, {**run.meta_base, "epoch": epoch, "metrics": rec})
-    save_state(run.state_path, run.model, run.optimizer, run.scheduler, run_id=run.run_id, seed=run.seed,
-               epoch=epoch, config_hash=run.config_hash, history=run.history, finished=False)
+    if run.world.is_main:
+        save_checkpoint(run.ckpt_path, run.model, {**run.meta_base, "epoch": epoch, "metrics": rec})
+        save_state(run.state_path, run.model, run.optimizer, run.scheduler, run_id=run.run_id, seed=run.seed,
+                   epoch=epoch, config_hash=run.config_hash, history=run.history, finished=False)
     run.writer.add_rows(_epoch_rows(rec))
     log(f"[train] epoch {epoch}/{tc.epochs}: train loss {rec['train_loss']:.4f} acc {rec['train_accuracy']:.4f}"
         f" | val loss {val_loss:.4f} acc {val_acc:.4f} | {rec['seconds']:.1f}s")
@@ -262,25 +271,29 @@ def _run_epoch(run: _Run, epoch: int, progress: bool) -> None:
 def _train_steps(run: _Run, epoch: int, progress: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """The optimisation steps of one epoch, in the order and with the augmentation keyed by (seed, epoch);
     returns (summed training loss, correct predictions)."""
-    tc, device, model = run.cfg.train, run.device, run.model
+    tc, device, model, world = run.cfg.train, run.device, run.net or run.model, run.world
     model.train()
     gen = torch.Generator().manual_seed(_epoch_key(run.seed, epoch))
+    if world.distributed:  # each rank its own dropout stream, keyed like the data order: no state to carry
+        torch.manual_seed((_epoch_key(run.seed, epoch) * 7919 + world.rank) % (2 ** 63))
     order = torch.randperm(len(run.y_tr), generator=gen)
     loss_sum = torch.zeros((), device=device, dtype=torch.float64)
     correct = torch.zeros((), device=device, dtype=torch.long)
     augment = run.cfg.data.augment and run.cfg.model.modality == "image"
     for step in track(range(run.steps_per_epoch), description=f"epoch {epoch}/{tc.epochs}", enabled=progress):
         idx = order[step * tc.batch_size:(step + 1) * tc.batch_size]
+        n_global, mine = len(idx), distributed.batch_shard(len(idx), world)  # this rank's part of the batch
+        idx = idx if mine is None else idx[mine]
         xb, yb = _take(run.x_tr, idx, device), _take(run.y_tr, idx, device)
         mb = None if run.m_tr is None else _take(run.m_tr, idx, device)
         xb, mb = trim_padding(xb, mb)
         if augment:
-            xb = _augment(xb, gen)
+            xb = _augment(xb, gen, positions=mine, n_batch=n_global)
         with autocast(device, tc.amp):
             logits = model(xb, key_padding_mask=mb) if mb is not None else model(xb)
-        loss = F.cross_entropy(logits.float(), yb)
+        loss = F.cross_entropy(logits.float(), yb) if len(yb) else logits.float().sum()
         run.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        distributed.scale_loss(loss, len(yb), n_global, world).backward()
         if tc.grad_clip:
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         run.optimizer.step()
@@ -288,22 +301,28 @@ def _train_steps(run: _Run, epoch: int, progress: bool) -> tuple[torch.Tensor, t
         loss_sum += loss.detach().double() * len(yb)
         correct += (logits.detach().argmax(1) == yb).sum()
         # A non-finite loss ends the run; checked every 20 steps (a sync) and at the end of the epoch.
-        if (step % 20 == 0 or step == run.steps_per_epoch - 1) and not torch.isfinite(loss_sum):
+        if (step % 20 == 0 or step == run.steps_per_epoch - 1) and not distributed.all_true(
+                torch.isfinite(loss_sum), world):
             _diverged(epoch, step, run.ckpt_path, run.history)
+    if world.distributed:
+        sums = distributed.all_sum(torch.stack([loss_sum, correct.double()]), world)
+        loss_sum, correct = sums[0], sums[1].long()
     return loss_sum, correct
 
 
 def _finish(run: _Run, store_dir: Path, done_path: Path, t_start: float) -> TrainResult:
     """Step 4: clean test accuracy, final checkpoint and state, provenance, ``done.json``."""
     tc, data, ckpt_path = run.cfg.train, run.data, run.ckpt_path
-    test_loss, test_acc = evaluate_split(run.model, data.x_test, data.m_test, data.y_test,
-                                         batch_size=tc.eval_batch_size, device=run.device, amp=tc.amp)
+    test_loss, test_acc = _evaluate(run, data.x_test, data.m_test, data.y_test)
+    group = distributed.describe(run.world)  # a collective: every rank, before rank 0 writes alone
     last = run.history[-1] if run.history else {}
     final = {"test_accuracy": test_acc, "test_loss": test_loss, "n_test": len(data.y_test),
              "val_accuracy": last.get("val_accuracy"), "val_loss": last.get("val_loss"),
              "train_loss": last.get("train_loss"), "train_accuracy": last.get("train_accuracy"),
              "epochs": tc.epochs, "params": run.n_params,
              "train_seconds": round(sum(h["seconds"] for h in run.history), 3)}
+    if not run.world.is_main:
+        return TrainResult(ckpt_path, run.run_id, run.history, final, run.config_hash)
     run.writer.add_rows([dict(split="test", metric=metric, value=value, n=len(data.y_test), epoch=tc.epochs,
                               source=data.source) for metric, value in (("accuracy", test_acc), ("loss", test_loss))])
     save_checkpoint(ckpt_path, run.model, {**run.meta_base, "epoch": tc.epochs, "metrics": {**last, **final}})
@@ -312,7 +331,7 @@ def _finish(run: _Run, store_dir: Path, done_path: Path, t_start: float) -> Trai
     run.writer.write_provenance({"kind": "train", "config": run.cfg.to_dict(), "config_sources": dict(run.cfg.sources),
                                  "config_hash": run.config_hash,
                                  "model": run.cfg.model.name, "dataset": run.cfg.data.dataset, "seed": int(run.seed),
-                                 "device": str(run.device),
+                                 "device": str(run.device), **group,
                                  "precision": "bf16" if use_bf16(run.device, tc.amp) else "fp32",
                                  "data": data.summary, "params": run.n_params, "history": run.history,
                                  "final": final, "checkpoint": str(ckpt_path.resolve()),
@@ -356,11 +375,18 @@ def _take(t: torch.Tensor, idx: torch.Tensor, device: torch.device) -> torch.Ten
     return t[idx.to(t.device)].to(device, non_blocking=True)
 
 
-def _augment(x: torch.Tensor, gen: torch.Generator, pad: int = 4) -> torch.Tensor:
-    """Random crop (zero padding of ``pad`` in normalised space, i.e. the mean colour) + horizontal flip."""
+def _augment(x: torch.Tensor, gen: torch.Generator, pad: int = 4, positions: torch.Tensor | None = None,
+             n_batch: int | None = None) -> torch.Tensor:
+    """Random crop (zero padding of ``pad`` in normalised space, i.e. the mean colour) + horizontal flip.
+    ``x`` may be one rank's part of a global batch of ``n_batch`` (at ``positions``): the draws are those of the
+    whole batch, so every rank consumes ``gen`` alike and each example gets its one-process augmentation."""
     b, c, h, w = x.shape
-    shifts = torch.randint(0, 2 * pad + 1, (2, b), generator=gen).to(x.device)
-    flip = (torch.rand(b, generator=gen) < 0.5).to(x.device)
+    n = b if positions is None else int(n_batch)
+    shifts = torch.randint(0, 2 * pad + 1, (2, n), generator=gen)
+    flip = torch.rand(n, generator=gen) < 0.5
+    if positions is not None:
+        shifts, flip = shifts[:, positions], flip[positions]
+    shifts, flip = shifts.to(x.device), flip.to(x.device)
     xp = F.pad(x, (pad, pad, pad, pad))
     rows = shifts[0][:, None] + torch.arange(h, device=x.device)[None, :]
     cols = shifts[1][:, None] + torch.arange(w, device=x.device)[None, :]
@@ -390,13 +416,38 @@ def evaluate_split(model: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor |
     """(mean cross-entropy, accuracy) of prepared inputs; (nan, nan) for an empty split."""
     if len(y) == 0:
         return float("nan"), float("nan")
+    loss_sum, correct = _evaluation_sums(model, x, mask, y, batch_size=batch_size, device=device, amp=amp)
+    return loss_sum / len(y), correct / len(y)
+
+
+@torch.no_grad()
+def _evaluation_sums(model: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None, y: torch.Tensor, *,
+                     batch_size: int, device: torch.device, amp: str) -> tuple[float, int]:
+    """(summed cross-entropy, correct predictions) of prepared inputs; (0, 0) for none."""
     loss_sum, correct = 0.0, 0
+    if len(y) == 0:
+        return loss_sum, correct
     for i, logits in enumerate(forward_batches(model, x, mask, batch_size=batch_size, device=device, amp=amp)):
         yb = y[i * batch_size:(i + 1) * batch_size].to(device)
         logits = logits.float()
         loss_sum += float(F.cross_entropy(logits, yb, reduction="sum"))
         correct += int((logits.argmax(1) == yb).sum())
-    return loss_sum / len(y), correct / len(y)
+    return loss_sum, correct
+
+
+def _evaluate(run: _Run, x: torch.Tensor, mask: torch.Tensor | None, y: torch.Tensor) -> tuple[float, float]:
+    """:func:`evaluate_split` of the run's model; in a process group each rank takes its block of the examples
+    and the sums are added over ranks, so every example counts once."""
+    tc, world = run.cfg.train, run.world
+    if not world.distributed:
+        return evaluate_split(run.model, x, mask, y, batch_size=tc.eval_batch_size, device=run.device, amp=tc.amp)
+    if len(y) == 0:
+        return float("nan"), float("nan")
+    part = distributed.eval_shard(len(y), world)
+    sums = _evaluation_sums(run.model, x[part], None if mask is None else mask[part], y[part],
+                            batch_size=tc.eval_batch_size, device=run.device, amp=tc.amp)
+    total = distributed.all_sum(torch.tensor(sums, dtype=torch.float64, device=run.device), world)
+    return float(total[0]) / len(y), int(total[1]) / len(y)
 
 
 def _epoch_rows(rec: dict[str, Any]) -> list[dict[str, Any]]:

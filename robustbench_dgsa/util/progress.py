@@ -10,6 +10,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 T = TypeVar("T")
 
+_MUTED = {"on": False}
+
+
+def mute(on: bool) -> None:
+    """Silence progress bars and status lines of this process (a distributed run's ranks other than 0)."""
+    _MUTED["on"] = bool(on)
+
 
 def is_interactive() -> bool:
     return sys.stderr.isatty()
@@ -23,7 +30,7 @@ def track(iterable: Iterable[T], total: int | None = None, description: str = "w
             total = len(iterable)  # type: ignore[arg-type]
         except TypeError:
             total = None
-    if not enabled:
+    if not enabled or _MUTED["on"]:
         yield from iterable
         return
     if is_interactive():
@@ -48,4 +55,6 @@ def track(iterable: Iterable[T], total: int | None = None, description: str = "w
 
 def log(message: str) -> None:
     """One status line on stderr (stdout stays clean for --json output)."""
+    if _MUTED["on"]:
+        return
     print(message, file=sys.stderr, flush=True)
