@@ -132,4 +132,5 @@ def _time_line(timings: dict) -> str:
         parts.append(f"{k} {phases[k]:.1f}s" + (f" within {inside}" if inside in phases and phases[k] > 0 else ""))
     overlap = any(within.get(k) in phases and phases[k] > 0 for k in phases)
     return (f"Time: {phases['total']:.1f}s wall ({', '.join(parts)})"
-            + ("; phases overlap, so they add up to more than the wall time" if overlap else ""))
+            + ("; the phases overlap (one marked 'within' ran inside another's wall time): do not add them up"
+               if overlap else ""))

@@ -48,7 +48,7 @@ from PIL import Image
 from robustbench_dgsa import store
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.analysis import metrics
-from robustbench_dgsa.analysis.compare import run_compare
+from robustbench_dgsa.analysis.compare import CELLS_CAVEAT, run_compare
 from robustbench_dgsa.config import RunConfig
 from robustbench_dgsa.data.registry import dataset_label as _registry_dataset_label
 from robustbench_dgsa.rollout.plots import render_figure2, render_figure3
@@ -477,13 +477,13 @@ def _robustness_tables(rep: _Report, datasets: dict[str, str], reference: str | 
         over, title_seeds = _seed_words(sorted(set(rows["seed"])))
         title += title_seeds
         notes = [f"{over} Accuracies in %.",
-                 "* Retention = robust accuracy / clean accuracy, in %: a ratio, not a ranking of robustness — it "
+                 "† Retention = robust accuracy / clean accuracy, in %: a ratio, not a ranking of robustness — it "
                  "favours a weak model (a model at chance accuracy keeps 100 % of it under any corruption); read it "
                  "beside Clean and mCA / mNA."]
         if modality == "image":
             frost = rep.procedural_frost(ds) and (rows["condition"] == "frost").any()
             mark = (lambda c: f"{c}‡") if frost else (lambda c: c)  # noqa: E731
-            cols = ["Model", "Clean", mark("mCA"), mark("mCE"), "Retention*",
+            cols = ["Model", "Clean", mark("mCA"), mark("mCE"), "Retention†",
                     *(mark(g) if g == _FROST_GROUP else g for g in metrics.CORRUPTION_GROUPS),
                     f"extra ({len(metrics.EXTRA_CORRUPTIONS)})"]
             if frost:
@@ -500,7 +500,7 @@ def _robustness_tables(rep: _Report, datasets: dict[str, str], reference: str | 
             notes.append("mCE is unnormalised (1 − mCA). Groups: Hendrycks & Dietterich's noise / blur / weather / "
                          "digital; the 4 extra corruptions never enter mCA.")
         else:
-            cols = ["Model", "Clean", "mNA", "Retention*"]
+            cols = ["Model", "Clean", "mNA", "Retention†"]
             recs = [[display_name(m), ms(m, "clean"), ms(m, "mNA"), ms(m, "retention")] for m in models]
             if (~summ["mNA_complete"]).any():
                 notes.append("mNA over the noise cells present (some types/severities missing).")
@@ -784,8 +784,19 @@ def _significance(rep: _Report, datasets: dict[str, str], reference: str | None)
         _seed_table(rep, ds, cmp, raw, n_seeds)
         kind = "text-noise" if modality == "text" else "benchmark corruption"
         _cell_tables(rep, ds, cmp, raw, n_seeds, kind)
-        rep.warnings += [f"{label}: {w}" for w in cmp.warnings]
+        rep.warnings += [f"{label}: {w}" for w in _not_in_caveats(cmp.warnings)]
         rep.cell_tests |= bool(cmp.tables.get("wilcoxon_cells") is not None)
+
+
+#: compare's warnings that the report's caveats already state once for all datasets (seeds below the paper's,
+#: cell-level tests sharing models) or that repeat another warning (an incomplete mCA is also "partial")
+_SAID_IN_CAVEATS = (re.compile(r"^fewer than \d+ seeds: "), re.compile(re.escape(CELLS_CAVEAT)),
+                    re.compile(r"^\S+: (mCA|mNA) incomplete for "))
+
+
+def _not_in_caveats(warnings: Sequence[str]) -> list[str]:
+    """``warnings`` less those the caveats block (or another warning) already says: each said once."""
+    return [w for w in warnings if not any(rx.search(w) for rx in _SAID_IN_CAVEATS)]
 
 
 def _seed_table(rep: _Report, ds: str, cmp, raw: pd.DataFrame, n_seeds: int) -> None:
@@ -1190,8 +1201,7 @@ def _index_html(rep, title, header, caveats, warnings, sections, by_section, ski
                 parts.append(f'<p class="caption">{e(a.caption)}</p>')
             if a.table_html:
                 if a.n_columns >= WIDE_TABLE:
-                    parts.append('<div class="scrollhint" aria-hidden="true">first column stays; scroll the '
-                                 'table sideways for more columns →</div>')
+                    parts.append('<div class="scrollhint" aria-hidden="true">scroll sideways for more →</div>')
                 parts.append(f'<div class="tablewrap" tabindex="0">{a.table_html}</div>')
             links = [f'<a href="{e(p)}">{e(f)}</a>' for f, p in a.files.items()]
             if a.sources:
