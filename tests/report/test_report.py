@@ -195,12 +195,12 @@ def test_index_links_resolve_and_record_sources(built):
         assert needle in html, needle
     assert "<style>" in html and "<script" not in html
     src = json.loads((out / "fig4_severity_synthetic-vision.sources.json").read_text())
-    assert src["store"] == str(store_dir.resolve())
+    assert src["store"] == "../store" and (out / src["store"]).resolve() == store_dir.resolve()   # relative
     assert len(src["run_ids"]) == 9 and src["config_hashes"] and src["git_commits"]
     assert re.fullmatch(r"[0-9a-f]{64}", src["rows_sha256"]) and src["n_rows"] > 0
     assert "Made from" in (out / "index.md").read_text()
     fig2 = json.loads((out / "fig2_rollout_synthetic-vision.sources.json").read_text())
-    assert [s["file"].split("/")[0] for s in fig2["rollout_sets"]] == ["rollouts"] * 3
+    assert [s["file"].split("/")[:3] for s in fig2["rollout_sets"]] == [["..", "store", "rollouts"]] * 3
 
 
 def test_paper_value_beside_ours_on_a_paper_dataset(tmp_path):
@@ -267,8 +267,11 @@ def test_report_cli_and_pdfs_identical_across_builds(built, tmp_path):
             "cd_diagram_synthetic-text.pdf"} <= set(pdfs)
     for name in pdfs:
         assert (out / name).read_bytes() == (again / name).read_bytes(), name
-    for name in ("table3_accuracy_text.tex", "fig4_severity_synthetic-text.sources.json", "paper_table9.md"):
+    for name in ("table3_accuracy_text.tex", "paper_table9.md"):
         assert (out / name).read_text() == (again / name).read_text(), name
+    name = "fig4_severity_synthetic-text.sources.json"   # the same but for the store's path relative to each report
+    a, b = (json.loads((d / name).read_text()) for d in (out, again))
+    assert (out / a.pop("store")).resolve() == (again / b.pop("store")).resolve() and a == b
 
 
 # ------------------------------------------------------------------------------------------ navigation
