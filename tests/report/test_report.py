@@ -372,7 +372,8 @@ def test_figures_identical_across_builds_and_with_a_hostile_matplotlibrc(tmp_pat
     import subprocess
     import sys
 
-    store_dir = make_store(tmp_path / "store", seeds=(0, 1), corruptions=["fog", "contrast"], text=False,
+    # three seeds: with fewer the rank diagram is not drawn (not testable), and it is one of the figures checked
+    store_dir = make_store(tmp_path / "store", seeds=(0, 1, 2), corruptions=["fog", "contrast"], text=False,
                            epochs=2)
     a = build_report(store_dir, tmp_path / "a")
     b = build_report(store_dir, tmp_path / "b")
@@ -384,7 +385,7 @@ def test_figures_identical_across_builds_and_with_a_hostile_matplotlibrc(tmp_pat
             "from robustbench_dgsa.report.build import build_report; build_report(sys.argv[1], sys.argv[2])")
     subprocess.run([sys.executable, "-c", code, str(store_dir), str(tmp_path / "c")], check=True, env=env)
     figs = sorted(p.name for p in a.iterdir() if p.suffix in (".png", ".pdf"))
-    assert len(figs) >= 8 and "fig2_rollout_synthetic-vision.png" in figs
+    assert len(figs) >= 8 and {"fig2_rollout_synthetic-vision.png", "cd_diagram_synthetic-vision.pdf"} <= set(figs)
     for name in figs:
         ref = (a / name).read_bytes()
         assert (b / name).read_bytes() == ref, name
