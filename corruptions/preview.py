@@ -17,6 +17,13 @@ from .atomic import atomic_path
 from .errors import CorruptionError
 
 
+def _row_name(name: str, frost: Any) -> str:
+    """A row's corruption name; frost drawn with the procedural substitute says so on every one of its rows."""
+    if name == "frost" and str(getattr(frost, "source", "")).startswith("procedural"):
+        return "frost (procedural)"
+    return name
+
+
 def preview_grid(images: np.ndarray, corruptions: str | Sequence[str], severities: str | int | Sequence[int],
                  out_png: str | os.PathLike, *, constants: str | None = None, seed: int = 0, frost: Any = None,
                  device: str | None = None,
@@ -61,7 +68,7 @@ def preview_grid(images: np.ndarray, corruptions: str | Sequence[str], severitie
     for ci, name in enumerate(names):
         for i in range(k):
             put(ci * k + i, 0, x[i])
-            row_labels.append(f"{name} · #{int(idx[i])}")
+            row_labels.append(f"{_row_name(name, frost)} · #{int(idx[i])}")
         for si, sev in enumerate(sevs):
             res = api.corrupt(x, name, sev, constants=constants, seed=seed, indices=idx, device=device, frost=frost)
             for i in range(k):

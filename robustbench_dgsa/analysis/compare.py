@@ -6,7 +6,6 @@ warnings, critical-difference inputs); printing and writing files is the CLI's j
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -18,6 +17,7 @@ from robustbench_dgsa.analysis import metrics
 from robustbench_dgsa.analysis import stats
 from robustbench_dgsa.models.registry import MODEL_FACTS, model_order, reference_model
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.jsonio import to_jsonable
 from robustbench_dgsa.util.lists import split_list
 
 
@@ -44,11 +44,17 @@ class Comparison:
         """The tables as lists of records (full float precision), with the info, families and warnings."""
         return {
             "info": self.info,
-            "tables": {k: json.loads(v.to_json(orient="records", double_precision=15))
-                       for k, v in self.tables.items()},
+            "tables": {k: _records(v) for k, v in self.tables.items()},
             "families": self.families,
             "warnings": self.warnings,
         }
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table as JSON records at full float precision (every p-value exactly as computed: 5.96e-14 stays
+    5.96e-14, not the 6e-14 of ``DataFrame.to_json``'s 15 decimals); missing and non-finite values -> None."""
+    rows = df.astype(object).where(df.notna(), None).to_dict(orient="records")
+    return to_jsonable(rows, fallback=str, nonfinite="null")
 
 
 def _labels_for(rows: pd.DataFrame, ds: str, wanted: list[str] | None) -> tuple[list[str], bool]:
@@ -386,5 +392,7 @@ def _rank_diagram(name: str, fr: stats.StatResult, post: stats.StatResult, n_see
     if n_seeds < stats.MIN_TESTABLE_SEEDS:
         return name, ranks, None, f"no bars: pairwise tests {stats.not_testable(n_seeds)}"
     different = [(r.model_a, r.model_b) for r in post.table.itertuples(index=False) if r.reject]
-    return (name, ranks, stats.holm_cliques(ranks, different),
-            "bars join models the post-hoc Wilcoxon–Holm test over cells did not tell apart")
+    cliques = stats.holm_cliques(ranks, different)
+    if not cliques:
+        return name, ranks, cliques, "no bars: the post-hoc Wilcoxon–Holm test over cells told every pair apart"
+    return name, ranks, cliques, "bars join models the post-hoc Wilcoxon–Holm test over cells did not tell apart"

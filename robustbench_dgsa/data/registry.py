@@ -48,6 +48,7 @@ class DatasetInfo:
     layout_hint: str                   # one line: which files to put where (<root> = the data root)
     splits: tuple[str, ...] = ("train", "test")
     downloadable: bool = False         # torchvision can fetch it (--download)
+    label: str = ""                    # how reports and figures name it (CIFAR-10, 20 Newsgroups, ...)
 
 
 _SYN_HINT = "embedded in the code; no files needed"
@@ -56,44 +57,53 @@ DATASETS: dict[str, DatasetInfo] = {
     "cifar10": DatasetInfo("cifar10", "image", 10, list(vision.CIFAR10_CLASSES),
                            "CIFAR-10, 32x32 RGB, 50,000 train / 10,000 test (split test-exact: the 1,017 exact "
                            "test images of the shared JPEG copy)", vision.HINTS["cifar10"],
-                           vision.CIFAR10_SPLITS, True),
+                           vision.CIFAR10_SPLITS, True, label="CIFAR-10"),
     "cifar100": DatasetInfo("cifar100", "image", 100, list(vision.CIFAR100_FINE),
                             "CIFAR-100 (fine labels), 32x32 RGB, 50,000 / 10,000", vision.HINTS["cifar100"],
-                            ("train", "test"), True),
+                            ("train", "test"), True, label="CIFAR-100"),
     "fashion-mnist": DatasetInfo("fashion-mnist", "image", 10, list(vision.FASHION_CLASSES),
                                  "Fashion-MNIST, 28x28 grayscale, 60,000 / 10,000", vision.HINTS["fashion-mnist"],
-                                 ("train", "test"), True),
+                                 ("train", "test"), True, label="FashionMNIST"),
     "svhn": DatasetInfo("svhn", "image", 10, list(vision.SVHN_CLASSES),
                         "SVHN cropped digits, 32x32 RGB, 73,257 / 26,032", vision.HINTS["svhn"],
-                        ("train", "test", "extra"), True),
+                        ("train", "test", "extra"), True, label="SVHN"),
     "imagenet": DatasetInfo("imagenet", "image", 1000, None,
                             "ImageNet-1k validation set as split test (50,000), Resize(256) + CenterCrop(224): "
-                            "ImageNet-C's inputs", imagenet.HINTS["imagenet"], ("test",)),
+                            "ImageNet-C's inputs", imagenet.HINTS["imagenet"], ("test",), label="ImageNet-1k"),
     "tiny-imagenet": DatasetInfo("tiny-imagenet", "image", 200, None,
                                  "Tiny-ImageNet validation set as split test (10,000), 64x64: Tiny-ImageNet-C's "
-                                 "inputs", imagenet.HINTS["tiny-imagenet"], ("test",)),
+                                 "inputs", imagenet.HINTS["tiny-imagenet"], ("test",), label="Tiny-ImageNet"),
     "imdb": DatasetInfo("imdb", "text", 2, list(text.IMDB_CLASSES),
-                        "IMDB movie reviews (Maas et al. 2011), 25,000 / 25,000, neg/pos", text.HINTS["imdb"]),
+                        "IMDB movie reviews (Maas et al. 2011), 25,000 / 25,000, neg/pos", text.HINTS["imdb"],
+                        label="IMDB"),
     "20newsgroups": DatasetInfo("20newsgroups", "text", 20, list(text.NEWSGROUPS_CLASSES),
                                 "20 Newsgroups by date, 11,314 / 7,532, headers/footers/quotes removed by default",
-                                text.HINTS["20newsgroups"]),
+                                text.HINTS["20newsgroups"], label="20 Newsgroups"),
     "rotten-tomatoes": DatasetInfo("rotten-tomatoes", "text", 2, list(text.RT_CLASSES),
                                    "Rotten Tomatoes sentence polarity v1.0; no official split: the Hugging Face "
                                    "split 8,530 / 1,066 / 1,066 (train / validation / test)",
-                                   text.HINTS["rotten-tomatoes"], text.RT_SPLITS),
+                                   text.HINTS["rotten-tomatoes"], text.RT_SPLITS, label="Rotten Tomatoes"),
     "agnews": DatasetInfo("agnews", "text", 4, list(text.AGNEWS_CLASSES),
-                          "AG News topic classification, 120,000 / 7,600", text.HINTS["agnews"]),
+                          "AG News topic classification, 120,000 / 7,600", text.HINTS["agnews"], label="AG News"),
     "mnli": DatasetInfo("mnli", "text", 3, list(text.MNLI_CLASSES),
                         "MultiNLI (GLUE), test = dev_matched; premise <sep> hypothesis", text.HINTS["mnli"],
-                        ("train", "test", "test-mismatched")),
+                        ("train", "test", "test-mismatched"), label="MNLI"),
     "synthetic-vision": DatasetInfo("synthetic-vision", "image", 6, list(synthetic.VISION_CLASS_NAMES[:6]),
                                     "embedded: 32x32 noisy textured images with one 8x8 patch striped in the "
                                     "class colour, class = colour x stripe orientation (salient region known); "
-                                    "2,000 / 500 by default, num_classes 2-10 (default 6)", _SYN_HINT),
+                                    "2,000 / 500 by default, num_classes 2-10 (default 6)", _SYN_HINT,
+                                    label="synthetic vision (embedded)"),
     "synthetic-text": DatasetInfo("synthetic-text", "text", 4, list(synthetic.TEXT_CLASS_NAMES),
                                   "embedded: filler sentences with 1-3 class keywords (salient tokens known); "
-                                  "2,000 / 500 by default", _SYN_HINT),
+                                  "2,000 / 500 by default", _SYN_HINT, label="synthetic text (embedded)"),
 }
+
+def dataset_label(name: str) -> str:
+    """How a report names a dataset: the registry's label (``cifar10`` -> ``CIFAR-10``); the name itself for a
+    dataset the registry does not know (a generic source such as ``folder:...``)."""
+    info = DATASETS.get(name)
+    return info.label if info is not None and info.label else name
+
 
 GENERIC_PREFIXES = ("folder:", "npy:", "npz:", "csv:", "tsv:", "jsonl:", "json:", "text:")
 ARRAY_EXTS = (".npy", ".npz")

@@ -21,10 +21,14 @@ Definitions (also stored with every bench run as its provenance):
   distinct tensors autograd saves for backward (counted with saved-tensor hooks; storages shared with the
   weights, or saved twice, are counted once). CPU process RSS is not used: allocator caches make it depend on
   what ran before.
+* ``load_avg_1m`` and ``cpu_cores``: the machine's 1-minute load average (``os.getloadavg``) read right after
+  the timed steps, and the CPU cores this process may use: timings taken on a busy machine are slower, so the
+  load they were measured under travels with them (NaN where the platform has no load average).
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -48,6 +52,8 @@ class Measurement:
     method: str                   # "cuda-allocator" | "cpu-accounted"
     batch_size: int
     steps: int
+    load_avg_1m: float = float("nan")   # machine load while timing (see the module docstring)
+    cpu_cores: int = 0
 
     def table9(self) -> dict[str, float]:
         """The Table 9 numbers (the rows ``reproduce`` stores)."""
@@ -142,12 +148,26 @@ def measure(model: torch.nn.Module, *, batch_size: int, steps: int = 4, warmup: 
         step()
     _sync(dev)
     elapsed, cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    load = machine_load()
     latency = _latency(fwd, model, x, kw, dev, latency_runs)
     return Measurement(params=float(count_params(model)), flops=float(count_flops(cfg)),
                        train_throughput=steps * batch_size / elapsed if steps else float("nan"),
                        train_throughput_cpu=steps * batch_size / max(cpu_s, 1e-9) if steps else float("nan"),
                        ms_per_step=1e3 * elapsed / steps if steps else float("nan"), latency_ms=latency,
-                       peak_memory_mb=peak / 2 ** 20, method=method, batch_size=int(batch_size), steps=int(steps))
+                       peak_memory_mb=peak / 2 ** 20, method=method, batch_size=int(batch_size), steps=int(steps),
+                       load_avg_1m=load[0], cpu_cores=load[1])
+
+
+def machine_load() -> tuple[float, int]:
+    """(1-minute load average, CPU cores this process may use) now; NaN load where the platform has none."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    try:
+        return float(os.getloadavg()[0]), cores
+    except (OSError, AttributeError):
+        return float("nan"), cores
 
 
 @torch.no_grad()

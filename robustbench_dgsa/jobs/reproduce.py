@@ -37,7 +37,7 @@ from robustbench_dgsa.jobs import job as job_runner
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.lists import split_list
-from robustbench_dgsa.util.progress import log
+from robustbench_dgsa.util.progress import log, log_prefix
 
 DEFAULT_MODELS = ("vit", "dvit", "dgvit", "transformer", "dt", "dgt")
 TIMINGS_FILE = "timings.json"
@@ -279,8 +279,10 @@ def _bench(plan: Plan, model_name: str, job) -> None:
                                                 config_hash=str(meta.get("config_hash", "")), source=src, n=batch))
     w.write_provenance({"kind": "bench", "model": model_name, "dataset": job.dataset, "device": dev,
                         "batch_size": batch, "steps": plan.bench_steps, "config_hash": meta.get("config_hash", ""),
-                        "memory_method": m.method, "definitions": bench.__doc__})
-    w.add_rows([dict(metric=k, value=v) for k, v in numbers.items()])
+                        "memory_method": m.method, "definitions": bench.__doc__,
+                        "load_avg_1m": m.load_avg_1m, "cpu_cores": m.cpu_cores})
+    w.add_rows([dict(metric=k, value=v) for k, v in numbers.items()]
+               + [dict(metric="load_avg_1m", value=m.load_avg_1m)])
 
 
 # ------------------------------------------------------------------------------------------- entry point
@@ -376,7 +378,9 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     build_report(out / "store", out, title=title)
     phase("report", t0)
     timings["total"] = round(time.monotonic() - t_all, 2)
+    # "corrupt" runs inside the wall time of "train_evaluate" (beside the text jobs): the phases overlap
     atomic.write_json(out / TIMINGS_FILE, {"phases": timings, "phase_order": list(timings), "jobs": len(plan.jobs),
+                                           "within": {"corrupt": "train_evaluate"},
                                            "torch_threads": torch.get_num_threads(), "workers": workers,
                                            "preset": plan.preset,
                                            "quick": quick, "seeds": plan.seeds, "models": plan.models,
@@ -422,16 +426,25 @@ def _corrupt_train_rollout(plan: Plan, todo: list[Any], firsts: list[Any], worke
             pool.result(task)
         phase("train_evaluate", t0)
         t0 = time.monotonic()
-        for task in [pool.submit(_rollout, plan, job, False) for job in firsts]:   # those not made above
+        for task in [pool.submit(_job_task, plan, job, False, {}, True, False) for job in firsts]:  # not made above
             pool.result(task)
         phase("rollout", t0)
 
 
-def _job_task(plan: Plan, job, progress: bool, corruption_dirs: dict[str, Path | None], rollout: bool) -> None:
-    """One worker task: train and evaluate ``job``, then (``rollout``) its rollout set."""
-    _train_and_evaluate(plan, job, progress, corruption_dirs)
-    if rollout:
-        _rollout(plan, job, False)
+def _job_task(plan: Plan, job, progress: bool, corruption_dirs: dict[str, Path | None], rollout: bool,
+              train: bool = True) -> None:
+    """One worker task: train and evaluate ``job`` (``train``), then (``rollout``) its rollout set; each status
+    line names the job (several run at once)."""
+    with log_prefix(job_tag(job)):
+        if train:
+            _train_and_evaluate(plan, job, progress, corruption_dirs)
+        if rollout:
+            _rollout(plan, job, False)
+
+
+def job_tag(job) -> str:
+    """``[dvit synthetic-vision seed 1]``: how a status line names its job."""
+    return f"[{job.model} {job.dataset} seed {job.seed}]"
 
 
 def _default_workers(preset: str, device: str) -> int:
@@ -510,6 +523,7 @@ def summary_table(store_dir: str | Path):
     from robustbench_dgsa.analysis import metrics
     from robustbench_dgsa.models.registry import display_name, model_order
     from robustbench_dgsa.report.build import ACC_SCALE
+    from robustbench_dgsa.report.tables import fmt_mean_sd
 
     df = store.load_results(store_dir)
     recs = []
@@ -523,7 +537,7 @@ def summary_table(store_dir: str | Path):
                 v = s[col].astype(float).dropna().to_numpy() * ACC_SCALE
                 if not len(v):
                     return "—"
-                return f"{v.mean():.2f} ± {v.std(ddof=1):.2f}" if len(v) > 1 else f"{v.mean():.2f}"
+                return fmt_mean_sd(float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else None)
             robust = "mCA" if s["mCA"].notna().any() else "mNA"
             recs.append({"dataset": ds, "model": display_name(m), "seeds": len(s),
                          "clean (%)": ms("clean"), "robust": robust, "robust (%)": ms(robust)})

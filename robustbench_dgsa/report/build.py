@@ -48,8 +48,9 @@ from PIL import Image
 from robustbench_dgsa import store
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.analysis import metrics
-from robustbench_dgsa.analysis.compare import run_compare
+from robustbench_dgsa.analysis.compare import CELLS_CAVEAT, run_compare
 from robustbench_dgsa.config import RunConfig
+from robustbench_dgsa.data.registry import dataset_label as _registry_dataset_label
 from robustbench_dgsa.rollout.plots import render_figure2, render_figure3
 from robustbench_dgsa.rollout.runs import load_rollout_sets
 from robustbench_dgsa.util.provenance import sha256_file
@@ -64,14 +65,9 @@ from robustbench_dgsa.report.tables import (LATEX_PREAMBLE, Table, fmt_count, fm
 #: the paper's published numbers: package data, so every install (wheel, editable, checkout) has them
 PUBLISHED_CSV = resources.files("robustbench_dgsa.report") / "published.csv"
 
-DATASET_LABELS = {
-    "cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "fashion-mnist": "FashionMNIST", "svhn": "SVHN",
-    "imagenet": "ImageNet-1k", "synthetic-vision": "synthetic vision (embedded)",
-    "synthetic-text": "synthetic text (embedded)", "imdb": "IMDB", "rotten-tomatoes": "Rotten Tomatoes",
-    "agnews": "AG News", "20newsgroups": "20 Newsgroups", "mnli": "MNLI",
-}
 _SOURCE_LABELS = {"regenerated": "CIFAR-C corruptions, regenerated", "on-the-fly": "CIFAR-C corruptions, on the fly",
                   "official": "official CIFAR-C files"}
+WIDE_TABLE = 5      # an HTML table of this many columns or more shows a "scroll sideways" hint on a narrow screen
 ACC_SCALE = 100.0   # store accuracies are fractions; the report prints percent
 REPORT_KIND = "dgsa-bench report"   # marks a manifest.json as a report's own (only those files are ever removed)
 
@@ -142,7 +138,8 @@ _order = model_order
 
 
 def dataset_label(name: str) -> str:
-    return printable(DATASET_LABELS.get(name, name), cell=True)
+    """The dataset registry's label (cifar10 -> CIFAR-10), without control characters."""
+    return printable(_registry_dataset_label(name), cell=True)
 
 
 def display_name(name: str) -> str:
@@ -176,6 +173,19 @@ def _configs(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+#: said wherever a frost number or image made with the procedural substitute appears
+PROCEDURAL_FROST_NOTE = ("Frost here uses the procedural substitute textures, not the reference frost photographs: "
+                         "its numbers (and mCA, mCE and the weather group, which include it) are not comparable with "
+                         "CIFAR-10-C.")
+_FROST_GROUP = next(g for g, members in metrics.CORRUPTION_GROUPS.items() if "frost" in members)
+
+
+def _condition_label(rep: "_Report", ds: str, condition: str) -> str:
+    """A corruption's name for a panel or a table row; frost made with the procedural substitute says so."""
+    label = condition.replace("_", " ")
+    return f"{label} (procedural)" if condition == "frost" and rep.procedural_frost(ds) else label
+
+
 def _condition_order(conditions, modality: str) -> list[str]:
     if modality == "text":
         order: Sequence[str] = TEXT_NOISE_TYPES
@@ -197,6 +207,7 @@ class Artefact:
     table_md: str | None = None                # table shown inline (Markdown index)
     sources: str | None = None                 # sidecar, relative
     provenance: str = ""                       # one-line summary of the sidecar
+    n_columns: int = 0                         # columns of the inline table (a wide one gets a scroll hint)
 
 
 @dataclass
@@ -205,12 +216,31 @@ class _Report:
     out_dir: Path
     df: pd.DataFrame
     runs: dict[str, dict[str, Any]]
+    final_dir: Path | None = None               # where the report ends up (out_dir may be a staging folder)
     artefacts: list[Artefact] = field(default_factory=list)
     skipped: list[tuple[str, str, str]] = field(default_factory=list)   # (section, title, reason)
     warnings: list[str] = field(default_factory=list)
     cell_tests: bool = False                    # some cell-level tests were shown (caveat)
 
     _by_dataset: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    _frost: dict[str, str] | None = None
+
+    def procedural_frost(self, dataset: str) -> bool:
+        """Whether frost on ``dataset`` was made with the procedural substitute textures (run provenance /
+        corruption manifest say so): every frost number and image of it is then marked."""
+        if self._frost is None:
+            self._frost = _frost_substitutes(self)
+        return dataset in self._frost
+
+    def rel(self, path: str | os.PathLike) -> str:
+        """``path`` relative to the report folder (``../store``): a report names no absolute path of the machine
+        that built it, and stays right when report and store move together."""
+        here = (self.final_dir or self.out_dir).resolve()
+        try:
+            return Path(os.path.relpath(Path(path).resolve(), here)).as_posix()
+        except ValueError:   # another drive (Windows): no relative path exists
+            return Path(path).name
 
     def rows_of(self, dataset: str) -> pd.DataFrame:
         """All store rows of one dataset (cached: the metrics helpers then scan only these)."""
@@ -227,7 +257,7 @@ class _Report:
         commits = sorted(set(rows["git_commit"]) - {""}) if len(rows) else []
         info = {
             "artefact": stem,
-            "store": str(self.store_dir.resolve()),
+            "store": self.rel(self.store_dir),
             "n_rows": int(len(rows)),
             "rows_sha256": _rows_sha256(rows),
             "run_ids": run_ids,
@@ -277,7 +307,7 @@ class _Report:
         self.artefacts.append(Artefact(section, stem, title, {"Markdown": f"{stem}.md", "LaTeX": f"{stem}.tex"},
                                        table_html=table.to_html(caption=False),
                                        table_md=table.to_markdown(caption=False),
-                                       sources=src, provenance=prov))
+                                       sources=src, provenance=prov, n_columns=len(table.columns)))
 
     def skip(self, section: str, title: str, reason: str) -> None:
         self.skipped.append((section, title, reason))
@@ -377,7 +407,7 @@ def _severity_figures(rep: _Report, datasets: dict[str, str]) -> None:
         else:
             bench = [c for c in conds if c in metrics.BENCHMARK_CORRUPTIONS]
             mean_panel = (f"mean of {len(bench)} benchmark corruptions", bench) if bench else None
-            cond_labels = {c: c.replace("_", " ") + (" (extra)" if c in metrics.EXTRA_CORRUPTIONS else "")
+            cond_labels = {c: _condition_label(rep, ds, c) + (" (extra)" if c in metrics.EXTRA_CORRUPTIONS else "")
                            for c in conds}
             srcs = sorted(set(cor["source"]) - {""})
             what = ", ".join(_SOURCE_LABELS.get(s, s) for s in srcs) or "corruptions"
@@ -396,6 +426,8 @@ def _severity_figures(rep: _Report, datasets: dict[str, str]) -> None:
         if mean_panel:
             caption += (f"The first panel (bold) is the per-seed mean over the "
                         f"{mean_panel[0].split('of ')[-1]}.")
+        if "frost" in conds and rep.procedural_frost(ds):
+            caption += f" {PROCEDURAL_FROST_NOTE}"
         rep.figure("severity", f"fig4_severity_{ds}", title_short, fig, raw, caption)
 
 
@@ -442,10 +474,20 @@ def _robustness_tables(rep: _Report, datasets: dict[str, str], reference: str | 
                 return "—"
             return fmt_mean_sd(float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else None)
 
-        notes = ["Mean ± SD over seeds, accuracies in %. Retention = robust accuracy / clean accuracy, in %."]
+        over, title_seeds = _seed_words(sorted(set(rows["seed"])))
+        title += title_seeds
+        notes = [f"{over} Accuracies in %.",
+                 "† Retention = robust accuracy / clean accuracy, in %: a ratio, not a ranking of robustness — it "
+                 "favours a weak model (a model at chance accuracy keeps 100 % of it under any corruption); read it "
+                 "beside Clean and mCA / mNA."]
         if modality == "image":
-            cols = ["Model", "Clean", "mCA", "mCE", "Retention", *metrics.CORRUPTION_GROUPS,
+            frost = rep.procedural_frost(ds) and (rows["condition"] == "frost").any()
+            mark = (lambda c: f"{c}‡") if frost else (lambda c: c)  # noqa: E731
+            cols = ["Model", "Clean", mark("mCA"), mark("mCE"), "Retention†",
+                    *(mark(g) if g == _FROST_GROUP else g for g in metrics.CORRUPTION_GROUPS),
                     f"extra ({len(metrics.EXTRA_CORRUPTIONS)})"]
+            if frost:
+                notes.append(f"‡ {PROCEDURAL_FROST_NOTE}")
             recs = []
             for m in models:
                 recs.append([display_name(m), ms(m, "clean"), ms(m, "mCA"), ms(m, "mCE"), ms(m, "retention"),
@@ -458,7 +500,7 @@ def _robustness_tables(rep: _Report, datasets: dict[str, str], reference: str | 
             notes.append("mCE is unnormalised (1 − mCA). Groups: Hendrycks & Dietterich's noise / blur / weather / "
                          "digital; the 4 extra corruptions never enter mCA.")
         else:
-            cols = ["Model", "Clean", "mNA", "Retention"]
+            cols = ["Model", "Clean", "mNA", "Retention†"]
             recs = [[display_name(m), ms(m, "clean"), ms(m, "mNA"), ms(m, "retention")] for m in models]
             if (~summ["mNA_complete"]).any():
                 notes.append("mNA over the noise cells present (some types/severities missing).")
@@ -485,14 +527,17 @@ def _relative_ce(rep: _Report, ds: str, ref: str, raw: pd.DataFrame) -> None:
     rel = dict(zip(summary["model"], summary["rel_mCE"]))
     recs = [["rel. mCE (mean)"] + [fmt_num(float(rel[m]) * 100, 1) if m in rel else "—" for m in models]]
     for c in conds:
-        recs.append([c.replace("_", " ")] + [fmt_num(float(ce[(m, c)]) * 100, 1) if (m, c) in ce else "—"
-                                             for m in models])
+        recs.append([_condition_label(rep, ds, c)] + [fmt_num(float(ce[(m, c)]) * 100, 1) if (m, c) in ce else "—"
+                                                      for m in models])
     title = f"Corruption error relative to {display_name(ref)}: {dataset_label(ds)}"
     notes = [f"CE_c = Σ_s err_model(c, s) / Σ_s err_{display_name(ref)}(c, s) on seed-averaged errors, in %; "
              f"rel. mCE = mean CE over the benchmark corruptions present. The reference is a user choice; "
              f"this is not the AlexNet-normalised mCE."]
     if not summary["complete"].all():
         notes.append("Not all 15 benchmark corruptions × 5 severities are present: rel. mCE is partial.")
+    if "frost" in conds and rep.procedural_frost(ds):
+        recs[0][0] += "‡"
+        notes.append(f"‡ {PROCEDURAL_FROST_NOTE}")
     t = Table(["Corruption"] + [display_name(m) for m in models], recs, title, notes)
     rep.table("robustness", f"relative_ce_{ds}", title, t, raw)
 
@@ -568,9 +613,31 @@ def _efficiency_table(rep: _Report, pub: pd.DataFrame, pub_sha: str) -> None:
              "Paper: Table 9 as printed (ViT×4 / DViT×4 / DGViT×4 at 224×224, patch 16, on an A10G; its "
              "'FLOPs / Img' are multiply-adds; throughput in img/s; memory = 'Peak Train Mem'). The absolute "
              "numbers are not comparable (other size, device and data); the ratios between models are."]
+    notes.append(_load_note(rep, bench))
     t = Table(["Source", "Dataset", "Model"] + [c[1] for c in ours_cols], recs, title, notes, align="lll" + "r" * 5)
     rep.table("efficiency", "table9_efficiency", title, t, bench,
               extra={"published": PUBLISHED_CSV.name, "published_sha256": pub_sha})
+
+
+def _load_note(rep: _Report, bench: pd.DataFrame) -> str:
+    """Under Table 9: the machine load each of our timings was measured under (1-minute load average / cores,
+    read by the benchmark right after its timed steps; rows ``load_avg_1m``, provenance ``cpu_cores``)."""
+    if bench.empty:
+        return "Machine load: no timings of ours."
+    load = bench[bench["metric"] == "load_avg_1m"]
+    load = load[np.isfinite(load["value"].astype(float))]
+    if load.empty:
+        return ("Machine load during our timings: not recorded (measured before the benchmark recorded it); "
+                "timings on a busy machine are slower.")
+    parts = []
+    for r in load.itertuples(index=False):
+        cores = (rep.runs.get(r.run_id) or {}).get("cpu_cores")
+        parts.append(f"{display_name(r.model)} {float(r.value):.2f}" + (f" on {int(cores)} cores" if cores else ""))
+    busy = any(float(r.value) > float((rep.runs.get(r.run_id) or {}).get("cpu_cores") or np.inf)
+               for r in load.itertuples(index=False))
+    return ("Machine load during our timings (1-minute load average read right after the timed steps): "
+            + "; ".join(parts) + "." + (" A load above the core count means other work shared the CPUs: "
+                                        "throughput and latency are slower than on an idle machine." if busy else ""))
 
 
 def _device_label(src: str) -> str:
@@ -600,41 +667,101 @@ def _published_tables(rep: _Report, pub: pd.DataFrame, pub_sha: str) -> None:
             continue
         cell = {(r.dataset, r.model, r.variant, r.metric): r for r in g.itertuples(index=False)}
         is9 = table == "9"
-        if table in ("1", "2", "3", "7"):
+        by_dataset = table in ("1", "2", "3", "7")
+        marks = _NoteMarks(g, "dataset" if by_dataset else "metric", ["model", "variant"] if by_dataset
+                           else ["dataset", "model", "variant"])
+        recs = []
+        if by_dataset:
             cols = list(dict.fromkeys(g["dataset"]))
             metric = g["metric"].iloc[0]
-            recs = []
             for m, v in dict.fromkeys(zip(g["model"], g["variant"])):
-                row = [display_name(m), v or "—"]
+                row = [display_name(m) + marks.row((m, v)), v or "—"]
                 for d in cols:
                     c = cell.get((d, m, v, metric))
                     if c is None:
                         row.append("—")
-                    elif table == "7":
-                        row.append(f"{c.mean_text}M")
                     else:
-                        row.append(f"{c.mean_text} ± {c.sd_text}" if c.sd_text else c.mean_text)
+                        text = f"{c.mean_text}M" if table == "7" else \
+                            (f"{c.mean_text} ± {c.sd_text}" if c.sd_text else c.mean_text)
+                        row.append(text + marks.cell(c))
                 recs.append(row)
-            header = ["Model", "Variant"] + [("FashionMNIST or SVHN†" if "|" in d else dataset_label(d)) for d in cols]
+            header = ["Model", "Variant"] + [("FashionMNIST or SVHN" if "|" in d else dataset_label(d))
+                                             + marks.column(d) for d in cols]
         else:
             metrics_order = list(dict.fromkeys(g["metric"]))
             units = {m: g.loc[g["metric"] == m, "unit"].iloc[0] for m in metrics_order}
-            recs = []
             for d, m, v in dict.fromkeys(zip(g["dataset"], g["model"], g["variant"])):
-                row = ([dataset_label(d)] if is9 else []) + [display_name(m), v or "—"]
+                row = ([dataset_label(d)] if is9 else []) + [display_name(m) + marks.row((d, m, v)), v or "—"]
                 for met in metrics_order:
                     c = cell.get((d, m, v, met))
-                    row.append("—" if c is None else (fmt_count(c.mean) if units[met] == "count" else c.mean_text))
+                    row.append("—" if c is None else (fmt_count(c.mean) if units[met] == "count" else c.mean_text)
+                               + marks.cell(c))
                 recs.append(row)
             header = (["Dataset"] if is9 else []) + ["Model", "Variant"] + [
-                f"{met.replace('_', ' ')} ({units[met]})" for met in metrics_order]
-        notes = sorted(set(n for n in g["note"] if n))
+                f"{met.replace('_', ' ')} ({units[met]})" + marks.column(met) for met in metrics_order]
         n_left = 3 if is9 else 2
-        t = Table(header, recs, title, [f"Note: {n}" for n in notes] +
-                  ["Typed in from the paper's text; see results/README.md."],
+        t = Table(header, recs, title, marks.notes() + ["Typed in from the paper's text; see results/README.md."],
                   align="l" * n_left + "r" * (len(header) - n_left))
         rep.table("published", f"paper_table{table}", title, t, empty,
                   extra={"published": PUBLISHED_CSV.name, "published_sha256": pub_sha})
+
+
+class _NoteMarks:
+    """Footnote marks of a published table tied to what they are about: each part of a ``note`` ("a; b") that
+    holds for every value of the table is a plain note; one that holds for exactly the values of some columns
+    marks those columns' headers; of some rows, those rows' model cells; otherwise each value it is about."""
+
+    SYMBOLS = ("¹", "²", "³", "⁴")
+
+    def __init__(self, g: pd.DataFrame, col: str, row: list[str]) -> None:
+        recs = list(g.itertuples(index=False))
+        self._keys = {_rec_key(r): (getattr(r, col), tuple(getattr(r, k) for k in row)) for r in recs}
+        parts: dict[str, list[Any]] = {}
+        for r in recs:
+            for part in dict.fromkeys(p.strip() for p in str(r.note).split(";") if p.strip()):
+                parts.setdefault(part, []).append(r)
+        self._general = [p for p, rs in parts.items() if len(rs) == len(recs)]
+        self._order: list[str] = []
+        self._col: dict[Any, list[str]] = {}
+        self._row: dict[Any, list[str]] = {}
+        self._cell: dict[tuple, list[str]] = {}
+        for part, rs in parts.items():
+            if part in self._general:
+                continue
+            cols = {self._keys[_rec_key(r)][0] for r in rs}
+            rows = {self._keys[_rec_key(r)][1] for r in rs}
+            self._order.append(part)
+            if len(rs) == sum(self._keys[_rec_key(r)][0] in cols for r in recs):   # whole columns
+                for c in cols:
+                    self._col.setdefault(c, []).append(part)
+            elif len(rs) == sum(self._keys[_rec_key(r)][1] in rows for r in recs):   # whole rows
+                for k in rows:
+                    self._row.setdefault(k, []).append(part)
+            else:
+                for r in rs:
+                    self._cell.setdefault(_rec_key(r), []).append(part)
+
+    def _mark(self, parts: list[str]) -> str:
+        return "".join(self.SYMBOLS[i] if i < len(self.SYMBOLS) else f"[{i + 1}]"
+                       for i in sorted(self._order.index(p) for p in parts))
+
+    def column(self, key: Any) -> str:
+        return self._mark(self._col.get(key, []))
+
+    def row(self, key: Any) -> str:
+        return self._mark(self._row.get(key, []))
+
+    def cell(self, rec: Any) -> str:
+        return self._mark(self._cell.get(_rec_key(rec), []))
+
+    def notes(self) -> list[str]:
+        """The footnotes, each after its mark, then the notes that hold for the whole table."""
+        return [f"{self._mark([p])} {p}" for p in self._order] + [f"Note: {p}" for p in self._general]
+
+
+def _rec_key(r: Any) -> tuple:
+    """A published value's identity (dataset, model, variant, metric)."""
+    return (r.dataset, r.model, r.variant, r.metric)
 
 
 def _significance(rep: _Report, datasets: dict[str, str], reference: str | None) -> None:
@@ -652,13 +779,24 @@ def _significance(rep: _Report, datasets: dict[str, str], reference: str | None)
         ref = reference if reference in models else reference_model(models, modality)
         # reversed order: every pair reads "later (gated / differential) model − earlier (vanilla) model"
         cmp = run_compare(d, dataset=ds, models=list(reversed(models)), reference=ref, all_pairs=True,
-                          partial=True, store_label=str(rep.store_dir))
+                          partial=True, store_label=rep.rel(rep.store_dir))
         n_seeds = int(cmp.info["n_seeds"].get(ds, 0))
         _seed_table(rep, ds, cmp, raw, n_seeds)
         kind = "text-noise" if modality == "text" else "benchmark corruption"
         _cell_tables(rep, ds, cmp, raw, n_seeds, kind)
-        rep.warnings += [f"{label}: {w}" for w in cmp.warnings]
+        rep.warnings += [f"{label}: {w}" for w in _not_in_caveats(cmp.warnings)]
         rep.cell_tests |= bool(cmp.tables.get("wilcoxon_cells") is not None)
+
+
+#: compare's warnings that the report's caveats already state once for all datasets (seeds below the paper's,
+#: cell-level tests sharing models) or that repeat another warning (an incomplete mCA is also "partial")
+_SAID_IN_CAVEATS = (re.compile(r"^fewer than \d+ seeds: "), re.compile(re.escape(CELLS_CAVEAT)),
+                    re.compile(r"^\S+: (mCA|mNA) incomplete for "))
+
+
+def _not_in_caveats(warnings: Sequence[str]) -> list[str]:
+    """``warnings`` less those the caveats block (or another warning) already says: each said once."""
+    return [w for w in warnings if not any(rx.search(w) for rx in _SAID_IN_CAVEATS)]
 
 
 def _seed_table(rep: _Report, ds: str, cmp, raw: pd.DataFrame, n_seeds: int) -> None:
@@ -669,7 +807,8 @@ def _seed_table(rep: _Report, ds: str, cmp, raw: pd.DataFrame, n_seeds: int) -> 
         return
     recs = [[r.condition, f"{display_name(r.model_a)} − {display_name(r.model_b)}", f"{r.n_a}/{r.n_b}",
              fmt_num(r.diff * ACC_SCALE, 2),
-             f"[{r.ci_lo * ACC_SCALE:.2f}, {r.ci_hi * ACC_SCALE:.2f}]" if np.isfinite(r.ci_lo) else "—",
+             f"[{fmt_num(r.ci_lo * ACC_SCALE, 2)}, {fmt_num(r.ci_hi * ACC_SCALE, 2)}]" if np.isfinite(r.ci_lo)
+             else "—",
              r.test, fmt_num(r.t, 2), fmt_num(r.df, 1), fmt_p(r.p), fmt_p(r.p_holm), fmt_num(r.g, 2), r.verdict]
             for r in pw.itertuples(index=False)]
     title = f"Seed-level tests (the claim): {label}"
@@ -713,21 +852,27 @@ def _cell_tables(rep: _Report, ds: str, cmp, raw: pd.DataFrame, n_seeds: int, ki
     recs = [[display_name(r.model), fmt_num(r.avg_rank, 2), fmt_num(r.mean * ACC_SCALE, 2)]
             for r in rk.itertuples(index=False)]
     title = f"Average ranks over {kind} cells (Friedman): {label}"
-    notes = [f"Friedman χ² = {info['statistic']:.3f}, {_p_eq(info['p'])}, k = {info['k']} models, "
+    notes = [f"Friedman χ² = {fmt_num(info['statistic'], 3)}, {_p_eq(info['p'])}, k = {info['k']} models, "
              f"N = {info['n_blocks']} cells of the same trained models ({n_seeds} seed(s)); effect size Kendall's "
-             f"W = {info['kendall_w']:.2f}; verdict: {info['verdict']}. Rank 1 = best. A test over cells measures "
+             f"W = {fmt_num(info['kendall_w'], 2)}; verdict: {info['verdict']}. Rank 1 = best. A test over cells "
+             "measures "
              "consistency across conditions, not independent evidence."]
     t = Table(["Model", "Average rank", "Mean acc. (%)"], recs, title, notes)
     rep.table("significance", f"friedman_{ds}", title, t, raw)
     for name, avg, cliques, note in cmp.cd_diagrams:
         if not name.startswith(f"{ds} "):
             continue
+        if cliques is None:   # no bars would read as "every pair differs": no diagram at all
+            rep.skip("significance", f"Average-rank diagram: {label}",
+                     f"not drawn: not testable (n < 3) — {n_seeds} seed{'s' if n_seeds != 1 else ''} per model")
+            continue
         named = {display_name(m): float(v) for m, v in avg.items()}
-        bars = None if cliques is None else [[display_name(m) for m in g] for g in cliques]
+        bars = [[display_name(m) for m in g] for g in cliques]
         fig = cd_diagram(named, bars, note=note)
         what = ("Bars join models that the post-hoc Wilcoxon–Holm table above did not tell apart (the same tests "
-                "and correction, so the two cannot disagree)." if bars is not None else
-                f"No bars: with {n_seeds} seed(s) per model the pairwise tests are not testable.")
+                "and correction, so the two cannot disagree)." if bars else
+                "No bars: every pair differs — the post-hoc Wilcoxon–Holm table above told every pair of models "
+                "apart (Holm-adjusted p < 0.05).")
         rep.figure("significance", f"cd_diagram_{ds}", f"Average-rank diagram: {label}", fig, raw,
                    f"Average rank (1 = best) of each model over {int(info['n_blocks'])} seed-averaged {kind} "
                    f"cells. {what}")
@@ -747,7 +892,8 @@ def _rollout_figures(rep: _Report) -> None:
     for kind, fig_no in (("image", 2), ("text", 3)):
         dsets = sorted({s.dataset for s in sets if s.kind == kind})
         if not dsets:
-            rep.skip("rollout", f"Figure {fig_no}", f"no stored {kind} rollout sets in {rep.store_dir / 'rollouts'}")
+            rep.skip("rollout", f"Figure {fig_no}",
+                     f"no stored {kind} rollout sets in {rep.rel(rep.store_dir)}/rollouts")
         for ds in dsets:
             label = dataset_label(ds)
             stem = safe_name(f"fig{fig_no}_rollout_{ds}")
@@ -773,14 +919,22 @@ def _rollout_figures(rep: _Report) -> None:
                     caption = f"{label} test example {desc['index']} (true label: {desc['label']}). " + caption
             if desc is None:
                 continue
+            caption += " " + _shown_seeds(desc)
             rows = rep.df[rep.df["run_id"].isin(desc["runs"])]
-            store_root = rep.store_dir.resolve()
-            extra = {"rollout_sets": [{"file": str(Path(f).resolve().relative_to(store_root))
-                                       if Path(f).resolve().is_relative_to(store_root) else str(f),
-                                       "sha256": sha256_file(f)} for f in desc["files"]],
+            extra = {"rollout_sets": [{"file": rep.rel(f), "sha256": sha256_file(f)} for f in desc["files"]],
                      "figure": {k: v for k, v in desc.items() if k != "files"}}
             rep.files("rollout", stem, f"Figure {fig_no} — {label}", files, rows, caption, image=png.name,
                       extra=extra)
+
+
+def _shown_seeds(desc: dict[str, Any]) -> str:
+    """Which trained model (seed) each column of a rollout figure shows."""
+    seeds = list(desc.get("seeds") or [])
+    if not seeds:
+        return ""
+    if len(set(seeds)) == 1:
+        return f"Every column shows the model trained with seed {seeds[0]} (one seed, not an average over seeds)."
+    return "Seeds shown: " + ", ".join(f"{display_name(m)} seed {s}" for m, s in zip(desc["models"], seeds)) + "."
 
 
 def _rollout_numbers(rep: _Report) -> None:
@@ -799,6 +953,8 @@ def _rollout_numbers(rep: _Report) -> None:
 
     for ds, d in ro.groupby("dataset", sort=True):
         label = dataset_label(ds)
+        over, title_seeds = _seed_words(sorted(set(d.loc[d["metric"].isin(["rollout_mass", "rollout_drift"]),
+                                                           "seed"])))
         mass = d[d["metric"] == "rollout_mass"]
         chance = d[d["metric"] == "rollout_mass_chance"]
         if len(mass):
@@ -807,10 +963,10 @@ def _rollout_numbers(rep: _Report) -> None:
             for mode, g in mass.groupby("mode", sort=True):
                 ch = chance.loc[chance["mode"] == mode, "value"]
                 recs.append([mode, fmt_num(float(ch.mean()), 3) if len(ch) else "—"] + [cell(g, m) for m in models])
-            title = f"Rollout salient mass: {label}"
+            title = f"Rollout salient mass: {label}{title_seeds}"
             notes = ["Fraction of the rollout's positive relevance inside the known salient region (images) or "
                      "tokens (text) of the synthetic test set; chance = the salient share of the input (what a "
-                     "uniform map scores). Higher = more focused on the signal. Mean ± SD over seeds. Mode (SPEC §7): "
+                     f"uniform map scores). Higher = more focused on the signal. {over} Mode (SPEC §7): "
                      "positive = positive part, comparable across models; signed = L1-normalised signed rollout "
                      "(the differential models' default); '—' = mode not run for that model."]
             t = Table(["Mode", "Chance"] + [display_name(m) for m in models], recs, title, notes)
@@ -823,15 +979,24 @@ def _rollout_numbers(rep: _Report) -> None:
             for mode, g in per_cond.groupby("mode", sort=True):
                 for c in _condition_order(g["condition"], "image") + ["all"]:
                     gc = g if c == "all" else g[g["condition"] == c]
-                    recs.append([mode, "mean of all" if c == "all" else c.replace("_", " ")]
+                    recs.append([mode, "mean of all" if c == "all" else _condition_label(rep, ds, c)]
                                 + [cell(gc, m) for m in models])
-            title = f"Rollout drift under corruption: {label}"
+            title = f"Rollout drift under corruption: {label}{title_seeds}"
             notes = ["Pearson correlation between each image's clean and corrupted rollout map (patch grid), "
-                     "averaged over images and severities (then mean ± SD over seeds). 1 = the map did not move; "
+                     f"averaged over images and severities. {over} 1 = the map did not move; "
                      "lower = the corruption moved the model's attention more."]
             t = Table(["Mode", "Corruption"] + [display_name(m) for m in models], recs, title, notes,
                       align="ll" + "r" * len(models))
             rep.table("rollout", f"rollout_drift_{ds}", title, t, drift.drop(columns="mode"))
+
+
+def _seed_words(seeds: Sequence[int]) -> tuple[str, str]:
+    """(a sentence for a table's notes, a suffix for its title) saying over which seeds its values are: mean ±
+    SD over several seeds, or one seed named as such (never "over seeds" for a single one)."""
+    if len(seeds) == 1:
+        return (f"Single seed: every value is from seed {seeds[0]} (one trained model per column; no SD).",
+                f" (single seed: seed {seeds[0]})")
+    return f"Mean ± sample SD over {len(seeds)} seeds ({', '.join(map(str, seeds))}).", ""
 
 
 # ------------------------------------------------------------------------------------------- caveats
@@ -937,7 +1102,18 @@ td.r,th.r{text-align:right}td.l,th.l{text-align:left}td.c,th.c{text-align:center
 tbody tr:hover{background:#fafbfc}
 ul.notes{font-size:.82em;color:#4a515c;margin:.3em 0 0 0;padding-left:1.2em}
 .skipped li{color:#7a4b00}.warn li{color:#7a4b00}
-.tablewrap{overflow-x:auto}
+.tablewrap{overflow-x:auto;-webkit-overflow-scrolling:touch;
+background:linear-gradient(to right,#fff 30%,rgba(255,255,255,0)) left/2.5em 100% no-repeat local,
+linear-gradient(to left,#fff 30%,rgba(255,255,255,0)) right/2.5em 100% no-repeat local,
+radial-gradient(farthest-side at 0 50%,rgba(0,0,0,.22),rgba(0,0,0,0)) left/1em 100% no-repeat scroll,
+radial-gradient(farthest-side at 100% 50%,rgba(0,0,0,.22),rgba(0,0,0,0)) right/1em 100% no-repeat scroll}
+.tablewrap table{margin:.4em 0}
+.tablewrap th:first-child,.tablewrap td:first-child{position:sticky;left:0;z-index:1;background:#fff;
+box-shadow:inset -1px 0 0 #e3e6ea}
+.tablewrap thead th:first-child{background:#f6f8fa}
+td.nw{white-space:nowrap}
+.scrollhint{display:none;font-size:.78em;color:#7a828e;text-align:right;margin-top:.3em}
+@media (max-width:700px){.scrollhint{display:block}}
 """
 
 
@@ -1024,7 +1200,9 @@ def _index_html(rep, title, header, caveats, warnings, sections, by_section, ski
             elif a.caption:
                 parts.append(f'<p class="caption">{e(a.caption)}</p>')
             if a.table_html:
-                parts.append(f'<div class="tablewrap">{a.table_html}</div>')
+                if a.n_columns >= WIDE_TABLE:
+                    parts.append('<div class="scrollhint" aria-hidden="true">scroll sideways for more →</div>')
+                parts.append(f'<div class="tablewrap" tabindex="0">{a.table_html}</div>')
             links = [f'<a href="{e(p)}">{e(f)}</a>' for f, p in a.files.items()]
             if a.sources:
                 links.append(f'<a href="{e(a.sources)}">sources</a>')
@@ -1091,7 +1269,7 @@ def build_report(store_dir: str | os.PathLike, out_dir: str | os.PathLike | None
     out.parent.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
-        rep = _write_report(store_dir, stage, df, reference, title)
+        rep = _write_report(store_dir, stage, df, reference, title, final=out)
         _publish(stage, out, rep, previous)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
@@ -1099,11 +1277,12 @@ def build_report(store_dir: str | os.PathLike, out_dir: str | os.PathLike | None
 
 
 def _write_report(store_dir: Path, out: Path, df: pd.DataFrame, reference: str | None,
-                  title: str | None) -> _Report:
-    """Every artefact, the index and the manifest of one report, written into ``out``."""
+                  title: str | None, final: Path | None = None) -> _Report:
+    """Every artefact, the index and the manifest of one report, written into ``out`` (paths in them relative
+    to ``final``, where the report is moved to; default ``out``)."""
     runs = store.load_runs(store_dir)
     cfgs = _configs(runs)
-    rep = _Report(store_dir, out, df, runs)
+    rep = _Report(store_dir, out, df, runs, final_dir=final)
     pub = load_published()
     pub_sha = hashlib.sha256(PUBLISHED_CSV.read_bytes()).hexdigest()
 
@@ -1126,7 +1305,8 @@ def _write_report(store_dir: Path, out: Path, df: pd.DataFrame, reference: str |
     rep.attempt("published", "Published tables", lambda: _published_tables(rep, pub, pub_sha))
 
     commits = sorted(set(df["git_commit"]) - {""})
-    header = [f"Store: `{store_dir.resolve()}` — {len(df)} rows, {df['run_id'].nunique()} runs",
+    header = [f"Store: `{rep.rel(store_dir)}` (relative to this report) — {len(df)} rows, "
+              f"{df['run_id'].nunique()} runs",
               "Datasets: " + (", ".join(f"{dataset_label(d)} ({m})" for d, m in datasets_m.items()) or "none"),
               "Models: " + ", ".join(display_name(m) for m in _order(set(df["model"]) - {""})),
               "Seeds: " + ", ".join(str(s) for s in sorted(set(df.loc[df["seed"] >= 0, "seed"]))),
@@ -1172,8 +1352,25 @@ def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: di
             if d.get("max_test") else ""
         out.append(f"Setup on {dataset_label(ds)}: D={m['dim']}, {m['depth']} layers, {m['heads']} heads; "
                    f"{t['epochs']} epochs, batch {t['batch_size']}, lr {t['lr']:g}{n}"
-                   + (f" ({len(hashes)} configs)" if len(hashes) > 1 else ""))
+                   + _configs_words([cfgs[h] for h in hashes if h in cfgs], len(hashes),
+                                    df.loc[(df["dataset"] == ds) & (df["kind"] == "train"), "model"].nunique()))
     return out
+
+
+def _configs_words(configs: list[dict[str, Any]], n: int, n_models: int) -> str:
+    """What "N configs" behind a setup line means: the runs on a dataset used N run configurations (config
+    hashes; each model has its own), and whether they share the size and schedule the line shows."""
+    if n <= 1:
+        return ""
+    shape = lambda c: (c["model"].get("dim"), c["model"].get("depth"), c["model"].get("heads"),  # noqa: E731
+                       c["train"].get("epochs"), c["train"].get("batch_size"), c["train"].get("lr"),
+                       c["data"].get("max_train"), c["data"].get("max_test"))
+    if len({shape(c) for c in configs}) <= 1:
+        which = ("one per model: they differ in the model's own settings, e.g. its attention" if n == n_models
+                 else f"for {n_models} model{'s' if n_models != 1 else ''}")
+        return f" — {n} run configurations ({which}), all with this size and schedule"
+    return (f" — {n} run configurations that differ in size or schedule (the first is shown; each artefact's "
+            "sources.json lists the config hashes)")
 
 
 def _report_folder(store_dir: Path, out_dir: str | os.PathLike | None, name: str | None) -> Path:

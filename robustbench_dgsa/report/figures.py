@@ -211,8 +211,10 @@ def cd_diagram(avg_ranks: dict[str, float], cliques: list[list[str]] | None, *, 
                axis_width: float = 3.6, fontsize: float = 8.5) -> Figure:
     """Average-rank diagram (Demšar 2006 layout): rank axis (1 = best, left), models by average rank, thick bars
     joining models that the pairwise test + Holm did *not* tell apart (``cliques``, e.g.
-    :func:`robustbench_dgsa.analysis.stats.holm_cliques`); ``cliques=None`` draws no bars (not testable) and
-    ``note`` says why under the axis. The label margins are measured, so long model names are never clipped.
+    :func:`robustbench_dgsa.analysis.stats.holm_cliques`); ``cliques=None`` (not testable: fewer than 3 seeds)
+    draws no bars, greys the diagram and marks it "not testable (n < 3)" across its middle, so it cannot be read as
+    "every pair differs"; ``note`` says why under the axis. The label margins are measured, so long model names are
+    never clipped.
     """
     items = sorted(avg_ranks.items(), key=lambda kv: (kv[1], kv[0]))
     k = len(items)
@@ -256,4 +258,10 @@ def cd_diagram(avg_ranks: dict[str, float], cliques: list[list[str]] | None, *, 
             ax.text(x(hi) + 0.16, y, label, ha="left", va="center", fontsize=fontsize)
         if note:
             ax.text(width / 2, -height + 0.12, note, ha="center", va="bottom", fontsize=fontsize - 1, color="#444444")
+        if cliques is None:
+            for artist in [*ax.lines, *ax.texts[:-1 if note else None]]:
+                artist.set_alpha(0.35)
+            ax.text(width / 2, (top + y0) / 2 - line_h, "not testable (n < 3)", ha="center", va="center",
+                    fontsize=fontsize + 2, fontweight="bold", color="#b00020",
+                    bbox=dict(boxstyle="round,pad=0.3", facecolor="white", edgecolor="#b00020", linewidth=1.2))
     return fig

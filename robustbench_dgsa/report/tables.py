@@ -90,9 +90,9 @@ class Table:
         out.append("<thead><tr>" + "".join(f'<th class="{cls[a]}">{esc(c)}</th>'
                                            for a, c in zip(al, self.columns)) + "</tr></thead>")
         out.append("<tbody>")
-        for r in self.rows:
-            out.append("<tr>" + "".join(f'<td class="{cls[a]}">{esc(v)}</td>'
-                                        for a, v in zip(al, r)) + "</tr>")
+        for r in self.rows:   # a number with its ± SD or an interval never breaks across lines (class nw)
+            out.append("<tr>" + "".join(f'<td class="{cls[a]}{" nw" if _ONE_LINE.search(str(v)) else ""}">'
+                                        f'{esc(v)}</td>' for a, v in zip(al, r)) + "</tr>")
         out.append("</tbody></table>")
         if self.notes:
             out.append('<ul class="notes">' + "".join(f"<li>{esc(n)}</li>" for n in self.notes)
@@ -107,12 +107,14 @@ _LATEX_TEXT = {"\\": "\\textbackslash{}", "&": "\\&", "%": "\\%", "$": "\\$", "#
 _LATEX_MATH = {"±": "\\pm", "×": "\\times", "−": "-", "Δ": "\\Delta", "Σ": "\\Sigma", "χ": "\\chi",
                "α": "\\alpha", "ε": "\\varepsilon", "κ": "\\kappa", "λ": "\\lambda", "σ": "\\sigma",
                "μ": "\\mu", "≥": "\\geq", "≤": "\\leq", "≈": "\\approx", "≠": "\\neq", "→": "\\to",
-               "·": "\\cdot", "†": "^{\\dagger}", "²": "^{2}", "³": "^{3}", "√": "\\surd", "∞": "\\infty",
+               "·": "\\cdot", "†": "^{\\dagger}", "‡": "^{\\ddagger}",
+               "²": "^{2}", "³": "^{3}", "√": "\\surd", "∞": "\\infty",
                "⁴": "^{4}", "⁻": "^{-}", "¹": "^{1}", "ⁿ": "^{n}", "∈": "\\in", "₀": "_{0}", "₁": "_{1}"}
 # a hyphen used as a minus sign: at the start or after a space / bracket / slash, before a digit or a dot-digit
 _MINUS = re.compile(r"(?:(?<=^)|(?<=[\s(\[/=,;]))-(?=\.?\d)")
 
 
+_ONE_LINE = re.compile(r"\d\s*±\s*\d|^\[.*\]$")   # "24.62 ± 0.31", "[-1.20, 3.40]"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _MD_SPECIAL = re.compile(r"([\\`\[\]|])")
 
@@ -170,18 +172,28 @@ def latex_escape(s: object) -> str:
     return "".join(out)
 
 
+def rounded(v: float, digits: int = 2) -> str:
+    """The one rounding of a number for print: ``v`` with ``digits`` decimals, after snapping it to 12
+    significant digits, so one quantity summed in two orders (197/800 as 0.24624999999999997 and as
+    0.24625000000000002) prints the same everywhere (24.62; ties to even, as Python rounds an exact 24.625)."""
+    v = float(v)
+    if math.isfinite(v) and v != 0.0:
+        v = float(f"{v:.12g}")
+    return f"{v:.{digits}f}"
+
+
 def fmt_mean_sd(mean: float, sd: float | None, digits: int = 2) -> str:
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "—"
     if sd is None or (isinstance(sd, float) and math.isnan(sd)):
-        return f"{mean:.{digits}f}"
-    return f"{mean:.{digits}f} ± {sd:.{digits}f}"
+        return rounded(mean, digits)
+    return f"{rounded(mean, digits)} ± {rounded(sd, digits)}"
 
 
 def fmt_num(v: float | None, digits: int = 2) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
-    return f"{v:.{digits}f}"
+    return rounded(v, digits)
 
 
 def fmt_count(v: float | None) -> str:
@@ -193,4 +205,4 @@ def fmt_count(v: float | None) -> str:
 def fmt_p(p: float | None) -> str:
     if p is None or (isinstance(p, float) and math.isnan(p)):
         return "—"
-    return "<0.001" if p < 1e-3 else f"{p:.3f}"
+    return "<0.001" if p < 1e-3 else rounded(p, 3)

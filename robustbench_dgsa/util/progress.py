@@ -1,6 +1,7 @@
 """Progress reporting: a Rich bar on a terminal, plain log lines otherwise (CI, pipes, files)."""
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from typing import Iterable, Iterator, TypeVar
@@ -16,6 +17,22 @@ _MUTED = {"on": False}
 def mute(on: bool) -> None:
     """Silence progress bars and status lines of this process (a distributed run's ranks other than 0)."""
     _MUTED["on"] = bool(on)
+
+
+_prefix = ""   # what every status line of this process starts with (log_prefix), e.g. the job a worker runs
+
+
+@contextlib.contextmanager
+def log_prefix(text: str) -> Iterator[None]:
+    """Start every :func:`log` line (and plain progress line) with ``text`` inside the block: a worker running
+    one of several jobs at once names its job on each line (``[dvit synthetic-vision seed 1] ...``)."""
+    global _prefix
+    before = _prefix
+    _prefix = f"{before}{text} "
+    try:
+        yield
+    finally:
+        _prefix = before
 
 
 def is_interactive() -> bool:
@@ -50,11 +67,12 @@ def track(iterable: Iterable[T], total: int | None = None, description: str = "w
         done += 1
         if done % step == 0 or (total is not None and done == total):
             of = f"/{total}" if total is not None else ""
-            print(f"[{description}] {done}{of} ({time.monotonic() - start:.1f}s)", file=sys.stderr, flush=True)
+            print(f"{_prefix}[{description}] {done}{of} ({time.monotonic() - start:.1f}s)", file=sys.stderr,
+                  flush=True)
 
 
 def log(message: str) -> None:
     """One status line on stderr (stdout stays clean for --json output)."""
     if _MUTED["on"]:
         return
-    print(message, file=sys.stderr, flush=True)
+    print(f"{_prefix}{message}", file=sys.stderr, flush=True)
