@@ -1,4 +1,4 @@
-"""``dgsa-bench compare``: statistics between models from the results store (SPEC §6).
+"""``dgsa-bench compare``: statistics between models from the results store (docs/METHODS.md, Statistics).
 
 The work is done by :func:`robustbench_dgsa.analysis.compare.run_compare`; this command parses options, prints Rich
 tables (or JSON) and writes CSV / LaTeX.
@@ -180,7 +180,8 @@ def compare(
     json_out: bool = opt.json_(help="Print JSON instead of tables."),
 ) -> None:
     """Compare models over seeds and corruption cells: t-intervals, Welch/paired t + Holm, Hedges' g,
-    Wilcoxon over cells, Friedman + average ranks + critical difference, honest warnings."""
+    Wilcoxon over cells, Friedman + average ranks + critical difference, honest warnings (methods:
+    docs/METHODS.md, Statistics)."""
     from robustbench_dgsa.analysis.compare import run_compare
     from robustbench_dgsa.util.jsonio import to_jsonable
 

@@ -48,7 +48,7 @@ resolution as .npy ((H,W), or (M,H,W) for M models in order) and a .json summary
 with tokens shaded by relevance, and .json (tokens and scores per model). Heatmaps are drawn opaque (colours
 are exactly the colour bar's) with the image as thin grey outlines on top.
 
-Modes (docs/rollout.md): signed (default for DViT/DGViT/DT/DGT: rows L1-normalised, signs kept, diverging
+Modes (docs/METHODS.md, Rollout): signed (default for DViT/DGViT/DT/DGT: rows L1-normalised, signs kept, diverging
 colormap centred at 0), positive (default for ViT/Transformer, == classic rollout; for the differential models
 their positive part, comparable with ViT), a_pos / a_neg (branch maps alone), raw (combined map, classic recipe;
 warns). The mode and the training seed are printed and recorded with every heatmap.
