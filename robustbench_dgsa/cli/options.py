@@ -209,6 +209,20 @@ def check_encoding(value: str, option: str = "--encoding") -> str:
     return value
 
 
+def check_data_root(data_root: Path | None) -> Path | None:
+    """``--data-root``: an existing folder, or not given."""
+    if data_root is not None and not Path(data_root).is_dir():
+        raise UserError(f"data root not found: {data_root}")
+    return data_root
+
+
+def check_corruption_dir(corruption_dir: Path | None) -> Path | None:
+    """``--corruption-dir``: an existing folder, or not given."""
+    if corruption_dir is not None and not Path(corruption_dir).is_dir():
+        raise UserError(f"corruption directory not found: {corruption_dir}")
+    return corruption_dir
+
+
 # ------------------------------------------------------------------------------------------------ output paths
 
 

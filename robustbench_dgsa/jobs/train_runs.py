@@ -1,0 +1,48 @@
+"""Train several models for several seeds with one preset: what ``dgsa-bench train`` runs.
+
+Every model's config is resolved (and so checked) before the first run starts; each (model, seed) is one call
+of :func:`robustbench_dgsa.engine.train.train`, with its checkpoint in its own folder when there are several.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: str | Path, *, preset: str = "tiny",
+               overrides: dict[str, Any] | None = None, config_file: str | Path | None = None,
+               data_root: str | Path | None = None, store: str | Path | None = None, resume: bool = False,
+               progress: bool = True) -> dict[str, Any]:
+    """Train each of ``models`` on ``dataset`` for each of ``seeds``.
+
+    One (model, seed) writes into ``out``; several write into ``out/<model>-<dataset>-s<seed>`` each. Rows go to
+    ``store`` (default ``out/store``). ``overrides``: ``section.key`` -> value over the preset and the
+    ``config_file``. Returns {"model", "dataset", "preset", "store", "runs"}, one run record per training:
+    {"model", "seed", "run_id", "checkpoint", "out", "config_hash", "final", "history"}.
+    """
+    from robustbench_dgsa.config import load_config_file, resolve_config
+    from robustbench_dgsa.engine.predict import dataset_info
+    from robustbench_dgsa.engine.train import train
+    from robustbench_dgsa.models import get_model_config
+    from robustbench_dgsa.util.paths import safe_name
+
+    out = Path(out)
+    file_ov = load_config_file(config_file) if config_file else None
+    cfgs = []
+    for m in models:  # every config checked before the first run starts
+        cfg = resolve_config(get_model_config(m), dataset, preset, file_overrides=file_ov, overrides=overrides or {})
+        if data_root is not None:
+            cfg.data.data_root = str(data_root)
+        cfgs.append((m, cfg))
+    dataset_info(cfgs[0][1].data.dataset)  # an unknown name fails before anything starts
+    store_dir = Path(store) if store is not None else out / "store"
+    several = len(seeds) * len(cfgs) > 1
+    runs = []
+    for m, cfg in cfgs:
+        for s in seeds:
+            run_out = out / safe_name(f"{m}-{cfg.data.dataset}-s{s}") if several else out
+            r = train(cfg, s, run_out, store_dir=store_dir, resume=resume, progress=progress)
+            runs.append({"model": m, "seed": s, "run_id": r.run_id, "checkpoint": str(r.checkpoint),
+                         "out": str(run_out), "config_hash": r.config_hash, "final": r.final, "history": r.history})
+    return {"model": ",".join(models), "dataset": cfgs[0][1].data.dataset, "preset": preset,
+            "store": str(store_dir), "runs": runs}
