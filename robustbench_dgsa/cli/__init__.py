@@ -20,7 +20,8 @@ from typing import Sequence
 from .app import app
 
 # Command modules, in --help order. Each imports `app` and decorates its commands.
-_COMMAND_MODULES = ["models_cmd", "corrupt_cmd", "train_cmd", "rollout_cmd", "compare_cmd", "report_cmd", "export_cmd"]
+_COMMAND_MODULES = ["models_cmd", "corrupt_cmd", "train_cmd", "evaluate_cmd", "rollout_cmd", "compare_cmd",
+                    "report_cmd", "export_cmd", "sweep_cmd"]
 for _name in _COMMAND_MODULES:
     importlib.import_module(f"{__name__}.{_name}")
 

@@ -3,11 +3,16 @@ from typing import Any, Optional
 
 import typer
 
-from .options import VocabularyCommand, set_debug
+from .options import PlainFlagsGroup, VocabularyCommand, set_debug
 
 
 class App(typer.Typer):
-    """Typer whose commands get the shared vocabulary's hidden old spellings (see cli/options.py)."""
+    """Typer whose commands get the shared vocabulary's hidden old spellings (see cli/options.py); its commands
+    and groups show boolean flags without a value type."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("cls", PlainFlagsGroup)
+        super().__init__(*args, **kwargs)
 
     def command(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("cls", VocabularyCommand)

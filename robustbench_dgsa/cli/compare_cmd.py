@@ -1,91 +1,21 @@
-"""``dgsa-bench compare``: statistics between models from the results store (SPEC §6).
+"""``dgsa-bench compare``: statistics between models from the results store (docs/METHODS.md, Statistics).
 
-The work is done by :func:`robustbench_dgsa.analysis.compare.run_compare`; this command parses options, prints Rich
-tables (or JSON) and writes CSV / LaTeX.
+Options -> :func:`robustbench_dgsa.report.comparison.compare_store` (reads the store, runs the tests, writes CSV /
+LaTeX / diagrams) -> Rich tables (or JSON).
 """
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from . import options as opt
+from . import render
 from .app import app
 
 if TYPE_CHECKING:  # the library (numpy, pandas, torch) is imported when the command runs: --help stays fast
-    import pandas as pd
-
     from robustbench_dgsa.analysis.compare import Comparison
-
-
-# ------------------------------------------------------------------------------------------------ output
-def _num(v: Any, fmt: str = "{:.4f}") -> str:
-    import numpy as np
-    import pandas as pd
-
-    if v is None or v is pd.NA:
-        return "–"
-    if isinstance(v, (bool, np.bool_)):
-        return "yes" if v else "no"
-    if isinstance(v, (int, np.integer)):
-        return str(int(v))
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        if math.isnan(f):
-            return "–"
-        return ("inf" if f > 0 else "-inf") if math.isinf(f) else fmt.format(f)
-    return str(v)
-
-
-def _p(v: Any) -> str:
-    import numpy as np
-
-    if isinstance(v, (float, np.floating)) and math.isfinite(float(v)):
-        return f"{float(v):.3g}" if float(v) >= 1e-4 else f"{float(v):.1e}"
-    return "–"
-
-
-_P_COLS = {"p", "p_holm", "min_p", "iman_davenport_p"}
-_TITLES = {
-    "seed_summary": "Seed summary (mean ± SD over seeds, 95% t-interval)",
-    "pairwise": "Pairwise differences over seeds (Δ = A − B; the primary claim): Welch / paired t, Holm, Hedges' g",
-    "robustness": "Robustness (means over seeds)",
-    "wilcoxon_cells": "Consistency across conditions: Wilcoxon signed-rank over seed-averaged cells of the same "
-                      "trained models (not independent evidence; wins/ties/losses for A)",
-    "friedman": "Friedman test over cells of the same trained models (consistency across conditions); "
-                "Kendall's W = effect size",
-    "avg_ranks": "Average ranks (1 = best)",
-    "posthoc_wilcoxon": "Post-hoc pairwise Wilcoxon over cells (consistency across conditions), Holm",
-}
-_SHOW = {
-    "seed_summary": ["dataset", "condition", "model", "n", "mean ± SD", "ci_lo", "ci_hi", "note"],
-    "pairwise": ["dataset", "condition", "model_a", "model_b", "n_a", "n_b", "diff", "ci_lo", "ci_hi", "test", "t",
-                 "df", "p", "p_holm", "g", "verdict", "aso_eps_min", "note"],
-    "wilcoxon_cells": ["dataset", "model_a", "model_b", "n_cells", "wins", "ties", "losses", "median_diff", "W",
-                       "p", "p_holm", "min_p", "verdict"],
-    "friedman": ["dataset", "blocks", "k", "n_blocks", "n_seeds", "statistic", "p", "kendall_w",
-                 "iman_davenport_F", "iman_davenport_p", "verdict"],
-    "avg_ranks": ["dataset", "blocks", "model", "avg_rank", "mean"],
-    "posthoc_wilcoxon": ["dataset", "model_a", "model_b", "n_cells", "wins", "ties", "losses", "median_diff", "W",
-                         "p", "p_holm", "verdict"],
-}
-
-
-def _display_frame(name: str, df: pd.DataFrame) -> pd.DataFrame:
-    df = df.copy()
-    if name == "seed_summary":
-        df["mean ± SD"] = [f"{_num(m)} ± {_num(s)}" if math.isfinite(s) else _num(m)
-                         for m, s in zip(df["mean"], df["sd"])]
-    cols = _SHOW.get(name, list(df.columns))
-    return df[[c for c in cols if c in df.columns]]
-
-
-def _cells(show: pd.DataFrame) -> list[list[str]]:
-    return [[_p(r[c]) if c in _P_COLS else _num(r[c], "{:.3f}" if c in ("t", "df", "g", "W", "kendall_w") else
-                                                "{:.4f}") for c in show.columns] for _, r in show.iterrows()]
 
 
 def _render(cmp: Comparison) -> None:
@@ -93,9 +23,9 @@ def _render(cmp: Comparison) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    probe = Console()
-    # piped or redirected: never cut tables at 80 columns
-    console = Console(highlight=False, width=probe.width if probe.is_terminal else 100_000)
+    from robustbench_dgsa.report.comparison import P_COLS, TITLES, cells, display_frame
+
+    console = render.console(highlight=False)  # piped or redirected: never cut tables at 80 columns
     info = cmp.info
     refs = info.get("references") or {}
     # names come from the store (any text): escaped, so "[/x]" or "/..." is printed, not read as markup
@@ -104,11 +34,11 @@ def _render(cmp: Comparison) -> None:
                   f"reference={', '.join(f'{r} ({d})' for d, r in refs.items()) or info['reference']} "
                   f"alpha={info['alpha']:g}" + (" paired" if info["paired"] else "")))
     for name, df in cmp.tables.items():
-        show = _display_frame(name, df)
-        t = Table(title=escape(_TITLES.get(name, name)), title_justify="left", show_lines=False)
+        show = display_frame(name, df)
+        t = Table(title=escape(TITLES.get(name, name)), title_justify="left", show_lines=False)
         for c in show.columns:
-            t.add_column(escape(str(c)), justify="left" if show[c].dtype == object and c not in _P_COLS else "right")
-        for row in _cells(show):
+            t.add_column(escape(str(c)), justify="left" if show[c].dtype == object and c not in P_COLS else "right")
+        for row in cells(show):
             t.add_row(*(escape(str(v)) for v in row))
         console.print(t)
     for f in cmp.families:
@@ -117,35 +47,6 @@ def _render(cmp: Comparison) -> None:
         w = opt.spell_flags(str(w), ["partial"])
         Console(stderr=True, highlight=False, soft_wrap=True).print(f"[yellow]warning:[/] {escape(w)}")
 
-
-def _write_csv(cmp: Comparison, path: Path) -> list[Path]:
-    from robustbench_dgsa.util import atomic
-
-    written = []
-    for i, (name, df) in enumerate(cmp.tables.items()):
-        p = path if i == 0 else path.with_name(f"{path.stem}.{name}{path.suffix or '.csv'}")
-        atomic.write_text(p, df.to_csv(index=False))
-        written.append(p)
-    return written
-
-
-def _write_latex(cmp: Comparison, path: Path) -> Path:
-    """Every table through the report's one table writer (:mod:`robustbench_dgsa.report.tables`)."""
-    from robustbench_dgsa.report.tables import LATEX_PREAMBLE, Table
-    from robustbench_dgsa.util import atomic
-
-    parts = ["% dgsa-bench compare; preamble: " + LATEX_PREAMBLE.replace("\n", " "),
-             f"% metric={cmp.info['metric']} models={','.join(cmp.info['models'])} "
-             f"reference={cmp.info['reference']} alpha={cmp.info['alpha']:g}"]
-    parts += [f"% warning: {w}" for w in cmp.warnings]
-    for name, df in cmp.tables.items():
-        show = _display_frame(name, df)
-        notes = [f for f in cmp.families if (name == "pairwise") == ("t-test" in f)] if name in (
-            "pairwise", "wilcoxon_cells", "posthoc_wilcoxon") else []
-        t = Table([str(c) for c in show.columns], _cells(show), _TITLES.get(name, name), notes)
-        parts += ["", t.to_latex(label=f"tab:compare-{name}")]
-    atomic.write_text(path, "\n".join(parts) + "\n")
-    return path
 
 
 @app.command("compare")
@@ -181,43 +82,22 @@ def compare(
     json_out: bool = opt.json_(help="Print JSON instead of tables."),
 ) -> None:
     """Compare models over seeds and corruption cells: t-intervals, Welch/paired t + Holm, Hedges' g,
-    Wilcoxon over cells, Friedman + average ranks + critical difference, honest warnings."""
-    from robustbench_dgsa.analysis.compare import run_compare
-    from robustbench_dgsa.util.jsonio import to_jsonable
-
-    from .. import store as store_mod
+    Wilcoxon over cells, Friedman + average ranks + critical difference, honest warnings (methods:
+    docs/METHODS.md, Statistics)."""
+    from robustbench_dgsa.report.comparison import compare_store
 
     opt.check_source(source)
     opt.check_output_file(csv, "--csv")
     opt.check_output_file(latex, "--latex")
     opt.check_output_file(cd_plot, "--cd-plot", suffixes=(".png", ".pdf", ".svg"))
-    results = store_mod.load_results(store)
-    cmp = run_compare(results, dataset=dataset, models=opt.split_list(models) or None, reference=reference,
-                      metric=metric,
-                      condition=condition, paired=paired, alpha=alpha, aso=aso, all_pairs=all_pairs,
-                      partial=partial, source=source, split=split, tie_tol=tie_tol, store_label=str(store))
-    written: list[Path] = []
-    if csv is not None:
-        written += _write_csv(cmp, csv)
-    if latex is not None:
-        written.append(_write_latex(cmp, latex))
-    if cd_plot is not None:
-        if not cmp.cd_diagrams:
-            cmp.warnings.append("no critical-difference diagram: needs >= 3 models and a Friedman test")
-        from robustbench_dgsa.models.registry import display_name
-        from robustbench_dgsa.report.figures import cd_diagram
-        from robustbench_dgsa.util.figures import save_as
-        for title, ranks, cliques, note in cmp.cd_diagrams:
-            from robustbench_dgsa.util.paths import safe_name
-            p = cd_plot if len(cmp.cd_diagrams) == 1 else \
-                cd_plot.with_name(f"{cd_plot.stem}.{safe_name(title)}{cd_plot.suffix}")
-            named = {display_name(m): r for m, r in ranks.items()}
-            bars = None if cliques is None else [[display_name(m) for m in g] for g in cliques]
-            written.append(save_as(cd_diagram(named, bars, note=note), p))
+    cmp, written = compare_store(store, csv=csv, latex=latex, cd_plot=cd_plot, dataset=dataset,
+                                 models=opt.split_list(models) or None, reference=reference, metric=metric,
+                                 condition=condition, paired=paired, alpha=alpha, aso=aso, all_pairs=all_pairs,
+                                 partial=partial, source=source, split=split, tie_tol=tie_tol)
     if json_out:
         doc = cmp.to_dict()
         doc["written"] = [str(p) for p in written]
-        typer.echo(json.dumps(to_jsonable(doc, fallback=str), indent=2))
+        render.echo_json(doc, fallback=str)
         return
     _render(cmp)
     for p in written:

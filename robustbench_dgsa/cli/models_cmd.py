@@ -1,50 +1,15 @@
-"""``dgsa-bench models``: every registered model with its parameter count and forward FLOPs per sample."""
+"""``dgsa-bench models``: options -> :func:`robustbench_dgsa.models.table.model_table` (or, with --pretrained,
+:func:`robustbench_dgsa.models.zoo.list_pretrained`) -> a Rich table or JSON."""
 from __future__ import annotations
 
-import dataclasses
 import json
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
 from . import options as opt
+from . import render
 from .app import app
-
-_FLOPS_NOTE = ("FLOPs: forward, per sample, 2 per multiply-add, matmuls/convolutions incl. attention "
-               "scores and values (explicit path). The paper's Table 9 'FLOPs' count multiply-adds (= FLOPs/2).")
-
-
-def model_table(names: list[str] | None = None, *, image_size: int = 32, patch_size: int = 4,
-                num_classes: int = 10, proj: str | float = 4, vocab_size: int = 30000, max_len: int = 256,
-                overrides: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """One row per model: name, modality, attention, ffn, ffn_ratio, tokens, params, flops, macs, config."""
-    from robustbench_dgsa.models.flops import count_flops, count_params, num_tokens
-    from ..models import apply_model_overrides, create_model, get_model_config, model_names, parse_ratio
-
-    ratio = parse_ratio(proj)
-    rows = []
-    for name in names or model_names():
-        cfg = get_model_config(name)
-        geometry: dict[str, Any] = {"num_classes": num_classes}
-        if cfg.modality == "image":
-            geometry.update(image_size=image_size, patch_size=patch_size)
-        else:
-            geometry.update(vocab_size=vocab_size, max_len=max_len)
-        if cfg.ffn == "swiglu":
-            geometry["ffn_ratio"] = ratio
-        cfg = apply_model_overrides(cfg, **geometry)
-        if overrides:
-            cfg = apply_model_overrides(cfg, **overrides)
-        model = create_model(cfg)
-        flops = count_flops(cfg)
-        rows.append({
-            "name": name, "modality": cfg.modality, "attention": cfg.attention, "ffn": cfg.ffn,
-            "ffn_ratio": cfg.ffn_ratio, "tokens": num_tokens(cfg), "params": count_params(model),
-            "flops": flops, "macs": flops // 2, "config": dataclasses.asdict(cfg),
-        })
-        del model
-    return rows
-
 
 @app.command("models")
 def models(
@@ -75,7 +40,8 @@ def models(
     With --image-size 224 --patch-size 16 the vision rows reproduce the paper's Table 9 parameter counts.
     With --pretrained: the shipped trained models (use them with --pretrained NAME in rollout and evaluate).
     """
-    from ..config import parse_set_options
+    from robustbench_dgsa.config import parse_set_options
+    from robustbench_dgsa.models.table import FLOPS_NOTE, model_table
 
     if pretrained:
         _print_pretrained(as_json)
@@ -90,12 +56,11 @@ def models(
         return
 
     from rich import box
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"images {image_size}x{image_size}/patch {patch_size}; text max_len {max_len}, "
                         f"vocab {vocab_size:,}; {num_classes} classes",
-                  caption=_FLOPS_NOTE, caption_justify="left", box=box.SIMPLE_HEAD,
+                  caption=FLOPS_NOTE, caption_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False)
     for col in ("model", "attention", "FFN", "tokens", "params", "GFLOPs", "GMACs"):
         table.add_column(col, justify="left" if col in ("model", "attention", "FFN") else "right", no_wrap=True)
@@ -105,19 +70,15 @@ def models(
         last_of_modality = i + 1 < len(rows) and rows[i + 1]["modality"] != r["modality"]
         table.add_row(r["name"], r["attention"], f"{r['ffn']} x{ratio_txt}", str(r["tokens"]), f"{r['params']:,}",
                       f"{r['flops'] / 1e9:.3f}", f"{r['macs'] / 1e9:.3f}", end_section=last_of_modality)
-    console = Console()
-    if not console.is_terminal:     # logs and pipes: do not squeeze the table into 80 columns
-        console = Console(width=max(console.width, 110))
-    console.print(table)
+    render.console(110).print(table)  # logs and pipes: do not squeeze the table into 80 columns
 
 
 def _print_pretrained(as_json: bool) -> None:
     from rich import box
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    from ..models.zoo import list_pretrained
+    from robustbench_dgsa.models.zoo import list_pretrained
 
     cards = list_pretrained()
     if as_json:
@@ -135,10 +96,7 @@ def _print_pretrained(as_json: bool) -> None:
         table.add_row(escape(c.name), escape(c.model), escape(c.dataset), f"{c.params:,}",
                       f"{c.weights_bytes / 1e6:.1f} MB {c.dtype}", f"{m['clean_accuracy']:.2%}", mca,
                       f"{m['n_test']:,}", f"{secs / 60:.0f} min" if secs else "-")
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=max(console.width, 120))
-    console.print(table)
+    render.console(120).print(table)
 
 
 def _zoo_caption(cards: list) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import typer
-from typer.core import TyperCommand, TyperOption
+from typer.core import TyperCommand, TyperGroup, TyperOption
 
 try:  # recent Typer vendors click as typer._click; older ones use click itself
     from typer._click.core import ParameterSource
@@ -243,6 +243,20 @@ def check_encoding(value: str, option: str = "--encoding") -> str:
     except UserError as e:
         raise _flagged(option, e) from None
     return value
+
+
+def check_data_root(data_root: Path | None) -> Path | None:
+    """``--data-root``: an existing folder, or not given."""
+    if data_root is not None and not Path(data_root).is_dir():
+        raise UserError(f"data root not found: {data_root}")
+    return data_root
+
+
+def check_corruption_dir(corruption_dir: Path | None) -> Path | None:
+    """``--corruption-dir``: an existing folder, or not given."""
+    if corruption_dir is not None and not Path(corruption_dir).is_dir():
+        raise UserError(f"corruption directory not found: {corruption_dir}")
+    return corruption_dir
 
 
 # ------------------------------------------------------------------------------------------------ output paths
@@ -512,7 +526,27 @@ def _refuse_empty_path(param: Any) -> None:
     param.process_value = process_value
 
 
-class VocabularyCommand(TyperCommand):
+def _no_type(ctx: Any) -> None:
+    return None
+
+
+class PlainFlags:
+    """Boolean flags shown in Typer's plain form in --help (``--quick``, not ``--quick <bool>``): a flag takes
+    no value, so it shows no value type; options that take a value keep theirs (``<path>``, ``<int>``)."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)  # type: ignore[misc]
+        for p in params:
+            if getattr(p, "is_flag", False) and not getattr(p, "count", False):
+                p.display_type_rich = _no_type
+        return params
+
+
+class PlainFlagsGroup(PlainFlags, TyperGroup):
+    """A command group (the root ``dgsa-bench``, ``sweep``) whose flags show no ``<bool>``."""
+
+
+class VocabularyCommand(PlainFlags, TyperCommand):
     """A command with the hidden old spellings of its options (:data:`HIDDEN_ALIASES`) and a hidden
     ``--debug``; an old spelling's value goes to the canonical option (giving both is a usage error).
     Ctrl-C and EOFError leave the command as :class:`Interrupted` / :class:`Truncated` for the CLI's error

@@ -26,10 +26,10 @@ def report_command(
     title: Optional[str] = typer.Option(None, "--title", help="Title of index.html / index.md."),
     as_json: bool = opt.json_(help="Print the result as JSON."),
 ) -> None:
-    """Regenerate the figures and tables of SPEC §8 from a results store alone (never re-running a model):
+    """Regenerate the paper's figures and tables from a results store alone (never re-running a model):
     Figures 2-5, Tables 1, 3 and 9 beside the paper's published numbers, warnings and caveats, statistical
     comparisons (seed-level tests; cell-level consistency), robustness summary, rollout numbers; PNG (200 dpi) +
-    PDF, Markdown + LaTeX (pdflatex-ready), linked from index.md / index.html."""
+    PDF, Markdown + LaTeX (pdflatex-ready), linked from index.md / index.html. Methods: docs/METHODS.md."""
     from robustbench_dgsa.report.build import build_report
 
     if out is not None and name is not None:

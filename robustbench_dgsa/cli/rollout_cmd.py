@@ -1,7 +1,6 @@
 """``dgsa-bench rollout``: attention-rollout heatmaps for an image or a text, one model or several side by side
 (the shipped models by default); ``--metrics`` computes the rollout numbers (salient mass, drift) on the synthetic
-sets into a results store. Options -> :mod:`robustbench_dgsa.rollout.sources` (which models) ->
-:mod:`robustbench_dgsa.rollout.explain` (figure + data) or :func:`~robustbench_dgsa.rollout.runs.rollout_metrics_run`.
+sets into a results store. Options -> :func:`robustbench_dgsa.jobs.rollout.run_rollout` -> lines or JSON.
 """
 from __future__ import annotations
 
@@ -15,7 +14,10 @@ import typer
 from robustbench_dgsa.rollout.sources import UNTRAINED_SEED
 from robustbench_dgsa.util.errors import UserError
 from . import options as opt
+from . import render
 from .app import app
+
+_SPELL = {"choose_models": "--pretrained / --checkpoint"}
 
 _HELP = f"""Attention-rollout heatmap of an image (or, with --text, token relevance of a text).
 
@@ -48,7 +50,7 @@ resolution as .npy ((H,W), or (M,H,W) for M models in order) and a .json summary
 with tokens shaded by relevance, and .json (tokens and scores per model). Heatmaps are drawn opaque (colours
 are exactly the colour bar's) with the image as thin grey outlines on top.
 
-Modes (docs/rollout.md): signed (default for DViT/DGViT/DT/DGT: rows L1-normalised, signs kept, diverging
+Modes (docs/METHODS.md, Rollout): signed (default for DViT/DGViT/DT/DGT: rows L1-normalised, signs kept, diverging
 colormap centred at 0), positive (default for ViT/Transformer, == classic rollout; for the differential models
 their positive part, comparable with ViT), a_pos / a_neg (branch maps alone), raw (combined map, classic recipe;
 warns). The mode and the training seed are printed and recorded with every heatmap.
@@ -63,7 +65,7 @@ def _report(doc: dict[str, Any], as_json: bool, files: list[Path]) -> None:
     if as_json:
         slim = {**doc, "models": [{k: v for k, v in m.items() if k not in ("relevance_grid", "tokens", "scores")}
                                   for m in doc["models"]]}
-        typer.echo(json.dumps(slim, indent=2))
+        typer.echo(json.dumps(slim, indent=2))  # the summary as the library wrote it (plain JSON already)
         return
     for m in doc["models"]:
         extra = f", top tokens {', '.join(m['top_tokens'])}" if "top_tokens" in m else ""
@@ -73,30 +75,16 @@ def _report(doc: dict[str, Any], as_json: bool, files: list[Path]) -> None:
     typer.echo("wrote " + ", ".join(str(f) for f in files))
 
 
-def _metrics_mode(sources: list, store: Path, dataset: Optional[str], corruptions: Optional[list[str]],
-                  sev: list[int], max_examples: int, options: Any, as_json: bool, quiet: bool = False) -> None:
-    from robustbench_dgsa.rollout.runs import rollout_metrics_run
-
-    results = []
-    for s in sources:
-        summ = rollout_metrics_run(s.model, store, dataset, corruptions=corruptions, severities=sev,
-                                   modes=[options.mode] if options.mode else None, head_fusion=options.head_fusion,
-                                   discard_ratio=options.discard_ratio, max_examples=max_examples,
-                                   preprocess=s.preprocess, meta={**s.meta, "checkpoint": s.source},
-                                   device=options.device, progress=not (as_json or quiet))
-        results.append(summ)
-        if not as_json:
-            for tag, info in summ["modes"].items():
-                drift = info["drift"]
-                d = (f", mean drift r {sum(drift.values()) / len(drift):.3f} over {len(drift)} cells"
-                     if drift else "")
-                typer.echo(f"{summ['model']} [{tag}]: salient mass {info['mass']:.3f} "
-                           f"(chance {info['chance']:.3f}){d}")
+def _report_metrics(results: list[dict[str, Any]], store: Path, as_json: bool) -> None:
     if as_json:
-        from robustbench_dgsa.util.jsonio import to_jsonable
-        typer.echo(json.dumps(to_jsonable(results, fallback=str), indent=2))
-    else:
-        typer.echo(f"rows written to {store} (run {', '.join(r['run_id'] for r in results)})")
+        render.echo_json(results, fallback=str)
+        return
+    for summ in results:
+        for tag, info in summ["modes"].items():
+            drift = info["drift"]
+            d = f", mean drift r {sum(drift.values()) / len(drift):.3f} over {len(drift)} cells" if drift else ""
+            typer.echo(f"{summ['model']} [{tag}]: salient mass {info['mass']:.3f} (chance {info['chance']:.3f}){d}")
+    typer.echo(f"rows written to {store} (run {', '.join(r['run_id'] for r in results)})")
 
 
 def _check_outputs(out: Optional[Path], store: Optional[Path], index: Optional[int], dataset: Optional[str],
@@ -153,25 +141,6 @@ def _image_and_checkpoints(inputs: Optional[list[str]], checkpoint: Optional[Pat
     return image, ckpts
 
 
-def _sources(ckpts: list[Path], pretrained: list[str], untrained: list[str], timm: Optional[dict[str, Any]],
-             modality: str, text: Optional[str]) -> list:
-    """The models the options name, or the shipped models of the input's modality when none is named."""
-    from robustbench_dgsa.rollout.sources import load_sources, timm_source, zoo_sources
-    sources = load_sources(checkpoints=ckpts, pretrained=pretrained, untrained=untrained, text=text)
-    if timm is not None:
-        sources.append(timm_source(**timm))
-    if not sources:
-        sources = zoo_sources(modality)
-        names = ", ".join(s.source.removeprefix("pretrained:") for s in sources)
-        data = "IMDB reviews" if modality == "text" else "CIFAR-10 (32 x 32 inputs; the image is resized to 32 x 32)"
-        typer.secho(f"using the shipped models {names}, trained on {data} (seed {sources[0].seed}); "
-                    "--pretrained / --checkpoint choose others", fg="cyan", err=True)
-    for s in sources:
-        for note in s.notes:
-            typer.secho(f"warning: {note}", fg="yellow", err=True)
-    return sources
-
-
 @app.command("rollout", help=_HELP)
 def rollout_command(
     inputs: Optional[list[str]] = typer.Argument(
@@ -224,7 +193,8 @@ def rollout_command(
     max_examples: int = opt.max_examples(200, help="--metrics: test examples used."),
     quiet: bool = opt.quiet(),
 ) -> None:
-    from robustbench_dgsa.rollout.explain import RolloutOptions, dataset_image, explain_image, explain_text
+    from robustbench_dgsa.jobs.rollout import run_rollout
+    from robustbench_dgsa.rollout.explain import RolloutOptions
 
     options = RolloutOptions(mode, head_fusion, discard_ratio, device).check()
     sev = opt.parse_severities(severity)
@@ -236,18 +206,13 @@ def rollout_command(
     if metrics and not (ckpts or untrained or pretrained or timm_name):
         raise UserError("--metrics needs a model: --checkpoint CKPT, --pretrained NAME, --timm NAME or --model NAME")
     timm = _timm_spec(timm_name, weights, random_init, model_args, timm_norm, seed)
-    if image is not None:
-        from robustbench_dgsa.data.readers import check_image_file
-        check_image_file(image)  # fail on a bad image (header only) before loading any model
-    sources = _sources(ckpts, pretrained, untrained, timm, "text" if text is not None else "image", text)
+    result = run_rollout(options, image=image, text=text, dataset=dataset, index=index, data_root=data_root, out=out,
+                         checkpoints=ckpts, pretrained=pretrained, untrained=untrained, timm=timm, metrics=metrics,
+                         store=store, corruptions=corr, severities=sev, max_examples=max_examples,
+                         progress=not (as_json or quiet), log=lambda m: typer.secho(m, fg="cyan", err=True),
+                         warn=lambda m: typer.secho(m, fg="yellow", err=True), spell=_SPELL)
     if metrics:
-        _metrics_mode(sources, store, dataset, corr, sev, max_examples, options, as_json, quiet)
-    elif text is not None:
-        result = explain_text(text, sources, out or Path("text_rollout.png"), options)
-        _report(result.doc, as_json, result.files)
+        _report_metrics(result["metrics"], store, as_json)
     else:
-        if index is not None:
-            image = dataset_image(dataset, index, out.parent if out else Path("."), data_root)
-        result = explain_image(image, sources, out or Path(f"{image.stem}_rollout.png"), options)
-        _report(result.doc, as_json, result.files)
+        _report(result["doc"], as_json, result["files"])
     sys.stdout.flush()

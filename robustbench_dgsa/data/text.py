@@ -618,3 +618,56 @@ def load_text_file(spec: str, split: str, *, seed: int = 0, text_column: str | S
         texts, y = [texts[i] for i in idx], y[idx]
         source += f" ({split}: seeded stratified split, test_fraction {test_fraction}, seed {seed})"
     return TextData(texts, y, classes, f"text:{spec}", source)
+
+
+class TextFileError(DataError):
+    """A text file that :func:`read_text_examples` cannot take (its kind, rows or columns)."""
+
+
+class MissingColumnError(TextFileError):
+    """A text table lacks a column the caller named; ``parameter`` says which argument named it
+    (``text_column`` or ``label_column``), so a caller can point at its own option."""
+
+    def __init__(self, message: str, parameter: str):
+        super().__init__(message)
+        self.parameter = parameter
+
+
+def _maybe_int_labels(labels: list) -> list:
+    """Labels that are all integers written plainly ("3", 3) as ints; otherwise as they are."""
+    try:
+        ints = [int(v) for v in labels]
+    except (TypeError, ValueError):
+        return labels
+    return ints if all(str(v).strip() == str(i) for v, i in zip(labels, ints)) else labels
+
+
+def read_text_examples(path: str | Path, text_column: str = "text", label_column: str | None = None,
+                       encoding: str = "utf-8") -> tuple[list[str], list | None]:
+    """Texts and optional labels of one file, as they are (no classes, no split): a .txt holds one example per
+    line; a .csv / .tsv / .jsonl table (read by :func:`.readers.read_table`) holds them in ``text_column`` and,
+    when given (default: a column named "label" if there is one), ``label_column``. Labels stay as written
+    (integers written plainly become ints); None without a label column."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".txt":
+        return readers.read_lines(path, encoding), None
+    if suffix not in (".csv", ".tsv", ".jsonl"):
+        raise TextFileError(f"{path}: unsupported text file (use .csv, .tsv, .jsonl or .txt)")
+    table = readers.read_table(path, encoding=encoding)
+    if not table.rows:
+        raise TextFileError(f"{path}: no rows")
+    fields = table.columns
+    if text_column not in fields:
+        raise MissingColumnError(f"{path}: no column {text_column!r} (columns: {', '.join(fields)})", "text_column")
+    lab = label_column if label_column is not None else ("label" if "label" in fields else None)
+    if lab is not None and lab not in fields:
+        raise MissingColumnError(f"{path}: no column {lab!r} (columns: {', '.join(fields)})", "label_column")
+    texts = []
+    for r, line in zip(table.rows, table.lines):
+        t = r.get(text_column)
+        if not isinstance(t, str):
+            raise TextFileError(f"{path} line {line}: {text_column!r} is not a string")
+        texts.append(t)
+    labels = _maybe_int_labels([r.get(lab) for r in table.rows]) if lab is not None else None
+    return texts, labels

@@ -141,6 +141,18 @@ def write_plan(sweep_dir: str | Path, jobs: Sequence[Job], *, data_root: str | N
     return merged
 
 
+def plan_sweep(sweep_dir: str | Path, models: Sequence[str], seeds: Sequence[int], datasets: Sequence[str],
+               preset: str = "tiny", overrides: dict[str, Any] | None = None, *, data_root: str | None = None,
+               download: bool = False, evaluation: EvalSettings | None = None,
+               device: str = "auto") -> tuple[list[Job], list[Job]]:
+    """:func:`plan` the jobs, then :func:`write_plan` them into ``sweep_dir``: (every job of the folder, the jobs
+    of this plan)."""
+    jobs = plan(models, seeds, datasets, preset, overrides)
+    merged = write_plan(sweep_dir, jobs, data_root=data_root, download=download, evaluation=evaluation,
+                        device=device)
+    return merged, jobs
+
+
 def load_jobs(sweep_dir: str | Path) -> list[Job]:
     """The jobs of a sweep folder; a damaged ``jobs.jsonl`` is refused with one line naming file and line."""
     path = Path(sweep_dir) / JOBS_FILE

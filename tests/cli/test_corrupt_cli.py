@@ -258,8 +258,8 @@ def test_corrupt_text_jsonl(tmp_path):
 
 
 def test_regenerated_sets_are_named_after_their_dataset():
-    from robustbench_dgsa.cli.corrupt_cmd import _regenerated_phrase
     from robustbench_dgsa.engine.evaluate import dataset_family
+    from robustbench_dgsa.jobs.corrupt import regenerated_phrase as _regenerated_phrase
     assert _regenerated_phrase("cifar100") == "CIFAR-100-C-style (regenerated)"
     assert _regenerated_phrase("cifar10") == "CIFAR-10-C-style (regenerated)"
     assert _regenerated_phrase(None) == "CIFAR-C-style (regenerated)"

@@ -184,9 +184,9 @@ def test_warnings_are_one_clean_line_each_and_quiet_keeps_only_result_warnings(i
 
     from corruptions.errors import ResultWarning
 
-    from robustbench_dgsa.cli import corrupt_cmd
+    from robustbench_dgsa.jobs import corrupt as corrupt_job
 
-    real = corrupt_cmd._load_text_input
+    real = corrupt_job.load_text_input
 
     def noisy(*a, **kw):
         for _ in range(2):  # the same warnings twice: each shown once
@@ -195,7 +195,7 @@ def test_warnings_are_one_clean_line_each_and_quiet_keeps_only_result_warnings(i
             warnings.warn("frost is procedural here", ResultWarning)
         return real(*a, **kw)
 
-    monkeypatch.setattr(corrupt_cmd, "_load_text_input", noisy)
+    monkeypatch.setattr(corrupt_job, "load_text_input", noisy)
     args = ["corrupt-text", "-i", str(inp["txt"]), "-o", "out", "--text-noise", "char_insert", "-s", "1"]
     for extra, expected in (([], ["warning: a library warning", "warning: mean of empty slice",
                                   "warning: frost is procedural here"]),

@@ -1,0 +1,24 @@
+"""Rendering shared by the command modules: JSON on stdout and Rich consoles that never squeeze a table."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+
+def echo_json(obj: Any, *, sort_keys: bool = False, **jsonable: Any) -> None:
+    """``obj`` as indented JSON on stdout, made plain by ``to_jsonable(obj, **jsonable)`` (its ``nonfinite`` and
+    ``fallback`` say what becomes of NaN/inf and of unknown objects)."""
+    from robustbench_dgsa.util.jsonio import to_jsonable
+    typer.echo(json.dumps(to_jsonable(obj, **jsonable), indent=2, sort_keys=sort_keys))
+
+
+def console(min_width: int | None = None, **kwargs: Any) -> Any:
+    """A Rich console on stdout; piped or redirected, at least ``min_width`` columns wide (None: unbounded), so
+    a table in a log is never cut at 80 columns."""
+    from rich.console import Console
+    probe = Console(**kwargs)
+    if probe.is_terminal:
+        return probe
+    return Console(width=100_000 if min_width is None else max(probe.width, min_width), **kwargs)

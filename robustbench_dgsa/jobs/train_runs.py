@@ -1,0 +1,84 @@
+"""Train several models for several seeds with one preset: what ``dgsa-bench train`` runs.
+
+Every model's config is resolved (and so checked) before the first run starts; each (model, seed) is one call
+of :func:`robustbench_dgsa.engine.train.train`, with its checkpoint in its own folder when there are several.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: str | Path, *, preset: str = "tiny",
+               overrides: dict[str, Any] | None = None, config_file: str | Path | None = None,
+               data_root: str | Path | None = None, store: str | Path | None = None, resume: bool = False,
+               progress: bool = True, nproc: int | None = None,
+               relaunch: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """Train each of ``models`` on ``dataset`` for each of ``seeds``.
+
+    One (model, seed) writes into ``out``; several write into ``out/<model>-<dataset>-s<seed>`` each. Rows go to
+    ``store`` (default ``out/store``). ``overrides``: ``section.key`` -> value over the preset and the
+    ``config_file``. Returns {"model", "dataset", "preset", "store", "runs"}, one run record per training:
+    {"model", "seed", "run_id", "checkpoint", "out", "config_hash", "final", "history"}.
+
+    ``nproc`` > 1: train data-parallel in that many local processes (torch.distributed.run), each running the
+    command line ``relaunch`` (this command without its process-count option); returns None (rank 0 of that
+    launch prints the summary). Under torchrun or srun each process is one rank of the same runs.
+    """
+    from robustbench_dgsa.config import load_config_file, resolve_config
+    from robustbench_dgsa.engine.predict import dataset_info
+    from robustbench_dgsa.engine.train import train
+    from robustbench_dgsa.models import get_model_config
+    from robustbench_dgsa.util.paths import safe_name
+
+    out = Path(out)
+    file_ov = load_config_file(config_file) if config_file else None
+    cfgs = []
+    for m in models:  # every config checked before the first run starts
+        cfg = resolve_config(get_model_config(m), dataset, preset, file_overrides=file_ov, overrides=overrides or {})
+        if data_root is not None:
+            cfg.data.data_root = str(data_root)
+        cfgs.append((m, cfg))
+    dataset_info(cfgs[0][1].data.dataset)  # an unknown name fails before anything starts
+    if nproc is not None and nproc > 1:
+        _launch(nproc, [cfg for _, cfg in cfgs], relaunch or [])
+        return None
+    store_dir = Path(store) if store is not None else out / "store"
+    several = len(seeds) * len(cfgs) > 1
+    runs = []
+    for m, cfg in cfgs:
+        for s in seeds:
+            run_out = out / safe_name(f"{m}-{cfg.data.dataset}-s{s}") if several else out
+            r = _train_one(train, cfg, s, run_out, store_dir=store_dir, resume=resume, progress=progress)
+            runs.append({"model": m, "seed": s, "run_id": r.run_id, "checkpoint": str(r.checkpoint),
+                         "out": str(run_out), "config_hash": r.config_hash, "final": r.final, "history": r.history})
+    return {"model": ",".join(models), "dataset": cfgs[0][1].data.dataset, "preset": preset,
+            "store": str(store_dir), "runs": runs}
+
+
+def is_main_process() -> bool:
+    """True unless this process is a distributed run's rank other than 0."""
+    from robustbench_dgsa.engine.distributed import env_world
+    found = env_world()
+    return found is None or found[0] == 0
+
+
+def _train_one(train: Any, *args: Any, **kwargs: Any) -> Any:
+    """One training run; a lost process group gets the hint to resume."""
+    from robustbench_dgsa.engine.distributed import PeerFailure
+    try:
+        return train(*args, **kwargs)
+    except PeerFailure as e:
+        raise PeerFailure(f"{e} (the same command with resume=True continues it)", options=("resume",)) from None
+
+
+def _launch(nproc: int, cfgs: list[Any], args: Sequence[str]) -> None:
+    """``nproc`` local processes of the same command (torch.distributed.run), after checking the batch divides."""
+    from robustbench_dgsa.engine import distributed
+    from robustbench_dgsa.util.errors import UserError
+    if distributed.env_world() is not None:
+        raise UserError("a process count starts its own processes; under torchrun or srun leave it out (the "
+                        "launcher already started one process per rank)", options=("nproc",))
+    for cfg in cfgs:
+        distributed.check_global_batch(cfg.train.batch_size, nproc)
+    distributed.launch(nproc, list(args))
