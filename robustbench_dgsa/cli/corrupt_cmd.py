@@ -1,7 +1,8 @@
 """``dgsa-bench corrupt`` (CIFAR-C-style image corruptions) and ``dgsa-bench corrupt-text`` (text noise).
 
-Options -> :func:`robustbench_dgsa.jobs.corrupt.corrupt_images` / :func:`~robustbench_dgsa.jobs.corrupt.corrupt_texts`
-(which read the input and drive the standalone ``corruptions`` library) -> a Rich table, one line or JSON.
+Options -> :func:`robustbench_dgsa.jobs.corrupt.corrupt_images` (``corrupt_val_set`` for ImageNet / Tiny-ImageNet
+validation folders) / :func:`~robustbench_dgsa.jobs.corrupt.corrupt_texts` (which read the input and drive the
+standalone ``corruptions`` library) -> a Rich table, one line or JSON.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, Optional
 
 import typer
 
+from robustbench_dgsa.util.progress import log as _log
 from . import options as opt
 from . import render
 from .app import app
@@ -18,11 +20,6 @@ from .app import app
 #: how the library's messages name what they point at, on this command line
 _SPELL = {"frost_dir": "--frost-dir", "constants": "--constants", "text_column": "--text-column",
           "label_column": "--label-column", "corrupt": "dgsa-bench corrupt", "corrupt_text": "dgsa-bench corrupt-text"}
-
-
-def _log(message: str) -> None:
-    from robustbench_dgsa.util.progress import log
-    log(message)
 
 
 def _constants(constants: Optional[str]) -> Optional[str]:
@@ -109,39 +106,30 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
     docs/METHODS.md, Corruptions and constants)."""
     from robustbench_dgsa.jobs.corrupt import VAL_SETS, corrupt_images, corrupt_val_set
     from robustbench_dgsa.util.progress import track
-
     _check_corrupt_paths(input, out, preview, verify_against)
-    if input is not None and input.strip().lower() in VAL_SETS:  # ImageNet-C / Tiny-ImageNet-C folder layout
-        with opt.overwrite_flag():
-            summary = corrupt_val_set(input.strip().lower(), data_root, out, opt.parse_corruptions(corruption),
-                                      opt.parse_severities(severity), seed=opt.parse_one_seed(seed),
-                                      constants=_constants(constants), device=device, frost_dir=frost_dir,
-                                      limit=limit, overwrite=overwrite, other=preview or verify_against,
-                                      progress=None if quiet else track, log=(lambda m: None) if quiet else _log,
-                                      warn=_log, spell=_SPELL)
-        if json_:
-            render.echo_json(summary, nonfinite="text")
-        else:
-            typer.echo(f"{summary['description']}: {len(summary['corruptions'])} corruption(s), severities "
-                       f"{','.join(map(str, summary['severities']))}, {summary['n']} images of {summary['input']} "
-                       f"-> {out} ({summary['seconds']:.1f}s)")
-        return
     names, sevs, seed_ = (opt.parse_corruptions(corruption), opt.parse_severities(severity),
                           opt.parse_one_seed(seed)) if input is not None else (None, None, 0)
-    with opt.overwrite_flag():
-        summary, df = corrupt_images(input, out, split=split, data_root=data_root, limit=limit, corruptions=names,
-                                     severities=sevs, seed=seed_, constants=_constants(constants), device=device,
-                                     chunk_size=chunk_size, frost_dir=frost_dir, overwrite=overwrite,
-                                     preview=preview, preview_images=preview_images, verify_against=verify_against,
-                                     progress=None if quiet else track, log=(lambda m: None) if quiet else _log,
-                                     warn=_log, spell=_SPELL)  # warnings still go to stderr
+    say = dict(progress=None if quiet else track, log=(lambda m: None) if quiet else _log, warn=_log, spell=_SPELL)
+    with opt.overwrite_flag():   # warnings still go to stderr
+        if input is not None and input.strip().lower() in VAL_SETS:  # ImageNet-C / Tiny-ImageNet-C folder layout
+            summary, df = corrupt_val_set(input.strip().lower(), data_root, out, names, sevs, seed=seed_,
+                                          constants=_constants(constants), device=device, frost_dir=frost_dir,
+                                          limit=limit, overwrite=overwrite, other=preview or verify_against,
+                                          **say), None
+        else:
+            summary, df = corrupt_images(input, out, split=split, data_root=data_root, limit=limit,
+                                         corruptions=names, severities=sevs, seed=seed_,
+                                         constants=_constants(constants), device=device, chunk_size=chunk_size,
+                                         frost_dir=frost_dir, overwrite=overwrite, preview=preview,
+                                         preview_images=preview_images, verify_against=verify_against, **say)
     if df is not None and not json_:
         _verify_table(df)
     if json_:
         render.echo_json(summary, nonfinite="text")
     elif out is not None and input is not None:
         typer.echo(f"{summary['description']}: {len(summary['corruptions'])} corruption(s), severities "
-                   f"{','.join(map(str, summary['severities']))}, {summary['n']} images -> {out} "
+                   f"{','.join(map(str, summary['severities']))}, {summary['n']} images"
+                   f"{' of ' + summary['input'] if input.lower() in VAL_SETS else ''} -> {out} "
                    f"({summary['seconds']:.1f}s)")
 
 
@@ -149,7 +137,6 @@ def _check_corrupt_paths(input: Optional[str], out: Optional[Path], preview: Opt
                          verify_against: Optional[Path]) -> None:
     """The combinations ``corrupt`` accepts, and the output paths checked before any work."""
     from robustbench_dgsa.util.errors import UserError
-
     if input is None:
         if verify_against is None or out is None:
             raise UserError("give --input (and --out and/or --preview), or --out DIR --verify-against DIR to "
