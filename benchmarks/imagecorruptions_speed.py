@@ -1,4 +1,4 @@
-"""Images/s of this suite's ``corruptions`` vs bethgelab's ``imagecorruptions`` on the same photographs at 224 and 64 px.
+"""Images/s of this suite's ``corruptions`` vs bethgelab's ``imagecorruptions``, same photographs, 224 and 64 px.
 
     python benchmarks/imagecorruptions_speed.py --ic-python /tmp/icvenv/bin/python            # issue 20, item 4
     python benchmarks/imagecorruptions_speed.py --ic-python /tmp/icvenv/bin/python --n 512 --n-ic 20 --json out.json
