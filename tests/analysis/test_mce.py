@@ -111,7 +111,7 @@ def test_export_imagenet_model_info_with_published_alexnet_mce(tmp_path):
 
 
 def test_evaluate_prints_mce_beside_mca_on_imagenet():
-    from robustbench_dgsa.cli.train_cmd import _imagenet_c_mce
+    from robustbench_dgsa.jobs.evaluation import imagenet_c_mce as _imagenet_c_mce
     from robustbench_dgsa.engine.evaluate import EvalResult
 
     cells = _alexnet_like()
