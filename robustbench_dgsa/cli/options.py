@@ -139,8 +139,6 @@ def parse_severities(spec: str | Iterable[str] | None, option: str = "--severity
     from corruptions.errors import CorruptionError
     from corruptions.registry import parse_severities as parse
     text = ",".join(split_list(spec)) if spec is not None else "all"
-    if text.strip().lower() == "all":
-        text = "1-5"
     try:
         return [int(s) for s in parse(text)]
     except CorruptionError as e:

@@ -37,19 +37,21 @@ def report_command(
     ds = opt.split_list(datasets) or None
     opt.check_output_dir(out, "--out")
     folder = build_report(store, out, name=name, datasets=ds, reference=reference, title=title)
-    _print_summary(store, folder, as_json)
+    _print_summary(folder, as_json)
 
 
-def _print_summary(store: Path, folder: Path, as_json: bool) -> None:
+def _print_summary(folder: Path, as_json: bool) -> None:
     """Where the report is, and clean / robust accuracy per model (or the same as JSON)."""
     from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    from robustbench_dgsa.jobs.reproduce import summary_table
+    import pandas as pd
+
+    from robustbench_dgsa.report.summary import SUMMARY_FILE
     from robustbench_dgsa.util.jsonio import to_jsonable
 
-    summ = summary_table(store)
+    summ = pd.DataFrame(json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8")))   # the report's own
     index = folder / "index.html"
     if as_json:
         doc = {"report": str(index.resolve()), "index_md": str((folder / "index.md").resolve()),
@@ -115,7 +117,7 @@ def reproduce_command(
                        corruptions=corruptions, text_noise=noise, max_test=max_examples,
                        progress=not (as_json or quiet), quick=quick, device=device)
     timings = json.loads((folder / "timings.json").read_text())
-    _print_summary(folder / "store", folder, as_json)
+    _print_summary(folder, as_json)
     if not as_json:
         typer.echo(_time_line(timings))
 

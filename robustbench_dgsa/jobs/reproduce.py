@@ -513,32 +513,3 @@ class _Pool:
     def __exit__(self, *exc: Any) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
-
-
-def summary_table(store_dir: str | Path):
-    """Clean accuracy and mCA (images) / mNA (text) per dataset and model, mean ± SD over seeds (a DataFrame;
-    mCA / mNA over the cells present)."""
-    import pandas as pd
-
-    from robustbench_dgsa.analysis import metrics
-    from robustbench_dgsa.models.registry import display_name, model_order
-    from robustbench_dgsa.report.build import ACC_SCALE
-    from robustbench_dgsa.report.tables import fmt_mean_sd
-
-    df = store.load_results(store_dir)
-    recs = []
-    for ds in sorted(set(df.loc[df["kind"] == "eval", "dataset"])):
-        d = df[df["dataset"] == ds]
-        summ = metrics.robustness_summary(d, dataset=ds, partial=True)
-        for m in model_order(summ["model"]):
-            s = summ[summ["model"] == m]
-
-            def ms(col: str) -> str:
-                v = s[col].astype(float).dropna().to_numpy() * ACC_SCALE
-                if not len(v):
-                    return "—"
-                return fmt_mean_sd(float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else None)
-            robust = "mCA" if s["mCA"].notna().any() else "mNA"
-            recs.append({"dataset": ds, "model": display_name(m), "seeds": len(s),
-                         "clean (%)": ms("clean"), "robust": robust, "robust (%)": ms(robust)})
-    return pd.DataFrame(recs)

@@ -1318,6 +1318,8 @@ def _write_report(store_dir: Path, out: Path, df: pd.DataFrame, reference: str |
               "Figures: PNG (200 dpi) and vector PDF; tables: Markdown and LaTeX, which compile with pdflatex under "
               "the preamble `" + LATEX_PREAMBLE.replace("\n", " ") + "`."]
     _index(rep, title or "dgsa-bench report", header, _caveats(rep, cfgs, datasets_m))
+    from robustbench_dgsa.report.summary import SUMMARY_FILE, summary_table
+    atomic.write_json(out / SUMMARY_FILE, summary_table(df).to_dict(orient="records"))
     return rep
 
 
@@ -1438,7 +1440,7 @@ def _prune(out: Path, rep: _Report, previous: Sequence[str]) -> None:
     """Remove the files the previous report listed that this build did not write (skipped artefacts): only
     plain names directly in ``out`` that are regular files (never a link, a folder or a special file); then
     write this report's own manifest."""
-    keep = {"index.md", "index.html", "manifest.json"}
+    keep = {"index.md", "index.html", "manifest.json", "summary.json"}
     for a in rep.artefacts:
         keep.update(a.files.values())
         if a.image:
