@@ -35,7 +35,7 @@ import pandas as pd
 from scipy import optimize
 
 from robustbench_dgsa.analysis import metrics, stats
-from robustbench_dgsa.models.registry import display_name
+from robustbench_dgsa.models.registry import MODEL_FACTS, display_name
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive at this scale"
 NOT_TESTABLE = f"not testable (n < {stats.MIN_TESTABLE_SEEDS})"
@@ -127,7 +127,7 @@ def seeds_needed(effect: float, alpha: float = 0.05, power: float = 0.8) -> tupl
 # ---------------------------------------------------------------------------------------------- measures
 def _measures(rows: pd.DataFrame, ds: str, kinds: set[str]) -> tuple[pd.DataFrame, list[str]]:
     """Per-seed values of every claim measure on ``ds`` (columns dataset, condition, group, model, seed, value)
-    and the measures left out as incomplete."""
+    and the measures left out: none of their cells measured, or some missing."""
     robust = "mCA" if "benchmark" in kinds else ("mNA" if "text" in kinds else None)
     frames = [metrics.seed_measures(rows, metrics.CLEAN, dataset=ds).assign(group=HEADLINE)]
     skipped: list[str] = []
@@ -135,14 +135,16 @@ def _measures(rows: pd.DataFrame, ds: str, kinds: set[str]) -> tuple[pd.DataFram
         frames.append(metrics.seed_measures(rows, robust, dataset=ds).assign(group=HEADLINE))
         rs = metrics.robustness_summary(rows, dataset=ds)
         frames.append(rs[["model", "dataset", "seed"]].assign(condition=f"retention ({robust}/clean)",
-                                                               value=rs["retention"], group=HEADLINE))
+                                                               value=rs["retention"], group=HEADLINE,
+                                                               n_cells=rs[f"{robust}_cells"]))
         frames += [metrics.severity_accuracy(rows, s, dataset=ds).assign(group=PER_SEVERITY)
                    for s in metrics.SEVERITIES]
     out = pd.concat(frames, ignore_index=True)
     bad = out[out["value"].isna()]
-    if len(bad):
-        skipped.append(f"{', '.join(dict.fromkeys(bad['condition']))} on {ds}: cells incomplete for "
-                       f"{', '.join(sorted(set(bad['model'])))}")
+    for what, sel in (("no cells measured", bad["n_cells"] == 0), ("cells incomplete", bad["n_cells"] != 0)):
+        if sel.any():
+            skipped.append(f"{', '.join(dict.fromkeys(bad.loc[sel, 'condition']))} on {ds}: {what} for "
+                           f"{', '.join(display_name(m) for m in sorted(set(bad.loc[sel, 'model'])))}")
     out = out[out["value"].notna()]
     return out[["dataset", "condition", "group", "model", "seed", "value"]], skipped
 
@@ -164,8 +166,13 @@ def compute_findings(results: pd.DataFrame, paper: Mapping[tuple[str, str], floa
     rows = metrics.eval_rows(results)
     out = Findings(pd.DataFrame(columns=COLUMNS), alpha=alpha, power=power)
     parts = []
-    for ds in sorted(set(rows["dataset"])):
+    images = {ds for ds, m in zip(rows["dataset"], rows["model"]) if m in MODEL_FACTS
+              and MODEL_FACTS[m].modality == "image"}
+    for ds in sorted(set(rows["dataset"]), key=lambda x: (is_synthetic(x), x not in images, x)):
+        # real before synthetic, images (Table 1) before text (Table 3)
         d = rows[rows["dataset"] == ds]
+        if is_synthetic(ds):
+            out.synthetic.append(ds)
         present = set(d["model"])
         pairs = [(a, b) for a, b in CLAIMS if a in present or b in present]
         if not pairs:
@@ -176,8 +183,6 @@ def compute_findings(results: pd.DataFrame, paper: Mapping[tuple[str, str], floa
         pairs = [p for p in pairs if p not in missing]
         if not pairs:
             continue
-        if is_synthetic(ds):
-            out.synthetic.append(ds)
         meas, skipped = _measures(d, ds, set(d["kind_of_condition"]))
         out.untested += skipped
         for group in (HEADLINE, PER_SEVERITY):

@@ -58,11 +58,13 @@ def findings_section(rep: _Report, pub: pd.DataFrame, cfgs: dict[str, dict[str, 
     if f.table.empty:
         rep.skip("findings", "Findings", "no claim of the paper can be tested from this store (it needs DGViT "
                  "with ViT or DViT, or DGT with Transformer or DT, evaluated on one dataset)"
-                 + (f"; {'; '.join(f.untested)}" if f.untested else ""))
+                 + (f"; {'; '.join(f.untested)}" if f.untested else "")
+                 + (f". {fnd.SYNTHETIC_SENTENCE}" if f.synthetic else ""))
         return
-    labels = {fam: f"F{i}" for i, fam in enumerate(f.families, 1)}
+    met = pd.concat([f.table[f.table["group"] == g] for g in (fnd.HEADLINE, fnd.PER_SEVERITY)])
+    labels = {fam: f"F{i}" for i, fam in enumerate(dict.fromkeys(met["family"]), 1)}   # as the reader meets them
     rows = rep.df[rep.df["kind"] == "eval"]
-    for group, stem, title in ((fnd.HEADLINE, "findings", "Findings: the paper's claims, tested at this scale"),
+    for group, stem, title in ((fnd.HEADLINE, "findings_claims", "Findings: the paper's claims, tested at this scale"),
                                (fnd.PER_SEVERITY, "findings_severity", "Findings per corruption / noise severity")):
         t = f.table[f.table["group"] == group]
         if t.empty:

@@ -160,6 +160,8 @@ def test_findings_open_the_report_with_the_paper_beside_ours(report):
     html = (out / "index.html").read_text()
     first = html.index("<h2")
     assert html.startswith('<h2 id="findings"', first)
+    ids = re.findall(r' id="([^"]+)"', html)
+    assert len(ids) == len(set(ids))                # no artefact anchor repeats a section's
     section = md.split("## Findings", 1)[1].split("\n## ", 1)[0]
     assert "Real data (CIFAR-10): 6 headline claim(s) tested — 6 supported, 0 contradicted" in section
     # the paper's Table 1 difference for the variant the runs used, from published.csv
@@ -174,4 +176,4 @@ def test_findings_open_the_report_with_the_paper_beside_ours(report):
     assert line.rstrip(" |").endswith(F.SUPPORTED)
     rob = next(ln for ln in rows if ln.startswith("| DGViT better than ViT (robustness) | CIFAR-10 | mCA"))
     assert "| — |" in rob                          # the paper publishes no mCA to set beside ours
-    assert (out / "findings.md").is_file() and (out / "findings_severity.tex").is_file()
+    assert (out / "findings_claims.md").is_file() and (out / "findings_severity.tex").is_file()
