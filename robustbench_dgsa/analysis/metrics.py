@@ -280,6 +280,18 @@ def mean_noisy_accuracy(df: pd.DataFrame, dataset: str | None = None, partial: b
     return _aggregate(rows, expected, "mNA", partial)
 
 
+def severity_accuracy(df: pd.DataFrame, severity: int, dataset: str | None = None, partial: bool = False,
+                      **select) -> pd.DataFrame:
+    """Mean accuracy at one severity per (model, dataset, seed): over the 15 benchmark corruptions on a dataset
+    with benchmark cells, else over its text-noise types; label ``"severity s"``, completeness as mCA's."""
+    rows = eval_rows(df, dataset=dataset, **select)
+    text = _text_conditions(rows)
+    bench = set(rows.loc[rows["kind_of_condition"] == "benchmark", "dataset"])
+    expected = {ds: [(c, int(severity)) for c in (BENCHMARK_CORRUPTIONS if ds in bench else text.get(ds, []))]
+                for ds in set(rows["dataset"])}
+    return _aggregate(rows, expected, f"severity {int(severity)}", partial)
+
+
 def seed_measures(df: pd.DataFrame, condition: str, dataset: str | None = None, partial: bool = False,
                   **select) -> pd.DataFrame:
     """One number per (model, dataset, seed) for a named measure — the input of the seed statistics.

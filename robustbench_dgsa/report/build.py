@@ -59,6 +59,7 @@ from robustbench_dgsa.util.paths import is_safe_name, safe_name
 from robustbench_dgsa.models.registry import MODEL_FACTS, model_order, reference_model
 from robustbench_dgsa.models.registry import display_name as _registry_name
 from robustbench_dgsa.report.figures import cd_diagram, curves_figure, save_figure, severity_figure
+from robustbench_dgsa.report.findings import findings_section
 from robustbench_dgsa.report.tables import (LATEX_PREAMBLE, Table, fmt_count, fmt_mean_sd, fmt_num, fmt_p, md_escape,
                                             md_inline, printable)
 
@@ -72,6 +73,7 @@ ACC_SCALE = 100.0   # store accuracies are fractions; the report prints percent
 REPORT_KIND = "dgsa-bench report"   # marks a manifest.json as a report's own (only those files are ever removed)
 
 SECTIONS = (
+    ("findings", "Findings"),
     ("caveats", "Warnings and caveats"),
     ("accuracy", "Clean accuracy (Tables 1 and 3)"),
     ("severity", "Accuracy vs corruption severity (Figure 4)"),
@@ -1294,6 +1296,7 @@ def _write_report(store_dir: Path, out: Path, df: pd.DataFrame, reference: str |
         rep.warnings += metrics.source_warnings(metrics.eval_rows(df))
     except UserError as e:
         rep.warnings.append(str(e))
+    rep.attempt("findings", "Findings", lambda: findings_section(rep, pub, cfgs))
     rep.attempt("accuracy", "Tables 1 and 3", lambda: _accuracy_tables(rep, pub, pub_sha, datasets_m, cfgs))
     rep.attempt("severity", "Figure 4", lambda: _severity_figures(rep, datasets_m))
     rep.attempt("robustness", "Robustness summary", lambda: _robustness_tables(rep, datasets_m, reference))
