@@ -51,7 +51,8 @@ def _print_summary(folder: Path, as_json: bool) -> None:
     from robustbench_dgsa.report.summary import SUMMARY_FILE
     from robustbench_dgsa.util.jsonio import to_jsonable
 
-    summ = pd.DataFrame(json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8")))   # the report's own
+    table = json.loads((folder / SUMMARY_FILE).read_text(encoding="utf-8"))   # the report's own
+    summ = pd.DataFrame(table["rows"], columns=table["columns"])
     index = folder / "index.html"
     if as_json:
         doc = {"report": str(index.resolve()), "index_md": str((folder / "index.md").resolve()),

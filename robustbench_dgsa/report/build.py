@@ -1322,7 +1322,8 @@ def _write_report(store_dir: Path, out: Path, df: pd.DataFrame, reference: str |
               "the preamble `" + LATEX_PREAMBLE.replace("\n", " ") + "`."]
     _index(rep, title or "dgsa-bench report", header, _caveats(rep, cfgs, datasets_m))
     from robustbench_dgsa.report.summary import SUMMARY_FILE, summary_table
-    atomic.write_json(out / SUMMARY_FILE, summary_table(df).to_dict(orient="records"))
+    summ = summary_table(df)
+    atomic.write_json(out / SUMMARY_FILE, {"columns": list(summ.columns), "rows": summ.values.tolist()})
     return rep
 
 

@@ -1,7 +1,7 @@
 """The one-screen summary of a report: clean and robust accuracy per dataset and model, mean ± SD over seeds.
 
 Computed by :func:`summary_table` from the rows the report already loaded (the store is read once per command) and
-written beside the report as ``summary.json`` (records), which ``dgsa-bench report`` / ``reproduce`` print.
+written beside the report as ``summary.json`` ({"columns": [...], "rows": [[...], ...]}), which ``dgsa-bench report`` / ``reproduce`` print.
 """
 from __future__ import annotations
 
