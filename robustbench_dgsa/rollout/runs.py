@@ -713,7 +713,8 @@ def _drift_rows(model, clean: _CleanPass, corruptions: Sequence[str], severities
                              severity=int(s), source=spec.tag))
             info["drift"][f"{c}/{s}"] = v
             if progress:
-                print(f"  {spec.tag} drift {c} s{s}: {v:.3f}")
+                from robustbench_dgsa.util.progress import log
+                log(f"  {spec.tag} drift {c} s{s}: {v:.3f}")   # a status line on stderr, never stdout
     return rows
 
 
