@@ -75,7 +75,7 @@ def result_summary(res: Any) -> dict[str, Any]:
 def imagenet_c_mce(res: Any) -> dict[str, Any] | None:
     """On ImageNet-C: the standard mCE (normalised by AlexNet's published errors) beside mCA, from the result
     table; None on other datasets."""
-    if res.dataset_family != "imagenet" or not (res.table.condition != "clean").any():
+    if getattr(res, "dataset_family", None) != "imagenet" or not (res.table.condition != "clean").any():
         return None
     from robustbench_dgsa.analysis.metrics import imagenet_c_ce
     _, summary = imagenet_c_ce(res.table[res.table.condition != "clean"])
