@@ -36,7 +36,7 @@ def test_presets_are_package_data_checked_like_files():
         p = load_preset(name)
         assert set(p.by_modality) == set(MODALITIES) and p.by_modality["image"]["train.epochs"] >= 1
     assert isinstance(load_preset("tiny").by_modality["text"]["train.betas"], tuple)
-    with pytest.raises(UserError, match=r"unknown preset 'tinny' \(did you mean tiny\? valid: tiny, small, zoo, paper\)"):
+    with pytest.raises(UserError, match=r"unknown preset 'tinny' \(did you mean tiny\? valid: tiny, small, evidence, zoo, paper\)"):
         load_preset("tinny")
 
 
