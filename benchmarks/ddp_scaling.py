@@ -22,23 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+sys.path.insert(0, str(REPO))
+from robustbench_dgsa.util.provenance import cpu_model  # noqa: E402
 
 
 def _train(out: Path, args: argparse.Namespace, nproc: int) -> dict:
@@ -74,7 +65,7 @@ def main() -> None:
         many = _train(Path(tmp) / "many", args, args.nproc)
     load_after = os.getloadavg()
     import torch
-    machine = {"cpu": _cpu_model(), "cores": os.cpu_count(), "torch": torch.__version__,
+    machine = {"cpu": cpu_model(), "cores": os.cpu_count(), "torch": torch.__version__,
                "load_average_before": [round(x, 2) for x in load_before],
                "load_average_after": [round(x, 2) for x in load_after]}
     ratio = many["img_per_s"] / one["img_per_s"]

@@ -32,6 +32,7 @@ from typing import Any, Sequence
 from robustbench_dgsa.models.zoo import CARD_VERSION, ZOO_DIR, ZooCard, card_path, weights_digest
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.provenance import cpu_model
 from robustbench_dgsa.util.progress import log
 
 PRESET = "zoo"
@@ -262,7 +263,7 @@ def _training(cfg: Any, build: ZooBuild, result: Any, seconds: float) -> dict[st
             "train_seconds": result.final.get("train_seconds"), "build_seconds": round(seconds, 1),
             "n_train": int(result.history[-1]["n_train"]) if result.history else None,
             "val_accuracy": result.final.get("val_accuracy"),
-            "machine": f"{platform.machine()}, {_cpu_name()}, {os.cpu_count()} cores",
+            "machine": f"{platform.machine()}, {cpu_model()}, {os.cpu_count()} cores",
             "torch_threads": _torch_threads(),
             "curve": [{k: h.get(k) for k in ("epoch", "train_loss", "train_accuracy", "val_accuracy", "seconds")}
                       for h in result.history],
@@ -288,16 +289,6 @@ def _data_files(dataset: str, data_root: Path) -> dict[str, Any]:
                 data_root.resolve()) else path.name
             out["files"][str(rel)] = sha256_file(path)
     return out
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
