@@ -99,6 +99,10 @@ def reproduce_command(
     quick: bool = typer.Option(False, "--quick", help="Smallest size (1 epoch, 2 corruptions × 2 severities, "
                                "64 test examples): a smoke test in seconds. --corruption, --severity and "
                                "--text-noise given with it are kept."),
+    ffn_ratio: Optional[str] = typer.Option(None, "--ffn-ratio", help="FFN expansion (the paper's proj.) of the "
+                                            "SwiGLU models (DViT, DGViT, DT, DGT), e.g. 16/3 for Table 2's second "
+                                            "configuration; ViT and Transformer keep theirs (default: the preset's, "
+                                            "4)."),
     as_json: bool = opt.json_(help="Print the result as JSON."),
     quiet: bool = opt.quiet(),
 ) -> None:
@@ -116,7 +120,7 @@ def reproduce_command(
     folder = reproduce(out, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
                        text_dataset=text_dataset, models=opt.split_list(models) or None, severities=severities,
                        corruptions=corruptions, text_noise=noise, max_test=max_examples,
-                       progress=not (as_json or quiet), quick=quick, device=device)
+                       progress=not (as_json or quiet), quick=quick, device=device, ffn_ratio=ffn_ratio)
     timings = json.loads((folder / "timings.json").read_text())
     _print_summary(folder, as_json)
     if not as_json:

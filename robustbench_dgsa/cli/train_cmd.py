@@ -57,6 +57,10 @@ def train_command(
                                              "on the CPU), as `torchrun --standalone --nproc-per-node N -m "
                                              "robustbench_dgsa train ...` does; the batch size stays the global "
                                              "one."),
+    data_workers: Optional[int] = typer.Option(None, "--data-workers", min=0, max=256,
+                                               help="DataLoader worker processes that decode a streamed dataset "
+                                                    "(imagenet), per process (default min(8, CPUs); 0: decode in "
+                                                    "the main process)."),
     json_: bool = opt.json_(),
     quiet: bool = opt.quiet(),
 ) -> None:
@@ -73,7 +77,8 @@ def train_command(
     opt.check_output_dir(store, "--store")
     summary = train_runs(model_list, dataset, seeds, out, preset=preset, config_file=config, data_root=data_root,
                          overrides=_overrides(epochs, batch_size, lr, device, download, set_), store=store,
-                         resume=resume, progress=not quiet, nproc=nproc, relaunch=_without_nproc(opt.command_line()))
+                         resume=resume, progress=not quiet, nproc=nproc, relaunch=_without_nproc(opt.command_line()),
+                         data_workers=data_workers)
     if json_ and summary is not None and is_main_process():
         echo_json(summary, nonfinite="null", sort_keys=True)
 

@@ -11,6 +11,9 @@ without this layer knowing the models:
   examples when ``max_train`` is set, then split ``val_fraction`` stratified into validation, so the training
   part has about ``max_train`` examples and validation keeps its proportion;
 * the test split is the official one; ``max_test`` keeps N of it as ``test_subset`` says (:func:`select_test`).
+* a dataset the registry marks ``streams`` (ImageNet) is never held in memory: its splits are file lists
+  (:class:`.imagenet.ImageFiles`) and the prepared data carries torch datasets that decode in DataLoader workers
+  (:class:`StreamSplits`) instead of input tensors.
 
 Also here, because every consumer of a checkpoint applies it: the ``preprocess`` record of a checkpoint
 (:func:`preprocess_record`) and its application (:func:`prepare_images`, :func:`prepare_texts`).
@@ -28,7 +31,7 @@ import torch
 
 from robustbench_dgsa.config import TEST_SUBSETS, DataConfig, RunConfig
 from robustbench_dgsa.util.errors import UserError
-from .registry import load_dataset
+from .registry import get_info, load_dataset
 from .splits import stratified_split, stratified_subsample
 from .vision import to_model_input
 from .vocab import Vocab
@@ -116,15 +119,18 @@ class Splits:
 
     @property
     def image_size(self) -> int | None:
-        """The images' height (None for text)."""
+        """The images' height (None for text); a streamed set's standard crop size."""
+        if getattr(self.train_full, "streaming", False):
+            return int(self.train_full.image_size)
         x = getattr(self.train_full, "x", None)
         return None if x is None else int(np.asarray(x).shape[1])
 
 
 def load_splits(d: DataConfig, seed: int) -> Splits:
     """Load ``d.dataset``'s official train and test splits and choose the train / validation / test examples."""
-    train_full = load_dataset(d.dataset, "train", data_root=d.data_root, download=d.download)
-    test_full = load_dataset(d.dataset, "test", data_root=d.data_root, download=d.download)
+    stream = {"stream": True} if get_info(d.dataset).streams else {}
+    train_full = load_dataset(d.dataset, "train", data_root=d.data_root, download=d.download, **stream)
+    test_full = load_dataset(d.dataset, "test", data_root=d.data_root, download=d.download, **stream)
     y_all = np.asarray(train_full.y, dtype=np.int64)
     pool = np.arange(len(y_all))
     if d.max_train is not None:
@@ -142,28 +148,48 @@ def load_splits(d: DataConfig, seed: int) -> Splits:
     return Splits(d, train_full, test_full, tr_idx, va_idx, te_idx)
 
 
+@dataclass(frozen=True)
+class StreamSplits:
+    """A streamed dataset's splits: torch datasets (item: an index into the official split, or ``(index, seed)``
+    for a seeded random transform; value: (normalised image, label)) and the chosen indices of each split."""
+    train: Any                         # the training transform (or the evaluation one without augmentation)
+    val: Any                           # the training fold with the evaluation transform
+    test: Any
+    train_idx: np.ndarray
+    val_idx: np.ndarray
+    test_idx: np.ndarray
+
+
 @dataclass
 class PreparedData:
     cfg: RunConfig                     # the run config with num_classes / image_size / vocab_size filled in
-    x_train: torch.Tensor
+    x_train: torch.Tensor | None       # None for a streamed dataset (see ``stream``)
     m_train: torch.Tensor | None       # text key-padding masks (True = pad); None for images
     y_train: torch.Tensor
-    x_val: torch.Tensor
+    x_val: torch.Tensor | None
     m_val: torch.Tensor | None
     y_val: torch.Tensor
-    x_test: torch.Tensor
+    x_test: torch.Tensor | None
     m_test: torch.Tensor | None
     y_test: torch.Tensor
     classes: list[str]
     preprocess: dict[str, Any]
     source: str
     summary: dict[str, Any]
+    stream: StreamSplits | None = None  # a streamed dataset's torch datasets instead of x_* tensors
 
 
 def encode_splits(s: Splits, cfg: RunConfig) -> PreparedData:
     """Model inputs of the chosen examples for ``cfg.model`` (whose classes and image size are settled); text
     builds its vocabulary on the training part, and the returned ``cfg`` (a copy) records its size."""
-    if cfg.model.modality == "image":
+    stream = None
+    if getattr(s.train_full, "streaming", False):
+        preprocess = preprocess_record(s.train_full, cfg.model)
+        stream = _stream_splits(s, int(cfg.model.image_size), augment=bool(s.data.augment))
+        x_tr = x_va = x_te = m_tr = m_va = m_te = None
+        content_hash = _hash_texts(list(s.train_full.files), list(s.test_full.files), [str(s.train_full.y.tolist()),
+                                                                                      str(s.test_full.y.tolist())])
+    elif cfg.model.modality == "image":
         preprocess = preprocess_record(s.train_full, cfg.model)
         x_tr, x_va, x_te = (_chunked(prepare_images, full.x, idx, preprocess) for full, idx in
                             ((s.train_full, s.train_idx), (s.train_full, s.val_idx), (s.test_full, s.test_idx)))
@@ -186,7 +212,14 @@ def encode_splits(s: Splits, cfg: RunConfig) -> PreparedData:
                "split_sha256": _hash_arrays(s.train_idx, s.val_idx, s.test_idx), "data_root": s.data.data_root}
     t = lambda a: torch.as_tensor(np.asarray(a), dtype=torch.long)  # noqa: E731
     return PreparedData(cfg, x_tr, m_tr, t(y_all[s.train_idx]), x_va, m_va, t(y_all[s.val_idx]), x_te, m_te,
-                        t(y_te_all[s.test_idx]), s.classes, preprocess, source, summary)
+                        t(y_te_all[s.test_idx]), s.classes, preprocess, source, summary, stream)
+
+
+def _stream_splits(s: Splits, image_size: int, *, augment: bool) -> StreamSplits:
+    """The torch datasets of a streamed dataset at the model's image size (training transform with ``augment``)."""
+    return StreamSplits(s.train_full.dataset(image_size, train=augment),
+                        s.train_full.dataset(image_size, train=False), s.test_full.dataset(image_size, train=False),
+                        s.train_idx, s.val_idx, s.test_idx)
 
 
 def _chunked(fn, x: Any, idx: np.ndarray, preprocess: dict[str, Any], chunk: int = 8192) -> torch.Tensor:

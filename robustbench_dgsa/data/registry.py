@@ -1,7 +1,7 @@
 """Dataset registry and the one entry point :func:`load_dataset`.
 
-Names: ``cifar10``, ``cifar100``, ``fashion-mnist``, ``svhn``, ``imagenet``, ``tiny-imagenet`` (validation sets
-only: see :mod:`.imagenet`), ``imdb``, ``20newsgroups``, ``rotten-tomatoes``,
+Names: ``cifar10``, ``cifar100``, ``fashion-mnist``, ``svhn``, ``imagenet`` (ILSVRC2012 train + val, streamed from
+the files), ``tiny-imagenet`` (validation set only: see :mod:`.imagenet`), ``imdb``, ``20newsgroups``, ``rotten-tomatoes``,
 ``agnews``, ``mnli``, ``synthetic-vision``, ``synthetic-text``.
 
 Generic sources (no registry entry):
@@ -34,6 +34,7 @@ import numpy as np
 from robustbench_dgsa.util.errors import DataError, UserError
 from . import imagenet, synthetic, text, vision
 from .locate import resolve_root
+from .imagenet import ImageFiles
 from .text import TextData
 from .vision import ImageData
 
@@ -49,6 +50,7 @@ class DatasetInfo:
     splits: tuple[str, ...] = ("train", "test")
     downloadable: bool = False         # torchvision can fetch it (--download)
     label: str = ""                    # how reports and figures name it (CIFAR-10, 20 Newsgroups, ...)
+    streams: bool = False              # read from files on demand (load_dataset(..., stream=True) -> ImageFiles)
 
 
 _SYN_HINT = "embedded in the code; no files needed"
@@ -68,8 +70,10 @@ DATASETS: dict[str, DatasetInfo] = {
                         "SVHN cropped digits, 32x32 RGB, 73,257 / 26,032", vision.HINTS["svhn"],
                         ("train", "test", "extra"), True, label="SVHN"),
     "imagenet": DatasetInfo("imagenet", "image", 1000, None,
-                            "ImageNet-1k validation set as split test (50,000), Resize(256) + CenterCrop(224): "
-                            "ImageNet-C's inputs", imagenet.HINTS["imagenet"], ("test",), label="ImageNet-1k"),
+                            "ImageNet-1k (ILSVRC2012), 1,281,167 train / 50,000 val as split test, streamed from "
+                            "the JPEGs: RandomResizedCrop(224) + flip for training, Resize(256) + CenterCrop(224) "
+                            "for evaluation (ImageNet-C's inputs); nothing is downloaded", imagenet.HINTS["imagenet"],
+                            ("train", "test"), label="ImageNet-1k", streams=True),
     "tiny-imagenet": DatasetInfo("tiny-imagenet", "image", 200, None,
                                  "Tiny-ImageNet validation set as split test (10,000), 64x64: Tiny-ImageNet-C's "
                                  "inputs", imagenet.HINTS["tiny-imagenet"], ("test",), label="Tiny-ImageNet"),
@@ -174,6 +178,13 @@ def check_source_exists(name: str) -> None:
             raise DataError(f"dataset {name!r}: {path} does not exist")
 
 
+def check_files(name: str, data_root: str | os.PathLike | None) -> None:
+    """A one-line DataError now, not when a job starts, when a dataset that cannot be downloaded (ImageNet) is
+    not under the data root."""
+    if name == "imagenet":
+        imagenet.check_present(resolve_root(data_root))
+
+
 def modality_of(name: str) -> str:
     return get_info(name).modality
 
@@ -250,7 +261,7 @@ def _call(loader: Callable[..., Any], label: str, args: tuple, seed: int, option
 
 
 def load_dataset(name: str, split: str = "train", *, data_root: str | os.PathLike | None = None,
-                 download: bool = False, seed: int = 0, **options: Any) -> ImageData | TextData:
+                 download: bool = False, seed: int = 0, **options: Any) -> ImageData | TextData | ImageFiles:
     """Load one split of a dataset as :class:`ImageData` or :class:`TextData`.
 
     ``split``: "train" or "test" (the official partitions); also "test-exact" (cifar10), "extra" (svhn),
@@ -261,7 +272,9 @@ def load_dataset(name: str, split: str = "train", *, data_root: str | os.PathLik
     ``source="jpeg"`` (cifar10), ``label_mode="coarse"`` (cifar100), ``remove=()`` (20newsgroups),
     ``split_mode="seeded"`` / ``encoding="latin-1"`` (rotten-tomatoes), ``n_train=`` / ``num_classes=``
     (synthetic), ``text_column=`` / ``label_column=`` / ``encoding=`` (text files), ``image_size=`` (image folders),
-    ``unlabeled_ok=True`` (image folders and arrays without labels), ``split_optional=True`` (image folders).
+    ``unlabeled_ok=True`` (image folders and arrays without labels), ``split_optional=True`` (image folders),
+    ``stream=True`` / ``max_images=N`` (imagenet: file paths and labels only, an :class:`.imagenet.ImageFiles`
+    whose images are decoded on demand; its split ``train`` always streams).
     Every user file is opened by :mod:`.readers` (one policy for alpha, palette, 16-bit and grayscale images).
 
     Raises UserError for an unknown name/split/option and DataError (one line, saying which files to put

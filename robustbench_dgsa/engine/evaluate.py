@@ -195,7 +195,8 @@ def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
                             f"{plan.dataset!r} has {n}; evaluate it on a dataset with the same classes")
     if info.num_classes:
         check_classes(info.num_classes)
-    data = load_dataset(plan.dataset, plan.split, data_root=plan.data_root, download=False)
+    streamed = {"stream": True} if info.streams and subject.modality == "image" else {}
+    data = load_dataset(plan.dataset, plan.split, data_root=plan.data_root, download=False, **streamed)
     check_classes(len(data.classes))
     if (subject.trained_on and plan.dataset != subject.trained_on and subject.classes
             and list(subject.classes) != list(data.classes)):
@@ -212,10 +213,26 @@ def _load_eval_data(subject: EvalSubject, plan: EvalPlan) -> _EvalData:
     note = subset_note(y_full, idx)
     if note:
         log(f"[evaluate] note: {note}")
-    raw_all = np.asarray(data.x) if subject.modality == "image" else list(data.texts)
-    raw = raw_all[idx] if subject.modality == "image" else [raw_all[i] for i in idx]
+    if streamed:  # a streamed set (ImageNet): decode the chosen images only
+        raw = data.read(idx).x
+        raw_all = _Chosen(raw, idx)
+    else:
+        raw_all = np.asarray(data.x) if subject.modality == "image" else list(data.texts)
+        raw = raw_all[idx] if subject.modality == "image" else [raw_all[i] for i in idx]
     return _EvalData(y_full[idx], idx, raw_all, raw, str(getattr(data, "source", "") or ""), len(data.classes),
                      subset_label(y_full, idx), getattr(data, "names", None), tuple(data.classes))
+
+
+class _Chosen:
+    """The chosen images of a split read as the whole split (``x_all[indices]``), for a split never decoded whole:
+    only the chosen indices (sorted) can be asked for."""
+
+    def __init__(self, x: np.ndarray, idx: np.ndarray) -> None:
+        self.x, self.idx = x, np.asarray(idx, dtype=np.int64)
+
+    def __getitem__(self, indices: Any) -> np.ndarray:
+        pos = np.searchsorted(self.idx, np.asarray(indices, dtype=np.int64))
+        return self.x[pos]
 
 
 def _check_output_classes(subject: EvalSubject, data: _EvalData, dev) -> None:

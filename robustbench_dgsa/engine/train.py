@@ -21,6 +21,11 @@ Results rows (kind="train") go to the store: per epoch split="train"/"val" metri
 Determinism: python/numpy/torch are seeded with ``seed``; the model is initialised right after seeding;
 the data order (and augmentation) of epoch ``e`` comes from a generator keyed by (seed, e); the global torch
 RNG (dropout) is saved with each state. On CPU a resumed run therefore ends with bit-identical weights.
+
+A streamed dataset (ImageNet: the registry's ``streams``) is not held in memory: its batches come from DataLoaders
+whose workers decode the files (:mod:`robustbench_dgsa.engine.streaming`; ``data_workers`` of them per process),
+in the same order and with the same per-rank shares; each example's random crop is seeded by (seed, epoch,
+example).
 """
 from __future__ import annotations
 
@@ -51,7 +56,7 @@ from robustbench_dgsa.models.checkpoint import read_checkpoint_meta, save_checkp
 from robustbench_dgsa.util.progress import log, track
 from robustbench_dgsa.util.provenance import sha256_file
 from robustbench_dgsa.engine.schedules import make_schedule
-from robustbench_dgsa.engine import distributed
+from robustbench_dgsa.engine import distributed, streaming
 from robustbench_dgsa.engine.distributed import SINGLE, World
 from robustbench_dgsa.engine.train_state import STATE_NAME, load_state, refuse_legacy, save_state, set_rng_state
 
@@ -73,8 +78,10 @@ class TrainResult:
 
 
 def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Path | None = None,
-          resume: bool = False, progress: bool = True, stop_after_epoch: int | None = None) -> TrainResult:
-    """Train ``cfg.model`` on ``cfg.data.dataset`` with ``seed``; see the module docstring.
+          resume: bool = False, progress: bool = True, stop_after_epoch: int | None = None,
+          data_workers: int | None = None) -> TrainResult:
+    """Train ``cfg.model`` on ``cfg.data.dataset`` with ``seed``; see the module docstring. ``data_workers``:
+    DataLoader worker processes of a streamed dataset (default min(8, CPUs per process); 0: the main process).
 
     A run that fails (an error, divergence, Ctrl-C) removes its rows and provenance from the store, which it
     thus leaves as it found it; its checkpoint and state stay in ``out_dir`` (without ``done.json``) so that
@@ -84,7 +91,7 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
     try:
         with distributed.peer_failures(f"{out_dir} keeps the last finished epoch: resume the run to continue"):
             return _train(cfg, seed, out_dir, store_dir=store_dir, resume=resume, progress=progress,
-                          stop_after_epoch=stop_after_epoch, opened=opened)
+                          stop_after_epoch=stop_after_epoch, opened=opened, data_workers=data_workers)
     except BaseException:
         for writer in opened:
             writer.discard()
@@ -92,13 +99,14 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
 
 
 def _train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Path | None, resume: bool,
-           progress: bool, stop_after_epoch: int | None, opened: list[store.RunWriter]) -> TrainResult:
+           progress: bool, stop_after_epoch: int | None, opened: list[store.RunWriter],
+           data_workers: int | None = None) -> TrainResult:
     out_dir = Path(out_dir)
     store_dir = Path(store_dir) if store_dir is not None else out_dir / "store"
     state, finished = _previous_run(out_dir, resume, cfg, seed)
     if finished is not None:
         return finished
-    run = _start(cfg, seed, out_dir, store_dir, state, opened)  # the data fill in a copy (prepare_data)
+    run = _start(cfg, seed, out_dir, store_dir, state, opened, data_workers)  # the data fill in a copy
     tc = run.cfg.train
     t_start = time.monotonic()
     for epoch in range(run.start_epoch + 1, tc.epochs + 1):
@@ -134,6 +142,8 @@ class _Run:
     meta_base: dict[str, Any]          # checkpoint meta shared by every epoch
     world: World = SINGLE              # the process group (:mod:`robustbench_dgsa.engine.distributed`)
     net: torch.nn.Module | None = None  # what trains: ``model`` in DDP in a group; checkpoints come from ``model``
+    workers: int = 0                   # DataLoader workers of a streamed dataset
+    loaders: dict[str, Any] = field(default_factory=dict)  # a streamed dataset's loader per split, made on first use
 
 
 def _previous_run(out_dir: Path, resume: bool, cfg: RunConfig, seed: int
@@ -181,7 +191,7 @@ def _check_finished_run(cfg: RunConfig, seed: int, out_dir: Path, ckpt_path: Pat
 
 
 def _start(cfg: RunConfig, seed: int, out_dir: Path, store_dir: Path, state: dict[str, Any] | None,
-           opened: list[store.RunWriter]) -> _Run:
+           opened: list[store.RunWriter], data_workers: int | None = None) -> _Run:
     """Steps 1-2: seeds, data, store writer, model, optimizer and schedule (restored from ``state`` if given)."""
     world, device = distributed.setup(resolve_device(cfg.train.device), cfg.train.batch_size)
     _seed_everything(seed)
@@ -207,7 +217,8 @@ def _start(cfg: RunConfig, seed: int, out_dir: Path, store_dir: Path, state: dic
                  "config_hash": config_hash, "preprocess": data.preprocess}
     run = _Run(cfg, seed, device, data, run_id, config_hash, writer, out_dir / CHECKPOINT_NAME,
                out_dir / STATE_NAME, x_tr, m_tr, y_tr, model, optimizer, scheduler, steps_per_epoch,
-               sum(p.numel() for p in model.parameters()), [], 0, meta_base, world)
+               sum(p.numel() for p in model.parameters()), [], 0, meta_base, world,
+               workers=streaming.resolve_workers(data_workers, world.size) if data.stream is not None else 0)
     _restore(run, state)
     run.net = distributed.wrap(model, world, device)
     log(f"[train] {cfg.model.name} on {cfg.data.dataset} seed {seed}: {run.n_params:,} parameters, "
@@ -250,7 +261,7 @@ def _run_epoch(run: _Run, epoch: int, progress: bool) -> None:
     tc, data = run.cfg.train, run.data
     t0 = time.monotonic()
     loss_sum, correct = _train_steps(run, epoch, progress)
-    val_loss, val_acc = _evaluate(run, data.x_val, data.m_val, data.y_val)
+    val_loss, val_acc = _evaluate(run, "val")
     if len(data.y_val) and not math.isfinite(val_loss):
         _diverged(epoch, run.steps_per_epoch - 1, run.ckpt_path, run.history, what="validation loss")
     n_train = len(run.y_tr)
@@ -279,16 +290,9 @@ def _train_steps(run: _Run, epoch: int, progress: bool) -> tuple[torch.Tensor, t
     order = torch.randperm(len(run.y_tr), generator=gen)
     loss_sum = torch.zeros((), device=device, dtype=torch.float64)
     correct = torch.zeros((), device=device, dtype=torch.long)
-    augment = run.cfg.data.augment and run.cfg.model.modality == "image"
+    batches = _batches(run, epoch, gen, order)
     for step in track(range(run.steps_per_epoch), description=f"epoch {epoch}/{tc.epochs}", enabled=progress):
-        idx = order[step * tc.batch_size:(step + 1) * tc.batch_size]
-        n_global, mine = len(idx), distributed.batch_shard(len(idx), world)  # this rank's part of the batch
-        idx = idx if mine is None else idx[mine]
-        xb, yb = _take(run.x_tr, idx, device), _take(run.y_tr, idx, device)
-        mb = None if run.m_tr is None else _take(run.m_tr, idx, device)
-        xb, mb = trim_padding(xb, mb)
-        if augment:
-            xb = _augment(xb, gen, positions=mine, n_batch=n_global)
+        xb, mb, yb, n_global = next(batches)
         with autocast(device, tc.amp):
             logits = model(xb, key_padding_mask=mb) if mb is not None else model(xb)
         loss = F.cross_entropy(logits.float(), yb) if len(yb) else logits.float().sum()
@@ -313,7 +317,7 @@ def _train_steps(run: _Run, epoch: int, progress: bool) -> tuple[torch.Tensor, t
 def _finish(run: _Run, store_dir: Path, done_path: Path, t_start: float) -> TrainResult:
     """Step 4: clean test accuracy, final checkpoint and state, provenance, ``done.json``."""
     tc, data, ckpt_path = run.cfg.train, run.data, run.ckpt_path
-    test_loss, test_acc = _evaluate(run, data.x_test, data.m_test, data.y_test)
+    test_loss, test_acc = _evaluate(run, "test")
     group = distributed.describe(run.world)  # a collective: every rank, before rank 0 writes alone
     last = run.history[-1] if run.history else {}
     final = {"test_accuracy": test_acc, "test_loss": test_loss, "n_test": len(data.y_test),
@@ -345,6 +349,41 @@ def _finish(run: _Run, store_dir: Path, done_path: Path, t_start: float) -> Trai
 
 
 # === data ===============================================================================================
+
+def _batches(run: _Run, epoch: int, gen: torch.Generator, order: torch.Tensor):
+    """This rank's batches of one epoch, in ``order``: (inputs, padding mask or None, labels, global batch size)."""
+    tc, device, world = run.cfg.train, run.device, run.world
+    if run.data.stream is not None:
+        yield from _stream_batches(run, epoch, order)
+        return
+    augment = run.cfg.data.augment and run.cfg.model.modality == "image"
+    for step in range(run.steps_per_epoch):
+        idx = order[step * tc.batch_size:(step + 1) * tc.batch_size]
+        n_global, mine = len(idx), distributed.batch_shard(len(idx), world)  # this rank's part of the batch
+        idx = idx if mine is None else idx[mine]
+        xb, yb = _take(run.x_tr, idx, device), _take(run.y_tr, idx, device)
+        mb = None if run.m_tr is None else _take(run.m_tr, idx, device)
+        xb, mb = trim_padding(xb, mb)
+        if augment:
+            xb = _augment(xb, gen, positions=mine, n_batch=n_global)
+        yield xb, mb, yb, n_global
+
+
+def _stream_batches(run: _Run, epoch: int, order: torch.Tensor):
+    """:func:`_batches` of a streamed dataset: the DataLoader's workers decode and transform this rank's items."""
+    tc, device, world = run.cfg.train, run.device, run.world
+    batches = streaming.train_batches(run.data.stream.train_idx, order, tc.batch_size, run.steps_per_epoch,
+                                      _epoch_key(run.seed, epoch), lambda n: distributed.batch_shard(n, world))
+    sizes = [min(tc.batch_size, len(order) - k * tc.batch_size) for k in range(run.steps_per_epoch)]
+    for n_global, (xb, yb) in zip(sizes, _loader(run, "train").run(batches)):
+        yield xb.to(device, non_blocking=True), None, yb.to(device, non_blocking=True), n_global
+
+
+def _loader(run: _Run, split: str) -> streaming.Loader:
+    """The run's persistent loader of a streamed split ("train", "val" or "test")."""
+    if split not in run.loaders:
+        run.loaders[split] = streaming.Loader(getattr(run.data.stream, split), run.workers, run.device)
+    return run.loaders[split]
 
 def prepare_data(cfg: RunConfig, seed: int) -> PreparedData:
     """The run's data as model inputs (:mod:`robustbench_dgsa.data.prepare`), with the model's classes and image
@@ -435,19 +474,44 @@ def _evaluation_sums(model: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor
     return loss_sum, correct
 
 
-def _evaluate(run: _Run, x: torch.Tensor, mask: torch.Tensor | None, y: torch.Tensor) -> tuple[float, float]:
-    """:func:`evaluate_split` of the run's model; in a process group each rank takes its block of the examples
-    and the sums are added over ranks, so every example counts once."""
-    tc, world = run.cfg.train, run.world
-    if not world.distributed:
-        return evaluate_split(run.model, x, mask, y, batch_size=tc.eval_batch_size, device=run.device, amp=tc.amp)
+def _evaluate(run: _Run, split: str) -> tuple[float, float]:
+    """(mean cross-entropy, accuracy) of the run's model on its ``split`` ("val" or "test"); in a process group
+    each rank takes its block of the examples and the sums are added over ranks, so every example counts once."""
+    tc, world, data = run.cfg.train, run.world, run.data
+    x, mask, y = getattr(data, f"x_{split}"), getattr(data, f"m_{split}"), getattr(data, f"y_{split}")
     if len(y) == 0:
         return float("nan"), float("nan")
     part = distributed.eval_shard(len(y), world)
-    sums = _evaluation_sums(run.model, x[part], None if mask is None else mask[part], y[part],
-                            batch_size=tc.eval_batch_size, device=run.device, amp=tc.amp)
-    total = distributed.all_sum(torch.tensor(sums, dtype=torch.float64, device=run.device), world)
-    return float(total[0]) / len(y), int(total[1]) / len(y)
+    if data.stream is not None:
+        sums = _stream_sums(run, split, part)
+    elif not world.distributed:
+        return evaluate_split(run.model, x, mask, y, batch_size=tc.eval_batch_size, device=run.device, amp=tc.amp)
+    else:
+        sums = _evaluation_sums(run.model, x[part], None if mask is None else mask[part], y[part],
+                                batch_size=tc.eval_batch_size, device=run.device, amp=tc.amp)
+    if world.distributed:
+        total = distributed.all_sum(torch.tensor(sums, dtype=torch.float64, device=run.device), world)
+        sums = (float(total[0]), int(total[1]))
+    return sums[0] / len(y), sums[1] / len(y)
+
+
+@torch.no_grad()
+def _stream_sums(run: _Run, split: str, part: slice) -> tuple[float, int]:
+    """(summed cross-entropy, correct predictions) over this rank's block ``part`` of a streamed split."""
+    idx = getattr(run.data.stream, f"{split}_idx")[part]
+    loss_sum, correct = 0.0, 0
+    was_training = run.model.training
+    run.model.eval()
+    try:
+        for xb, yb in _loader(run, split).run(streaming.eval_batches(idx, run.cfg.train.eval_batch_size)):
+            xb, yb = xb.to(run.device, non_blocking=True), yb.to(run.device, non_blocking=True)
+            with autocast(run.device, run.cfg.train.amp):
+                logits = run.model(xb).float()
+            loss_sum += float(F.cross_entropy(logits, yb, reduction="sum"))
+            correct += int((logits.argmax(1) == yb).sum())
+    finally:
+        run.model.train(was_training)
+    return loss_sum, correct
 
 
 def _epoch_rows(rec: dict[str, Any]) -> list[dict[str, Any]]:

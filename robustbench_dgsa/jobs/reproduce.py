@@ -18,6 +18,11 @@ picks up where it stopped. ``preset="paper"`` with ``data_root`` runs the paper'
 (``image_dataset`` default cifar10, ``text_dataset`` default imdb); ``quick=True`` is the smallest size,
 for the test suite (1 epoch, 2 corruptions × 2 severities, 64 test examples). With the tiny preset the test
 split is cut to its first 200 examples (``max_test`` changes it).
+
+Table 2 (ImageNet-1k): ``preset="paper", image_dataset="imagenet", data_root=...`` trains ViT, DViT and DGViT
+at 224 px / patch 16 / batch 64 (the paper preset's ImageNet specials), FFN proj. ×4; ``ffn_ratio="16/3"`` is
+the other configuration, for the models with a SwiGLU FFN only (ViT has one row). A missing ImageNet stops the
+planning with one line naming the files to put where.
 """
 from __future__ import annotations
 
@@ -77,9 +82,11 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
               text_dataset: str | None = None, models: Sequence[str] | str | None = None,
               severities: Sequence[int] | None = None, corruptions: str | Sequence[str] | None = None,
               text_noise: str | Sequence[str] | None = None, max_test: int | None = None, quick: bool = False,
-              device: str = "auto") -> Plan:
+              device: str = "auto", ffn_ratio: str | float | None = None) -> Plan:
     """Resolve the options into a :class:`Plan` (validates names; nothing is run).
 
+    ``ffn_ratio``: the FFN expansion ("proj.", e.g. 4 or 16/3) of the models with a SwiGLU FFN (DViT, DGViT, DT,
+    DGT); the others keep theirs.
     ``None`` means the size's default: every corruption, noise type and severity, or with ``quick`` the
     small QUICK sets; explicit values are always kept (and checked), also with ``quick``."""
     from corruptions.registry import parse_severities, resolve_corruptions
@@ -142,8 +149,27 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
                 rollout_examples=int(size["rollout_examples"]),
                 rollout_corruptions=[c for c in size["rollout_corruptions"] if c in cors] or cors[:1],
                 bench_steps=int(size["bench_steps"]), device=device)
-    plan.jobs = sweep.plan(model_list, seeds, all_datasets(plan), preset, overrides)
+    plan.jobs = _plan_jobs(plan, ffn_ratio)
     return plan
+
+
+def _plan_jobs(plan: Plan, ffn_ratio: str | float | None) -> list[Any]:
+    """The plan's jobs (model -> dataset -> seed); ``ffn_ratio`` as an override of the SwiGLU models' jobs only.
+    A dataset that cannot be downloaded and is missing (ImageNet) fails here."""
+    from robustbench_dgsa.data.registry import check_files
+    from robustbench_dgsa.jobs import sweep
+    from robustbench_dgsa.models import get_model_config
+
+    for d in all_datasets(plan):
+        check_files(d, plan.data_root)
+    jobs = []
+    for m in plan.models:
+        ov = dict(plan.overrides)
+        if ffn_ratio is not None and get_model_config(m).ffn == "swiglu":
+            ov["model.ffn_ratio"] = str(ffn_ratio)
+        modality = get_model_config(m).modality
+        jobs += sweep.plan([m], plan.seeds, plan.datasets[modality], plan.preset, ov)
+    return jobs
 
 
 def all_datasets(plan: Plan) -> list[str]:
@@ -292,7 +318,7 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
               corruptions: str | Sequence[str] | None = None, text_noise: str | Sequence[str] | None = None,
               max_test: int | None = None, progress: bool = True, quick: bool = False, device: str = "auto",
               threads: int | None = None, workers: int | None = None,
-              on_phase: Callable[[str, float], None] | None = None) -> Path:
+              on_phase: Callable[[str, float], None] | None = None, ffn_ratio: str | float | None = None) -> Path:
     """Run the main job (see the module docstring); returns the report folder (``out_dir``).
 
     ``on_phase(name, seconds)`` is called after each phase (corrupt, train+evaluate, rollout, bench, report); the
@@ -305,7 +331,7 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
     OpenMP threads slow it down many times — otherwise torch's default. ``workers``: processes that
     train/evaluate independent jobs (and run the rollouts) at once, each with one torch thread; default: one per
     CPU core on a CPU (at most 8) except for the paper preset, else 1. Results do not depend on it (every job seeds
-    itself; the benchmark phase always runs alone).
+    itself; the benchmark phase always runs alone). ``ffn_ratio``: see :func:`make_plan`.
     """
     import torch
 
@@ -320,7 +346,7 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
         return _reproduce(out_dir, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
                           text_dataset=text_dataset, models=models, severities=severities, corruptions=corruptions,
                           text_noise=text_noise, max_test=max_test, progress=progress, quick=quick, device=device,
-                          workers=workers, on_phase=on_phase)
+                          workers=workers, on_phase=on_phase, ffn_ratio=ffn_ratio)
     finally:
         torch.set_num_threads(before)
 
@@ -329,7 +355,7 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
                image_dataset: str | None, text_dataset: str | None, models: Sequence[str] | str | None,
                severities: Sequence[int], corruptions: str | Sequence[str], text_noise: str | Sequence[str],
                max_test: int | None, progress: bool, quick: bool, device: str, workers: int | None,
-               on_phase: Callable[[str, float], None] | None) -> Path:
+               on_phase: Callable[[str, float], None] | None, ffn_ratio: str | float | None = None) -> Path:
     import torch
 
     from robustbench_dgsa.jobs import sweep
@@ -340,7 +366,7 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
         workers = _default_workers(preset, device)
     plan = make_plan(out_dir, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
                      text_dataset=text_dataset, models=models, severities=severities, corruptions=corruptions,
-                     text_noise=text_noise, max_test=max_test, quick=quick, device=device)
+                     text_noise=text_noise, max_test=max_test, quick=quick, device=device, ffn_ratio=ffn_ratio)
     out = plan.out
     out.mkdir(parents=True, exist_ok=True)
     # the job list, in the sweep layout (runs/<job id>/, store/): `dgsa-bench sweep status --dir OUT` reads it

@@ -13,7 +13,7 @@ def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: s
                overrides: dict[str, Any] | None = None, config_file: str | Path | None = None,
                data_root: str | Path | None = None, store: str | Path | None = None, resume: bool = False,
                progress: bool = True, nproc: int | None = None,
-               relaunch: Sequence[str] | None = None) -> dict[str, Any] | None:
+               relaunch: Sequence[str] | None = None, data_workers: int | None = None) -> dict[str, Any] | None:
     """Train each of ``models`` on ``dataset`` for each of ``seeds``.
 
     One (model, seed) writes into ``out``; several write into ``out/<model>-<dataset>-s<seed>`` each. Rows go to
@@ -24,6 +24,7 @@ def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: s
     ``nproc`` > 1: train data-parallel in that many local processes (torch.distributed.run), each running the
     command line ``relaunch`` (this command without its process-count option); returns None (rank 0 of that
     launch prints the summary). Under torchrun or srun each process is one rank of the same runs.
+    ``data_workers``: DataLoader workers per process for a streamed dataset (ImageNet; default min(8, CPUs)).
     """
     from robustbench_dgsa.config import load_config_file, resolve_config
     from robustbench_dgsa.engine.predict import dataset_info
@@ -49,7 +50,8 @@ def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: s
     for m, cfg in cfgs:
         for s in seeds:
             run_out = out / safe_name(f"{m}-{cfg.data.dataset}-s{s}") if several else out
-            r = _train_one(train, cfg, s, run_out, store_dir=store_dir, resume=resume, progress=progress)
+            r = _train_one(train, cfg, s, run_out, store_dir=store_dir, resume=resume, progress=progress,
+                           data_workers=data_workers)
             runs.append({"model": m, "seed": s, "run_id": r.run_id, "checkpoint": str(r.checkpoint),
                          "out": str(run_out), "config_hash": r.config_hash, "final": r.final, "history": r.history})
     return {"model": ",".join(models), "dataset": cfgs[0][1].data.dataset, "preset": preset,
