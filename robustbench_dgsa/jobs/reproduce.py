@@ -85,14 +85,13 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
               device: str = "auto", ffn_ratio: str | float | None = None) -> Plan:
     """Resolve the options into a :class:`Plan` (validates names; nothing is run).
 
-    ``ffn_ratio``: the FFN expansion ("proj.", e.g. 4 or 16/3) of the models with a SwiGLU FFN (DViT, DGViT, DT,
-    DGT); the others keep theirs.
     ``None`` means the size's default: every corruption, noise type and severity, or with ``quick`` the
-    small QUICK sets; explicit values are always kept (and checked), also with ``quick``."""
+    small QUICK sets; explicit values are always kept (and checked), also with ``quick``. ``ffn_ratio``: the FFN
+    expansion ("proj.", e.g. 4 or 16/3) of the models with a SwiGLU FFN (DViT, DGViT, DT, DGT); the others keep
+    theirs."""
     from corruptions.registry import parse_severities, resolve_corruptions
     from corruptions.text import resolve_text_noise
 
-    from robustbench_dgsa.jobs import sweep
     from robustbench_dgsa.config import PRESETS
     from robustbench_dgsa.data import DATASETS
     from robustbench_dgsa.models import get_model_config
@@ -191,19 +190,18 @@ def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path
     from corruptions.layout import read_manifest, regenerate
 
     from robustbench_dgsa.config import resolve_config
-    from robustbench_dgsa.data import load_dataset
     from robustbench_dgsa.engine.predict import select_test
     from robustbench_dgsa.models import get_model_config
     from robustbench_dgsa.util.progress import track
 
     model = next(m for m in plan.models if get_model_config(m).modality == "image")
     cfg = resolve_config(get_model_config(model), dataset, plan.preset, overrides=plan.overrides)
-    data = load_dataset(dataset, "test", data_root=plan.data_root)
-    x = np.asarray(data.x)
-    if x.dtype != np.uint8 or x.ndim != 4 or x.shape[-1] != 3:
-        return None
+    data = _test_split(dataset, plan.data_root)
     y = np.asarray(data.y, dtype=np.int64)
     n = int(select_test(y, cfg.data.max_test, cfg.data.test_subset).max()) + 1
+    x = data.read(np.arange(n)).x if getattr(data, "streaming", False) else np.asarray(data.x)
+    if x.dtype != np.uint8 or x.ndim != 4 or x.shape[-1] != 3:
+        return None
     out = plan.out / "corrupted" / f"{dataset}-first{n}"
     man = read_manifest(out) if out.is_dir() else None
     if man is not None and man.n == n and list(man.severities) == list(plan.severities) \
@@ -216,6 +214,18 @@ def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path
                progress=(lambda it, total=None, description="": track(it, total, description, enabled=progress)),
                input_description=f"{dataset} test split, first {n} images")
     return out
+
+
+def _test_split(dataset: str, data_root: str | None, max_images: int | None = None) -> Any:
+    """The test split; a streamed dataset's (ImageNet) as its file list (decoded only where read), or its first
+    ``max_images`` decoded."""
+    from robustbench_dgsa.data import get_info, load_dataset
+
+    if not get_info(dataset).streams:
+        return load_dataset(dataset, "test", data_root=data_root)
+    if max_images is not None:
+        return load_dataset(dataset, "test", data_root=data_root, max_images=max_images)
+    return load_dataset(dataset, "test", data_root=data_root, stream=True)
 
 
 def _train_and_evaluate(plan: Plan, job, progress: bool, corruption_dirs: dict[str, Path | None]) -> dict[str, Any]:
@@ -250,13 +260,12 @@ def _rollout(plan: Plan, job, progress: bool) -> None:
 def _figure_rollout_set(plan: Plan, job, ckpt: Path, store_dir: Path, k: int = 4) -> str:
     """Real data (no known salient region): only a figure set of the first ``k`` test inputs."""
     from robustbench_dgsa.models.checkpoint import load_checkpoint
-    from robustbench_dgsa.data import load_dataset
     from robustbench_dgsa.engine.predict import preprocess_from_meta
     from robustbench_dgsa.rollout.runs import image_rollout_full, save_rollout_set, text_rollout_full
 
     model, meta = load_checkpoint(ckpt)
     pre = preprocess_from_meta(meta)
-    data = load_dataset(job.dataset, "test", data_root=plan.data_root)
+    data = _test_split(job.dataset, plan.data_root, max_images=k)
     run_id = store.new_run_id("rollout")
     common = dict(model=job.model, dataset=job.dataset, seed=job.seed, labels=np.asarray(data.y)[:k],
                   meta={"classes": meta.get("classes"), "config_hash": meta.get("config_hash", ""),
