@@ -149,6 +149,25 @@ def test_worker_processes_give_the_same_batches(ilsvrc):
     assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(main, work))
 
 
+def test_ranks_decode_disjoint_shares_of_each_batch():
+    """In a process group each rank's DataLoader gets its share of every global batch: together exactly the batch,
+    with the same per-example seeds as one process."""
+    from robustbench_dgsa.engine import distributed
+    from robustbench_dgsa.engine.streaming import train_batches
+
+    split_idx = np.arange(100, 111)
+    order = torch.randperm(11, generator=torch.Generator().manual_seed(0))
+
+    def batches(world):
+        return train_batches(split_idx, order, 4, 3, 5, lambda n: distributed.batch_shard(n, world))
+    one = batches(distributed.SINGLE)
+    ranks = [batches(distributed.World(rank=r, size=2, local_rank=r, backend="gloo")) for r in (0, 1)]
+    assert [len(b) for b in one] == [4, 4, 3]
+    for step, items in enumerate(one):
+        assert sorted(ranks[0][step] + ranks[1][step]) == sorted(items)
+        assert not set(ranks[0][step]) & set(ranks[1][step])
+
+
 # --- training end to end, the paper preset, reproduce --------------------------------------------------------
 
 def test_train_end_to_end_on_the_fixture(ilsvrc, tmp_path, run_main):
@@ -192,6 +211,12 @@ def test_reproduce_plans_table_2(ilsvrc, tmp_path):
     assert {(j.model, j.dataset, j.seed) for j in plan.jobs} == {
         (m, "imagenet", s) for m in ("vit", "dvit", "dgvit") for s in (0, 1)}
     assert all(j.preset == "paper" for j in plan.jobs)
+    from robustbench_dgsa.config import resolve_config
+    from robustbench_dgsa.models import get_model_config
+
+    job = next(j for j in plan.jobs if j.model == "dgvit")
+    cfg = resolve_config(get_model_config(job.model), job.dataset, job.preset, overrides=job.overrides)
+    assert (cfg.model.image_size, cfg.model.patch_size, cfg.train.batch_size, cfg.model.ffn_ratio) == (224, 16, 64, 4)
     wide = make_plan(tmp_path / "w", preset="paper", data_root=ilsvrc["sorted"], image_dataset="imagenet",
                      text_dataset="none", seeds=(0,), ffn_ratio="16/3")
     ratios = {j.model: j.overrides.get("model.ffn_ratio") for j in wide.jobs}
