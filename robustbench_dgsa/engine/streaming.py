@@ -61,10 +61,20 @@ class Loader:
                                                   pin_memory=device.type == "cuda", persistent_workers=workers > 0)
 
     def run(self, batches: Sequence[list[Any]]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        self.sampler.batches = [list(b) for b in batches]
-        if not self.sampler.batches:
-            return iter(())
-        return iter(self.loader)
+        """(inputs, labels) of each of ``batches``, in order; an empty batch (a rank's share of a global batch
+        smaller than the process group) is an empty pair, made here without the workers."""
+        self.sampler.batches = [list(b) for b in batches if len(b)]
+        loaded = iter(self.loader) if self.sampler.batches else iter(())
+        shape = None
+        for b in batches:
+            if len(b):
+                x, y = next(loaded)
+                shape = x.shape[1:]
+                yield x, y
+            else:
+                if shape is None:
+                    shape = self.loader.dataset[0][0].shape
+                yield torch.empty((0, *shape)), torch.empty((0,), dtype=torch.long)
 
 
 def item_seed(epoch_key: int, index: int) -> int:

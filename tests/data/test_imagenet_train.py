@@ -142,10 +142,11 @@ def test_worker_processes_give_the_same_batches(ilsvrc):
 
     tr = _quiet_load("imagenet", "train", data_root=ilsvrc["sorted"])
     ds = tr.dataset(32, train=True)
-    batches = [[(0, 5), (3, 6)], [(7, 9)]]
+    batches = [[(0, 5), (3, 6)], [], [(7, 9)]]   # an empty share: a rank's part of a too-small global batch
     main = [(x.clone(), y.clone()) for x, y in Loader(ds, 0, torch.device("cpu")).run(batches)]
     work = list(Loader(ds, 1, torch.device("cpu")).run(batches))
-    assert [x.shape for x, _ in main] == [(2, 3, 32, 32), (1, 3, 32, 32)]
+    assert [x.shape for x, _ in main] == [(2, 3, 32, 32), (0, 3, 32, 32), (1, 3, 32, 32)]
+    assert main[0][1].tolist() == [int(tr.y[0]), int(tr.y[3])]
     assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(main, work))
 
 
