@@ -261,7 +261,7 @@ def _bench(plan: Plan, model_name: str, job) -> None:
 
     store_dir = plan.out / "store"
     run_id = f"bench-{job.id}"
-    if (store_dir / "rows" / f"{run_id}.jsonl").is_file():
+    if store.has_rows(store_dir, run_id):
         return
     ckpt = job_runner.job_dir(plan.out, job) / job_runner.CHECKPOINT
     if not ckpt.is_file():   # the job finished on another machine (its store was copied here): nothing to time
