@@ -333,7 +333,8 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     import torch
 
     from robustbench_dgsa.jobs import sweep
-    from robustbench_dgsa.report.build import build_report, check_report_folder
+    from robustbench_dgsa.report.build import build_report
+    from robustbench_dgsa.report.folder import check_report_folder
 
     check_report_folder(Path(out_dir))  # a folder another tool's manifest.json claims: refused before any work
     if workers is None:
