@@ -40,7 +40,7 @@ _LAZY = {
     "rollout_metrics_run": ("robustbench_dgsa.rollout.runs", "rollout_metrics_run"),
     "rollout": ("robustbench_dgsa.rollout.runs", "rollout_heatmap"),
     "load_weights": ("robustbench_dgsa.models.external", "load_weights"),
-    "export_robustbench": ("robustbench_dgsa.analysis.export", "export_robustbench"),
+    "export_robustbench": ("robustbench_dgsa.report.export", "export_robustbench"),
 }
 
 __all__ = ["__version__", "list_models", "compare", *_LAZY]

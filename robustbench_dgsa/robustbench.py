@@ -64,7 +64,7 @@ def benchmark(model: nn.Module, n_examples: int = MAX_EXAMPLES, dataset: Any = "
                                      "downloaded)")
     if getattr(model, "training", False):
         log("warning: the given model is *not* in eval mode; it is evaluated in eval mode")
-    from robustbench_dgsa.analysis.export import ROBUSTBENCH_CORRUPTIONS
+    from robustbench_dgsa.report.export import ROBUSTBENCH_CORRUPTIONS
     from robustbench_dgsa.engine.benchmark import benchmark as run_benchmark
     with tempfile.TemporaryDirectory(prefix="dgsa-robustbench-") as store:
         rows = run_benchmark(model, ds, data_root=data_dir, corruption=list(ROBUSTBENCH_CORRUPTIONS),
@@ -77,7 +77,7 @@ def benchmark(model: nn.Module, n_examples: int = MAX_EXAMPLES, dataset: Any = "
         log(f"Clean accuracy: {clean:.2%}")
         log(f"Corruptions accuracy: {robust:.2%} (15 corruptions x 5 severities, {rows.attrs['examples']} images)")
         if to_disk:
-            from robustbench_dgsa.analysis.export import export_robustbench
+            from robustbench_dgsa.report.export import export_robustbench
             export_robustbench(store, Path.cwd(), dataset=ds, models=[str(rows["model"].iloc[0])])
     return clean, robust
 

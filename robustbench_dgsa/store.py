@@ -8,6 +8,11 @@ Layout of a store directory::
     results.parquet            compacted rows of all finished runs (``compact``)
     finished/<name>.json       "this unit of work is done" records (a job's train+evaluate, its rollout), so a
                                run resumes from the store alone, without the checkpoints (``mark_finished``)
+    rollouts/<run_id>__<model>.npz   rollout sets the report draws Figures 2 and 3 from
+                               (:mod:`robustbench_dgsa.rollout.runs` writes and reads them)
+
+Every one of these paths is named here (:func:`rows_path`, :func:`rollouts_dir`, ...): other modules ask for
+them rather than joining folder names onto a store path.
 
 Rows are appended line by line and flushed, so a killed run leaves at worst one torn last line (no newline
 at its end), which the reader skips; any other malformed line (not JSON, not UTF-8, not an object, unknown
@@ -38,6 +43,7 @@ import pandas as pd
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util import provenance
 from robustbench_dgsa.util.errors import RunFailure, UserError
+from robustbench_dgsa.util.paths import safe_name
 
 # name -> dtype; every row has all of them (missing values: "" / -1 / NaN).
 COLUMNS: dict[str, str] = {
@@ -64,6 +70,62 @@ CORRUPTION_SOURCES = ("official", "regenerated", "on-the-fly")
 _DEFAULTS = {"string": "", "int64": -1, "float64": float("nan")}
 
 
+# --- paths: every file and folder of a store is named here -----------------------------------------------------
+def rows_dir(store_dir: str | Path) -> Path:
+    """``<store>/rows``: one rows file per run."""
+    return Path(store_dir) / "rows"
+
+
+def runs_dir(store_dir: str | Path) -> Path:
+    """``<store>/runs``: one provenance record per run."""
+    return Path(store_dir) / "runs"
+
+
+def predictions_dir(store_dir: str | Path) -> Path:
+    """``<store>/predictions``: per-example predictions."""
+    return Path(store_dir) / "predictions"
+
+
+def finished_dir(store_dir: str | Path) -> Path:
+    """``<store>/finished``: the "this unit of work is done" records."""
+    return Path(store_dir) / "finished"
+
+
+def rollouts_dir(store_dir: str | Path) -> Path:
+    """``<store>/rollouts``: the stored rollout sets."""
+    return Path(store_dir) / "rollouts"
+
+
+def results_path(store_dir: str | Path) -> Path:
+    """``<store>/results.parquet``: the compacted rows."""
+    return Path(store_dir) / "results.parquet"
+
+
+def rows_path(store_dir: str | Path, run_id: Any) -> Path:
+    """``<store>/rows/<run_id>.jsonl``: the rows one run appends."""
+    return rows_dir(store_dir) / f"{run_id}.jsonl"
+
+
+def has_rows(store_dir: str | Path, run_id: Any) -> bool:
+    """Whether the store holds a rows file for ``run_id`` (any value: a missing id is simply not there)."""
+    return rows_path(store_dir, run_id).is_file()
+
+
+def run_record_path(store_dir: str | Path, run_id: str) -> Path:
+    """``<store>/runs/<run_id>.json``: the provenance record of one run."""
+    return runs_dir(store_dir) / f"{run_id}.json"
+
+
+def predictions_path(store_dir: str | Path, run_id: str, tag: str) -> Path:
+    """``<store>/predictions/<run_id>__<tag>.parquet``: per-example predictions of one run."""
+    return predictions_dir(store_dir) / f"{run_id}__{tag}.parquet"
+
+
+def rollout_set_path(store_dir: str | Path, run_id: str, model: str) -> Path:
+    """``<store>/rollouts/<run_id>__<model>.npz`` (both names made safe for a file name)."""
+    return rollouts_dir(store_dir) / f"{safe_name(run_id)}__{safe_name(model)}.npz"
+
+
 def new_run_id(prefix: str = "run") -> str:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     return f"{prefix}-{stamp}-{uuid.uuid4().hex[:6]}"
@@ -82,14 +144,14 @@ class RunWriter:
 
     def __post_init__(self) -> None:
         self.store_dir = Path(self.store_dir)
-        folders = [self.store_dir, *(self.store_dir / f for f in ("rows", "runs", "predictions"))]
+        folders = [self.store_dir, *(f(self.store_dir) for f in (rows_dir, runs_dir, predictions_dir))]
         self._new_folders = [f for f in folders if not f.exists()]   # removed by discard() when left empty
         commit, _ = provenance.git_state()
         self._fixed = {"run_id": self.run_id, "git_commit": commit, "package_version": provenance.package_version()}
 
     @property
     def rows_path(self) -> Path:
-        return self.store_dir / "rows" / f"{self.run_id}.jsonl"
+        return rows_path(self.store_dir, self.run_id)
 
     def add(self, metric: str, value: float, **fields: Any) -> None:
         self.add_rows([dict(metric=metric, value=value, **fields)])
@@ -121,8 +183,8 @@ class RunWriter:
     def discard(self) -> None:
         """Remove everything this run wrote to the store (a failed run leaves the store as it found it)."""
         self.rows_path.unlink(missing_ok=True)
-        (self.store_dir / "runs" / f"{self.run_id}.json").unlink(missing_ok=True)
-        for p in (self.store_dir / "predictions").glob(f"{self.run_id}__*.parquet"):
+        run_record_path(self.store_dir, self.run_id).unlink(missing_ok=True)
+        for p in predictions_dir(self.store_dir).glob(f"{self.run_id}__*.parquet"):
             p.unlink(missing_ok=True)
         for folder in reversed(self._new_folders):          # deepest first; only if empty
             try:
@@ -132,10 +194,10 @@ class RunWriter:
 
     def write_provenance(self, info: dict[str, Any]) -> None:
         record = {"run_id": self.run_id, "created": _now(), **provenance.collect(info.get("device")), **info}
-        atomic.write_json(self.store_dir / "runs" / f"{self.run_id}.json", record)
+        atomic.write_json(run_record_path(self.store_dir, self.run_id), record)
 
     def write_predictions(self, tag: str, df: pd.DataFrame) -> Path:
-        path = self.store_dir / "predictions" / f"{self.run_id}__{tag}.parquet"
+        path = predictions_path(self.store_dir, self.run_id, tag)
         df = df.copy()
         df.insert(0, "run_id", self.run_id)
         with atomic.atomic_path(path) as tmp:
@@ -250,14 +312,14 @@ def load_results(store_dir: str | Path) -> pd.DataFrame:
         raise UserError(f"results store not found: {store_dir}")
     frames = []
     seen: set[str] = set()
-    rows_dir = store_dir / "rows"
-    if rows_dir.exists():
-        for path in sorted(rows_dir.glob("*.jsonl")):
+    rows_folder = rows_dir(store_dir)
+    if rows_folder.exists():
+        for path in sorted(rows_folder.glob("*.jsonl")):
             rows = _read_jsonl(path)
             if rows:
                 frames.append(pd.DataFrame(rows))
                 seen.add(path.stem)
-    parquet = store_dir / "results.parquet"
+    parquet = results_path(store_dir)
     if parquet.exists():
         try:
             df = pd.read_parquet(parquet)
@@ -280,7 +342,7 @@ def compact(store_dir: str | Path) -> Path:
     """Write all rows to results.parquet (atomic, under the store's compaction lock: see the module docstring);
     the JSONL files stay as the write-ahead log."""
     store_dir = Path(store_dir)
-    path = store_dir / "results.parquet"
+    path = results_path(store_dir)
     with _compaction_lock(store_dir):
         df = load_results(store_dir)                         # read inside the lock: nothing older wins
         with atomic.atomic_path(path) as tmp:
@@ -301,7 +363,7 @@ def _compaction_lock(store_dir: Path) -> Iterator[None]:
 def _finished_path(store_dir: str | Path, name: str) -> Path:
     if not name or "/" in name or "\\" in name or name.startswith("."):
         raise UserError(f"not a record name: {name!r}")
-    return Path(store_dir) / "finished" / f"{name}.json"
+    return finished_dir(store_dir) / f"{name}.json"
 
 
 def mark_finished(store_dir: str | Path, name: str, record: dict[str, Any]) -> None:
@@ -320,7 +382,7 @@ def read_finished(store_dir: str | Path, name: str) -> dict[str, Any] | None:
     if not isinstance(record, dict):
         return None
     rid = record.get("eval_run_id") or record.get("run_id")
-    if not isinstance(rid, str) or not (Path(store_dir) / "rows" / f"{rid}.jsonl").is_file():
+    if not isinstance(rid, str) or not has_rows(store_dir, rid):
         return None
     return record
 
@@ -328,7 +390,7 @@ def read_finished(store_dir: str | Path, name: str) -> dict[str, Any] | None:
 def load_runs(store_dir: str | Path) -> dict[str, dict[str, Any]]:
     """Provenance records by run id."""
     out = {}
-    for p in sorted((Path(store_dir) / "runs").glob("*.json")):
+    for p in sorted(runs_dir(store_dir).glob("*.json")):
         try:
             out[p.stem] = json.loads(p.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -338,7 +400,7 @@ def load_runs(store_dir: str | Path) -> dict[str, dict[str, Any]]:
 
 def load_predictions(store_dir: str | Path, run_id: str | None = None) -> pd.DataFrame:
     """Per-example predictions (columns: run_id, condition, severity, index, label, pred, ...)."""
-    paths = sorted((Path(store_dir) / "predictions").glob(f"{run_id or ''}*.parquet"))
+    paths = sorted(predictions_dir(store_dir).glob(f"{run_id or ''}*.parquet"))
     if not paths:
         return pd.DataFrame(columns=["run_id", "condition", "severity", "index", "label", "pred"])
     frames = []

@@ -19,9 +19,9 @@ RANK = {
     "config": 1, "store": 1,
     "data": 2, "models": 2,
     "engine": 3,
-    "rollout": 4, "analysis": 4, "robustbench": 4,
+    "rollout": 4, "analysis": 4,
     "report": 5,
-    "jobs": 6,
+    "jobs": 6, "robustbench": 6,   # RobustBench's benchmark(): runs the engine, then (to_disk) the report's export
     "cli": 7,
     "__main__": 8,
 }

@@ -178,3 +178,38 @@ def test_discard_leaves_the_store_as_found(tmp_path):
     w.write_provenance({"kind": "eval"})
     w.discard()
     assert sorted(p.relative_to(old) for p in old.rglob("*")) == before
+
+
+# ------------------------------------------------------------------------------ every path of a store
+def test_every_file_of_a_run_is_where_the_store_names_it(store_dir):
+    """What a run writes lands exactly at the paths store.py names (and nowhere else)."""
+    w = _write_run(store_dir, "r1")
+    w.write_predictions("test", pd.DataFrame({"condition": ["clean"], "severity": [0], "index": [0], "label": [1],
+                                              "pred": [1]}))
+    w.write_provenance({"kind": "eval", "seed": 0, "device": "cpu"})
+    store.compact(store_dir)
+    store.mark_finished(store_dir, "job-a", {"run_id": "r1"})
+    named = {store.rows_path(store_dir, "r1"), store.run_record_path(store_dir, "r1"),
+             store.predictions_path(store_dir, "r1", "test"), store.results_path(store_dir),
+             store.finished_dir(store_dir) / "job-a.json"}
+    written = {p for p in store_dir.rglob("*") if p.is_file() and not p.name.startswith(".")}
+    assert written == named
+    assert store.has_rows(store_dir, "r1") and not store.has_rows(store_dir, None)
+    assert store.read_finished(store_dir, "job-a") == {"run_id": "r1"}
+
+
+def test_rollout_set_paths_stay_inside_the_rollouts_folder(store_dir):
+    p = store.rollout_set_path(store_dir, "../run 1", "a/b")
+    assert p.parent == store.rollouts_dir(store_dir) == store_dir / "rollouts"
+    assert p.suffix == ".npz" and "/" not in p.name and not p.name.startswith(".")
+
+
+def test_no_module_but_the_store_joins_a_store_folder_name():
+    """store.py owns every ``<store>/...`` path: no other module joins one of its folder names onto a path."""
+    import re
+    from pathlib import Path
+    pkg = Path(store.__file__).resolve().parent
+    pattern = re.compile(r'/\s*"(rows|predictions|finished|rollouts|results\.parquet)"')
+    bad = [f"{p.relative_to(pkg)}:{n}" for p in sorted(pkg.rglob("*.py")) if p.name != "store.py" or p.parent != pkg
+           for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not bad, "store paths built outside store.py: " + ", ".join(bad)

@@ -36,7 +36,7 @@ def export_command(
     """RobustBench model_info JSON per model with a full 15 x 5 grid (clean_acc, corruptions_acc, corruptions_mce
     where a reference is at hand); incomplete grids go to a side file with a footnote saying why; plus the
     unaggregated per-corruption, per-severity CSV."""
-    from robustbench_dgsa.analysis.export import export_robustbench
+    from robustbench_dgsa.report.export import export_robustbench
 
     from . import options as opt
 

@@ -121,6 +121,7 @@ def read_done(root: str | Path, job: Job) -> dict[str, Any] | None:
     job's checkpoint or results (swapped, copied) is not finished. Without its folder (a store copied to another
     machine), the store's own record of the job (:func:`store.read_finished`) with rows of this model and seed
     says it is finished."""
+    from robustbench_dgsa import store
     d = job_dir(root, job)
     if not (d / CHECKPOINT).is_file():
         return _done_in_store(root, job) if not d.exists() else None
@@ -129,7 +130,7 @@ def read_done(root: str | Path, job: Job) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     rid = info.get("eval_run_id") if isinstance(info, dict) else None
-    rows = Path(root) / "store" / "rows" / f"{rid}.jsonl"
+    rows = store.rows_path(Path(root) / "store", rid)
     if not isinstance(rid, str) or not rows.is_file():
         return None
     return None if _belongs(job, info, d / CHECKPOINT, rows) else info
@@ -140,7 +141,7 @@ def _done_in_store(root: str | Path, job: Job) -> dict[str, Any] | None:
     info = store.read_finished(Path(root) / "store", job.id)
     if info is None or info.get("job") != job.to_dict():
         return None
-    rows = Path(root) / "store" / "rows" / f"{info['eval_run_id']}.jsonl"
+    rows = store.rows_path(Path(root) / "store", info["eval_run_id"])
     try:
         with open(rows, encoding="utf-8") as f:
             first = json.loads(f.readline())
@@ -153,6 +154,7 @@ def _done_in_store(root: str | Path, job: Job) -> dict[str, Any] | None:
 def foreign_results(root: str | Path, job: Job) -> str | None:
     """Why ``job``'s folder holds a finished-looking record that is not this job's (another job's checkpoint,
     record or evaluation: swapped or copied folders), None otherwise."""
+    from robustbench_dgsa import store
     d = job_dir(root, job)
     try:
         info = json.loads((d / JOB_DONE).read_text(encoding="utf-8"))
@@ -160,7 +162,7 @@ def foreign_results(root: str | Path, job: Job) -> str | None:
         return None
     if not isinstance(info, dict) or not (d / CHECKPOINT).is_file():
         return None
-    rows = Path(root) / "store" / "rows" / f"{info.get('eval_run_id')}.jsonl"
+    rows = store.rows_path(Path(root) / "store", info.get("eval_run_id"))
     return _belongs(job, info, d / CHECKPOINT, rows) if rows.is_file() else None
 
 

@@ -296,7 +296,7 @@ def _bench(plan: Plan, model_name: str, job) -> None:
 
     store_dir = plan.out / "store"
     run_id = f"bench-{job.id}"
-    if (store_dir / "rows" / f"{run_id}.jsonl").is_file():
+    if store.has_rows(store_dir, run_id):
         return
     ckpt = job_runner.job_dir(plan.out, job) / job_runner.CHECKPOINT
     if not ckpt.is_file():   # the job finished on another machine (its store was copied here): nothing to time
@@ -368,7 +368,8 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     import torch
 
     from robustbench_dgsa.jobs import sweep
-    from robustbench_dgsa.report.build import build_report, check_report_folder
+    from robustbench_dgsa.report.build import build_report
+    from robustbench_dgsa.report.folder import check_report_folder
 
     check_report_folder(Path(out_dir))  # a folder another tool's manifest.json claims: refused before any work
     if workers is None:

@@ -110,11 +110,12 @@ def build_entry(build: ZooBuild, model: str) -> ZooCard:
 
 
 def _finished_card(build: ZooBuild, name: str) -> ZooCard | None:
+    from robustbench_dgsa import store
     from robustbench_dgsa.models.zoo import list_pretrained
     for card in list_pretrained(zoo_dir=build.out):
         weights = build.out / card.weights_file
         if card.name == name and weights.is_file() and weights_digest(weights) == card.weights_sha256 \
-                and (build.store / "rows" / f"{card.metrics.get('eval_run_id')}.jsonl").is_file():
+                and store.has_rows(build.store, card.metrics.get("eval_run_id")):
             return card
     return None
 

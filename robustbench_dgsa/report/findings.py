@@ -12,10 +12,12 @@ import pandas as pd
 from robustbench_dgsa.analysis import findings as fnd
 from robustbench_dgsa.analysis import metrics
 from robustbench_dgsa.models.registry import MODEL_FACTS
+from robustbench_dgsa.report.labels import ACC_SCALE, dataset_label, display_name
+from robustbench_dgsa.report.published import paper_variant, published_value
 from robustbench_dgsa.report.tables import Table, fmt_num, fmt_p
 
 if TYPE_CHECKING:
-    from robustbench_dgsa.report.build import _Report
+    from robustbench_dgsa.report.artefacts import Report
 
 COLUMNS = ["Claim", "Dataset", "Measure", "n", "Ours (%): DG / base", "Δ (pp) [95% CI]", "Paper (%): DG / base (Δ)",
            "Test · Holm family", "p (Holm)", "Hedges' g", "MDD (pp)", "Seeds for 80% power", "Verdict"]
@@ -29,12 +31,10 @@ def _signed(v: float, scale: float = 1.0) -> str:
     return f"{round(v * scale, 2) + 0.0:+.2f}"
 
 
-def paper_clean_accuracy(rep: _Report, pub: pd.DataFrame, cfgs: dict[str, dict[str, Any]]
+def paper_clean_accuracy(rep: Report, pub: pd.DataFrame, cfgs: dict[str, dict[str, Any]]
                          ) -> dict[tuple[str, str], float]:
     """The paper's clean accuracy (fraction) per (dataset, model) of a claim, for the variant (proj., drop) of
     the config the runs used — the row Tables 1 and 3 show beside ours."""
-    from robustbench_dgsa.report import build   # build imports this module: its helpers are read at call time
-
     out: dict[tuple[str, str], float] = {}
     ev = rep.df[(rep.df["kind"] == "eval") & (rep.df["condition"] == metrics.CLEAN)]
     for (ds, model), g in ev.groupby(["dataset", "model"], sort=True):
@@ -42,18 +42,16 @@ def paper_clean_accuracy(rep: _Report, pub: pd.DataFrame, cfgs: dict[str, dict[s
             continue
         hashes = sorted(set(g["config_hash"]) - {""})
         cfg = cfgs.get(hashes[0]) if hashes else None
-        proj, drop = build.paper_variant(cfg["model"] if cfg else None)
-        p = build.published_value(pub, ds, model, tables=_PAPER_TABLES[MODEL_FACTS[model].modality], proj=proj,
-                                  drop=drop)
+        proj, drop = paper_variant(cfg["model"] if cfg else None)
+        p = published_value(pub, ds, model, tables=_PAPER_TABLES[MODEL_FACTS[model].modality], proj=proj,
+                            drop=drop)
         if p is not None:
-            out[(ds, model)] = float(p["mean"]) / build.ACC_SCALE
+            out[(ds, model)] = float(p["mean"]) / ACC_SCALE
     return out
 
 
-def findings_section(rep: _Report, pub: pd.DataFrame, cfgs: dict[str, dict[str, Any]]) -> None:
+def findings_section(rep: Report, pub: pd.DataFrame, cfgs: dict[str, dict[str, Any]]) -> None:
     """Add the Findings tables to ``rep`` (section "findings"), or a note when the store tests no claim."""
-    from robustbench_dgsa.report import build
-
     f = fnd.compute_findings(rep.df, paper=paper_clean_accuracy(rep, pub, cfgs))
     if f.table.empty:
         rep.skip("findings", "Findings", "no claim of the paper can be tested from this store (it needs DGViT "
@@ -69,16 +67,16 @@ def findings_section(rep: _Report, pub: pd.DataFrame, cfgs: dict[str, dict[str, 
         t = f.table[f.table["group"] == group]
         if t.empty:
             continue
-        recs = [_row(r, labels, build) for r in t.to_dict("records")]
-        notes = _notes(f, t, labels, build, full=group == fnd.HEADLINE)
+        recs = [_row(r, labels) for r in t.to_dict("records")]
+        notes = _notes(f, t, labels, full=group == fnd.HEADLINE)
         rep.table("findings", stem, title, Table(COLUMNS, recs, title, notes, align="lllrrrrlrrrrl"), rows)
         if group == fnd.HEADLINE:
-            rep.artefacts[-1].caption = _lead(f, build)
+            rep.artefacts[-1].caption = _lead(f)
 
 
-def _row(r: dict[str, Any], labels: dict[str, str], build) -> list[str]:
-    s = build.ACC_SCALE
-    dg, base = build.display_name(r["model"]), build.display_name(r["baseline"])
+def _row(r: dict[str, Any], labels: dict[str, str]) -> list[str]:
+    s = ACC_SCALE
+    dg, base = display_name(r["model"]), display_name(r["baseline"])
     measure = "clean accuracy" if r["measure"] == metrics.CLEAN else r["measure"]
     claim = f"{dg} better than {base}" + (f" ({r['source']})" if r["group"] == fnd.HEADLINE else "")
     ci = (f" [{_signed(r['ci_lo'], s)}, {_signed(r['ci_hi'], s)}]" if math.isfinite(r["ci_lo"]) else "")
@@ -88,13 +86,13 @@ def _row(r: dict[str, Any], labels: dict[str, str], build) -> list[str]:
     need = "—"
     if math.isfinite(r["seeds_needed"]):
         need = f"> {int(r['seeds_needed']):,}" if r["seeds_needed_capped"] else f"{int(r['seeds_needed']):,}"
-    return [claim, build.dataset_label(r["dataset"]), measure, str(int(r["n"])),
+    return [claim, dataset_label(r["dataset"]), measure, str(int(r["n"])),
             f"{fmt_num(r['mean_model'] * s)} / {fmt_num(r['mean_baseline'] * s)}", _signed(r["diff"], s) + ci, paper,
             f"{r['test']} · {labels[r['family']]} ({int(r['family_size'])})", fmt_p(r["p_holm"]), fmt_num(r["g"]),
             fmt_num(r["mdd"] * s), need, r["verdict"]]
 
 
-def _lead(f: fnd.Findings, build) -> str:
+def _lead(f: fnd.Findings) -> str:
     """The sentence a reader needs first: the verdict counts on real data; the synthetic caveat."""
     real = f.table[~f.table["synthetic"].astype(bool)]
     out = []
@@ -104,27 +102,27 @@ def _lead(f: fnd.Findings, build) -> str:
             words = [fnd.SUPPORTED, fnd.CONTRADICTED, fnd.INCONCLUSIVE, fnd.NOT_TESTABLE]
             return ", ".join(f"{int(c.get(w, 0))} {w}" for w in words if c.get(w, 0) or w != fnd.NOT_TESTABLE)
         head, sev = real[real["group"] == fnd.HEADLINE], real[real["group"] == fnd.PER_SEVERITY]
-        out.append(f"Real data ({', '.join(build.dataset_label(d) for d in dict.fromkeys(real['dataset']))}): "
+        out.append(f"Real data ({', '.join(dataset_label(d) for d in dict.fromkeys(real['dataset']))}): "
                    f"{len(head)} headline claim(s) tested — {counts(head)}"
                    + (f"; per severity, {len(sev)} — {counts(sev)}" if len(sev) else "") + ".")
     if f.synthetic:
         out.append(fnd.SYNTHETIC_SENTENCE + " Synthetic here: "
-                   + ", ".join(build.dataset_label(d) for d in f.synthetic) + ".")
+                   + ", ".join(dataset_label(d) for d in f.synthetic) + ".")
     return " ".join(out)
 
 
-def _family(t: pd.DataFrame, build) -> str:
+def _family(t: pd.DataFrame) -> str:
     """One Holm family in words: its measures × its claims on its dataset, and its size."""
-    pairs = dict.fromkeys(f"{build.display_name(a)} − {build.display_name(b)}"
+    pairs = dict.fromkeys(f"{display_name(a)} − {display_name(b)}"
                           for a, b in zip(t["model"], t["baseline"]))
     measures = dict.fromkeys("clean" if m == metrics.CLEAN else m for m in t["measure"])
-    return (f"{', '.join(measures)} × {', '.join(pairs)} on {build.dataset_label(t['dataset'].iloc[0])} "
+    return (f"{', '.join(measures)} × {', '.join(pairs)} on {dataset_label(t['dataset'].iloc[0])} "
             f"({int(t['family_size'].iloc[0])} tests)")
 
 
-def _notes(f: fnd.Findings, t: pd.DataFrame, labels: dict[str, str], build, full: bool) -> list[str]:
+def _notes(f: fnd.Findings, t: pd.DataFrame, labels: dict[str, str], full: bool) -> list[str]:
     fams = [fam for fam in f.families if fam in set(t["family"])]
-    out = ["Holm families: " + "; ".join(f"{labels[fam]} = {_family(t[t['family'] == fam], build)}"
+    out = ["Holm families: " + "; ".join(f"{labels[fam]} = {_family(t[t['family'] == fam])}"
                                          for fam in fams) + "."]
     if not full:
         return ["Δ, test, MDD and verdict as in the table above; severity s = mean accuracy over the 15 benchmark "

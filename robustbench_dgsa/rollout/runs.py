@@ -54,11 +54,10 @@ from robustbench_dgsa.data.vocab import UNK_ID, tokenize
 from robustbench_dgsa.engine.predict import (forward_batches, prepare_images, prepare_texts, preprocess_from_meta,
                                              resolve_device, vocab_from_preprocess)
 from robustbench_dgsa.models.checkpoint import load_checkpoint
-from robustbench_dgsa.store import RunWriter, new_run_id
+from robustbench_dgsa.store import RunWriter, new_run_id, rollout_set_path, rollouts_dir
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.jsonio import to_jsonable
-from robustbench_dgsa.util.paths import safe_name
 from robustbench_dgsa.rollout.capture import as_rollout_model, default_preprocess
 from robustbench_dgsa.rollout.core import RolloutSpec, cls_relevance, relevance_grid, rollout, token_relevance, upsample
 
@@ -489,7 +488,7 @@ def save_rollout_set(store_dir: str | Path, run_id: str, *, kind: str, model: st
     info.update({"format_version": FORMAT_VERSION, "kind": kind, "run_id": run_id, "model": model,
                  "dataset": dataset, "seed": int(seed), "spec": spec.to_dict()})
     arrays["meta_json"] = np.asarray(json.dumps(to_jsonable(info, fallback=str), sort_keys=True))
-    path = Path(store_dir) / "rollouts" / f"{safe_name(run_id)}__{safe_name(model)}.npz"
+    path = rollout_set_path(store_dir, run_id, model)
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     atomic.write_bytes(path, buf.getvalue())
@@ -535,7 +534,7 @@ def load_rollout_sets(store_dir: str | Path, *, kind: str | None = None, dataset
     Unreadable files are skipped with a warning (a store may hold a torn file from a killed run only as a
     temporary file, which is not matched; anything else unreadable is reported, not fatal).
     """
-    folder = Path(store_dir) / "rollouts"
+    folder = rollouts_dir(store_dir)
     out: list[RolloutSet] = []
     wanted = set(models) if models is not None else None
     for p in sorted(folder.glob("*.npz")) if folder.is_dir() else []:

@@ -20,7 +20,8 @@ from robustbench_dgsa.analysis import findings as F
 from robustbench_dgsa.analysis import metrics as M
 from robustbench_dgsa.config import resolve_config
 from robustbench_dgsa.models import get_model_config
-from robustbench_dgsa.report.build import build_report, load_published, paper_variant, published_value
+from robustbench_dgsa.report.build import build_report
+from robustbench_dgsa.report.published import load_published, paper_variant, published_value
 
 NOISE = np.array([0.004, -0.003, 0.002, -0.001, 0.0005])       # per-seed jitter, SD ~0.0028
 VERDICT_WORDS = (F.SUPPORTED, F.CONTRADICTED, F.INCONCLUSIVE)

@@ -11,7 +11,7 @@ import pytest
 
 from robustbench_dgsa import store
 from robustbench_dgsa.analysis import metrics
-from robustbench_dgsa.analysis.export import ROBUSTBENCH_CORRUPTIONS, SEVERITIES, export_robustbench
+from robustbench_dgsa.report.export import ROBUSTBENCH_CORRUPTIONS, SEVERITIES, export_robustbench
 
 # ALEXNET_ERR of google-research/augmix imagenet.py (9b9824c7): the same averages, typed in from a second source.
 AUGMIX_ALEXNET_ERR = {

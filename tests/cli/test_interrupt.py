@@ -147,7 +147,7 @@ def test_report_interrupted_leaves_no_half_report(tmp_path, monkeypatch, run_mai
     assert code == 0, err
     rep = tmp_path / "rep"
     first = {p: (rep / p).read_bytes() for p in _files(rep)}
-    calls = _interrupt_on_call(monkeypatch, build, "_curve_figures", 1)  # after tables and figures were written
+    calls = _interrupt_on_call(monkeypatch, build, "curve_figures", 1)  # after tables and figures were written
     code, _, err = run_main(["report", "--store", "store", "--out", "rep", "--title", "second"], tmp_path)
     assert calls["n"] == 1
     assert code == 130 and _one_line(err) == "interrupted"
@@ -155,7 +155,7 @@ def test_report_interrupted_leaves_no_half_report(tmp_path, monkeypatch, run_mai
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep", "store"], "a staging folder was left behind"
     # a report interrupted in a new folder leaves no folder that looks like a report
     monkeypatch.undo()
-    _interrupt_on_call(monkeypatch, build, "_curve_figures", 1)
+    _interrupt_on_call(monkeypatch, build, "curve_figures", 1)
     code, _, err = run_main(["report", "--store", "store", "--out", "rep2"], tmp_path)
     assert code == 130
     assert not (tmp_path / "rep2").exists() or not any((tmp_path / "rep2").iterdir())

@@ -168,7 +168,7 @@ def test_report_prune_never_follows_or_removes_a_listed_link(tmp_path):
     files: a listed link to a file outside stays, and so does its target; a listed FIFO stays a FIFO."""
     import types
 
-    from robustbench_dgsa.report.build import _prune
+    from robustbench_dgsa.report.folder import prune
 
     out, outside = tmp_path / "rep", tmp_path / "outside"
     out.mkdir()
@@ -177,7 +177,7 @@ def test_report_prune_never_follows_or_removes_a_listed_link(tmp_path):
     (out / "link.txt").symlink_to(outside / "victim.txt")
     os.mkfifo(out / "pipe.md")
     (out / "old.md").write_text("stale\n")
-    _prune(out, types.SimpleNamespace(artefacts=[]), ["link.txt", "pipe.md", "old.md", "../outside/victim.txt"])
+    prune(out, types.SimpleNamespace(artefacts=[]), ["link.txt", "pipe.md", "old.md", "../outside/victim.txt"])
     assert (out / "link.txt").is_symlink() and (outside / "victim.txt").read_text() == "keep me\n"
     assert stat.S_ISFIFO(os.lstat(out / "pipe.md").st_mode) and not (out / "old.md").exists()
     assert json.loads((out / "manifest.json").read_text())["kind"] == "dgsa-bench report"
@@ -186,17 +186,17 @@ def test_report_prune_never_follows_or_removes_a_listed_link(tmp_path):
 def test_report_accepts_an_older_reports_manifest_and_removes_nothing(tmp_path):
     """A report folder written before manifests carried their kind ({"files": [...]} with the index files) is
     still rebuilt, and nothing its manifest lists is removed; a lookalike without the index files is refused."""
-    from robustbench_dgsa.report.build import _previous_files
+    from robustbench_dgsa.report.folder import previous_files
     from robustbench_dgsa.util.errors import UserError
 
     out = tmp_path / "old"
     out.mkdir()
     (out / "manifest.json").write_text(json.dumps({"files": ["index.html", "index.md", "manifest.json",
                                                              "table_gone.md"]}))
-    assert _previous_files(out) == []
+    assert previous_files(out) == []
     (out / "manifest.json").write_text(json.dumps({"files": ["thesis.tex", "manifest.json"]}))
     with pytest.raises(UserError, match="no dgsa-bench report wrote"):
-        _previous_files(out)
+        previous_files(out)
 
 
 # --------------------------------------------------------------------------------------------- 2. devices, FIFOs

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from robustbench_dgsa import store
-from robustbench_dgsa.analysis.export import ROBUSTBENCH_CORRUPTIONS
+from robustbench_dgsa.report.export import ROBUSTBENCH_CORRUPTIONS
 
 N = 24
 BATCH = 8

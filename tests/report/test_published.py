@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from robustbench_dgsa.models import MODEL_NAMES
-from robustbench_dgsa.report.build import PUBLISHED_CSV, load_published
+from robustbench_dgsa.report.published import PUBLISHED_CSV, load_published
 
 PAPER = Path(__file__).resolve().parents[3] / "shared" / "papers" / "dgsa-paper.txt"
 PM = re.compile(r"(\d+\.\d+) \\pm (\d+\.\d+)")

@@ -19,7 +19,8 @@ from robustbench_dgsa import store
 from robustbench_dgsa.config import resolve_config
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.models import get_model_config
-from robustbench_dgsa.report.build import build_report, load_published, paper_variant, published_value
+from robustbench_dgsa.report.build import build_report
+from robustbench_dgsa.report.published import load_published, paper_variant, published_value
 
 CORRUPTIONS = ["gaussian_noise", "fog", "contrast", "jpeg_compression", "spatter"]
 TEXT_NOISE = ["char_swap", "keyboard", "word_dropout"]

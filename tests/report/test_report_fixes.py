@@ -20,7 +20,8 @@ import pandas as pd
 import pytest
 
 from robustbench_dgsa import store
-from robustbench_dgsa.report import build
+from robustbench_dgsa.report import accuracy_figures, labels
+from robustbench_dgsa.report.artefacts import Report
 from robustbench_dgsa.report.build import build_report
 from robustbench_dgsa.report.tables import fmt_mean_sd, fmt_num, rounded
 
@@ -238,14 +239,14 @@ def test_procedural_frost_is_marked_wherever_its_numbers_show(built):
     out = built[1]
     md = (out / "index.md").read_text()
     fig4 = md[md.index('<a id="fig4_severity_synthetic-vision"></a>'):]
-    assert build.PROCEDURAL_FROST_NOTE in fig4[:fig4.index("<sub>")]          # Figure 4's caption
+    assert labels.PROCEDURAL_FROST_NOTE in fig4[:fig4.index("<sub>")]          # Figure 4's caption
     header, _ = _md_table(out / "robustness_synthetic-vision.md")
     assert {"mCA‡", "mCE‡", "weather‡"} <= set(header) and "noise" in header
-    assert "‡ " + build.PROCEDURAL_FROST_NOTE in (out / "robustness_synthetic-vision.md").read_text()
+    assert "‡ " + labels.PROCEDURAL_FROST_NOTE in (out / "robustness_synthetic-vision.md").read_text()
     _, rows = _md_table(out / "relative_ce_synthetic-vision.md")
     assert "(procedural)" not in (out / "relative_ce_cifar10.md").read_text()   # not where frost was real/absent
-    labels = [r[0] for r in rows]
-    assert "frost (procedural)" in labels and "fog" in labels and labels[0].endswith("‡")
+    names = [r[0] for r in rows]
+    assert "frost (procedural)" in names and "fog" in names and names[0].endswith("‡")
 
 
 def test_figure4_frost_panel_says_procedural(built, monkeypatch):
@@ -253,10 +254,10 @@ def test_figure4_frost_panel_says_procedural(built, monkeypatch):
 
     def spy(*a, **kw):   # what the recipe would draw, not drawn
         seen.update(kw["condition_labels"])
-    monkeypatch.setattr(build, "severity_figure", spy)
+    monkeypatch.setattr(accuracy_figures, "severity_figure", spy)
     sd, _ = built
-    rep = build._Report(sd, sd.parent / "unused", store.load_results(sd), store.load_runs(sd))
-    build._severity_figures(rep, {"synthetic-vision": "image"})
+    rep = Report(sd, sd.parent / "unused", store.load_results(sd), store.load_runs(sd))
+    accuracy_figures.severity_figures(rep, {"synthetic-vision": "image"})
     assert seen["frost"] == "frost (procedural)" and seen["fog"] == "fog"
 
 
@@ -358,10 +359,10 @@ def test_narrow_screen_html(built):
 # ------------------------------------------------------------------------------ 8. one table of dataset facts
 def test_dataset_labels_come_from_the_registry():
     from robustbench_dgsa.data.registry import DATASETS
-    assert not hasattr(build, "DATASET_LABELS")
+    assert not hasattr(labels, "DATASET_LABELS")
     assert all(info.label for info in DATASETS.values())
-    assert build.dataset_label("cifar10") == DATASETS["cifar10"].label == "CIFAR-10"
-    assert build.dataset_label("imagenet") == "ImageNet-1k" and build.dataset_label("folder:x") == "folder:x"
+    assert labels.dataset_label("cifar10") == DATASETS["cifar10"].label == "CIFAR-10"
+    assert labels.dataset_label("imagenet") == "ImageNet-1k" and labels.dataset_label("folder:x") == "folder:x"
 
 
 def test_marked_tables_compile(built, compile_latex):

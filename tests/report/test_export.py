@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from robustbench_dgsa import store
-from robustbench_dgsa.analysis.export import (ROBUSTBENCH_CORRUPTIONS, SEVERITIES, export_robustbench,
+from robustbench_dgsa.report.export import (ROBUSTBENCH_CORRUPTIONS, SEVERITIES, export_robustbench,
                                               read_unaggregated)
 from robustbench_dgsa.util.errors import UserError
 
@@ -122,7 +122,7 @@ def test_mce_merge_and_leaderboard_fields(populated, tmp_path):
     rng = np.random.default_rng(5)
     alex = {(c, s): float(rng.uniform(0.3, 0.8)) for c in ROBUSTBENCH_CORRUPTIONS for s in SEVERITIES}
     other = {(c, s): 0.5 for c in ROBUSTBENCH_CORRUPTIONS for s in SEVERITIES}
-    from robustbench_dgsa.analysis.export import _csv_text
+    from robustbench_dgsa.report.export import _csv_text
     (folder / "unaggregated_results.csv").write_text(_csv_text({"AlexNet": alex, "Other2020": other}))
     (folder / "dgvit.json").write_text(json.dumps({"link": "https://example.org/paper", "name": "DGSA (ours)",
                                                    "venue": "ICML 2025", "clean_acc": "1.00"}))

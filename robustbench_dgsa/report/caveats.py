@@ -1,0 +1,105 @@
+"""The report's "Warnings and caveats": what a reader must know before trusting any number (substitute frost
+textures, the JPEG copy of CIFAR-10, subsets, outside models, seeds below the paper's, cell-level tests sharing
+models), each line naming its evidence."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from robustbench_dgsa.analysis import metrics
+from robustbench_dgsa.report.labels import dataset_label, display_name
+
+if TYPE_CHECKING:
+    from robustbench_dgsa.report.artefacts import Report
+
+PAPER_SEEDS = 5
+
+
+def frost_substitutes(rep: Report) -> dict[str, str]:
+    """dataset -> frost texture source, for evaluations whose frost came from a substitute (procedural)."""
+    out: dict[str, str] = {}
+    frost_runs = set(rep.df.loc[(rep.df["kind"] == "eval") & (rep.df["condition"] == "frost"), "run_id"])
+    for run_id in sorted(frost_runs):
+        rec = rep.runs.get(run_id) or {}
+        src = str(rec.get("frost_source") or "")
+        cdir = rec.get("corruption_dir")
+        if not src and cdir:
+            try:
+                src = str(json.loads((Path(cdir) / "manifest.json").read_text()).get("frost_source") or "")
+            except (OSError, json.JSONDecodeError, AttributeError):
+                src = ""
+        if src.startswith("procedural"):
+            ds = str(rec.get("dataset") or rep.df.loc[rep.df["run_id"] == run_id, "dataset"].iloc[0])
+            out[ds] = src
+    return out
+
+
+def caveat_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
+    """What a reader must know before trusting any number below (each line names the evidence)."""
+    out: list[str] = []
+    for ds, src in sorted(frost_substitutes(rep).items()):
+        out.append(f"Substitute: frost on {dataset_label(ds)} uses the {src} textures, not the reference frost "
+                   "images (the corruption manifest / evaluation record says so); its cells, mCA and the weather "
+                   "group are not comparable with CIFAR-10-C.")
+    ev = rep.df[(rep.df["kind"] == "eval") & (rep.df["condition"] == metrics.CLEAN)]
+    for ds, g in ev.groupby("dataset", sort=True):
+        srcs = sorted(set(g["source"]) - {""})
+        if any("JPEG" in x for x in srcs):
+            out.append(f"Substitute: {dataset_label(ds)} comes from the lossy JPEG copy (quality 75, mean absolute "
+                       "error about 5.8/255 against the original pixels), not the official files.")
+        if any("subset" in x or re.search(r"images 0\.\.\d+", x) for x in srcs):
+            out.append(f"Subset: {dataset_label(ds)} is evaluated on part of the official test split "
+                       f"({'; '.join(srcs)[:200]}).")
+    for ds in datasets:
+        hashes = sorted(set(rep.df.loc[(rep.df["dataset"] == ds), "config_hash"]) - {""})
+        data = [cfgs[h]["data"] for h in hashes if h in cfgs and "data" in cfgs[h]]
+        mt = sorted({d.get("max_train") for d in data if d.get("max_train")})
+        ms = sorted({(d.get("max_test"), d.get("test_subset") or "first") for d in data if d.get("max_test")})
+        if mt or ms:
+            parts = ([f"trained on at most {', '.join(f'{v:,}' for v in mt)} examples"] if mt else []) + \
+                    ([f"evaluated on {', '.join(subset_words(n, how) for n, how in ms)} test examples"]
+                     if ms else [])
+            out.append(f"Subset: on {dataset_label(ds)} the runs were {' and '.join(parts)} — not the paper's "
+                       "full splits; accuracies are not comparable with the paper's.")
+    out += _outside_model_lines(rep)
+    seeds = rep.df[rep.df["kind"].isin(["eval", "train"]) & (rep.df["seed"] >= 0)]
+    few = []
+    for (ds, m), g in seeds.groupby(["dataset", "model"], sort=True):
+        n = g["seed"].nunique()
+        if n < PAPER_SEEDS:
+            few.append((ds, m, n))
+    if few:
+        by_n: dict[int, list[str]] = {}
+        for ds, m, n in few:
+            by_n.setdefault(n, []).append(f"{display_name(m)} on {dataset_label(ds)}")
+        every = len(few) == seeds.groupby(["dataset", "model"]).ngroups and len(by_n) == 1
+        desc = (f"{few[0][2]} seed{'s' if few[0][2] != 1 else ''} for every model" if every else
+                "; ".join(f"{n} seed{'s' if n != 1 else ''}: {', '.join(v)}" for n, v in sorted(by_n.items())))
+        testable = min(n for _, _, n in few) >= 3
+        out.append(f"Seeds below the paper's {PAPER_SEEDS}: {desc}. SDs and intervals are wide"
+                   + ("." if testable else "; with fewer than 3 seeds per model no comparison is testable and none "
+                      "is called significant (the tables show the numbers with 'not testable: n seeds')."))
+    if rep.cell_tests:
+        out.append("Cells share models: the tests over corruption / noise cells (Wilcoxon, Friedman, the rank "
+                   "diagram) compare conditions of the same few trained models, so they show consistency across "
+                   "conditions, not independent evidence. The seed-level tests are the claim.")
+    return out
+
+
+def subset_words(n: int, how: str) -> str:
+    return {"first": f"the first {n:,}", "stratified": f"a class-stratified {n:,} (seed 0)",
+            "auto": f"{n:,} (the first, or class-stratified where those miss a class)"}.get(how, f"{n:,} ({how})")
+
+
+def _outside_model_lines(rep: Report) -> list[str]:
+    """Models evaluated with benchmark / --timm / --module: their input convention and test examples."""
+    seen: dict[str, set[str]] = {}
+    for rec in rep.runs.values():
+        if rec.get("origin") == "benchmark" and rec.get("model"):
+            words = str(rec.get("input") or "input convention not recorded")
+            if rec.get("examples"):
+                words += f"; test examples: {rec['examples']}"
+            seen.setdefault(str(rec["model"]), set()).add(words)
+    return [f"Outside model {m}: {' | '.join(sorted(w))}." for m, w in sorted(seen.items())]
