@@ -17,6 +17,7 @@ otherwise, and the submitit ones where submitit is not installed.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -37,7 +38,10 @@ from robustbench_dgsa.util.errors import UserError
 TINY = {"model.dim": "16", "model.depth": "1", "model.heads": "2", "model.head_hidden": "16",
         "train.epochs": "1", "train.batch_size": "32", "data.max_train": "64", "data.max_test": "32",
         "train.device": "cpu"}
-LIVE_TIMEOUT_S = 120
+# Seconds a real run (sbatch, submitit's local executor) may take: its 2 tiny CPU processes need a few CPU-seconds
+# each; a machine busy with other work may set DGSA_LIVE_TEST_TIMEOUT_S higher.
+LIVE_TIMEOUT_S = float(os.environ.get("DGSA_LIVE_TEST_TIMEOUT_S", "120"))
+LIVE_MINUTES = str(max(2, math.ceil(LIVE_TIMEOUT_S / 60)))
 # What sbatch says when the controller cannot place a job here (no GPUs, one node, too few CPUs), as opposed to a
 # script it cannot read (exit 255: unknown option, bad value).
 RESOURCE_WORDS = re.compile(r"generic resource|gres|node configuration is not available|requested node|"
@@ -222,16 +226,24 @@ def test_submitit_local_executor_runs_a_two_task_ddp_job(sweep_dir, monkeypatch)
     """The real submission path with submitit's local executor: each array job is a 2-task job, both tasks run
     :func:`slurm.run_one_rank`, which takes rank, world and rendezvous from submitit's job environment."""
     submitit = pytest.importorskip("submitit")
-    _use_local_executor(monkeypatch, submitit)
-    ids = slurm.submit_submitit(sweep_dir, tasks_per_node=2, gpus=0, cpus=1, mem="1G", time_limit="2",
-                                max_parallel=1)
-    assert len(ids) == 3
-    jobs = _wait_for_files(sweep_dir, 1)
+    submitted: list = []
+    _use_local_executor(monkeypatch, submitit, submitted)
+    try:
+        ids = slurm.submit_submitit(sweep_dir, tasks_per_node=2, gpus=0, cpus=1, mem="1G",
+                                    time_limit=LIVE_MINUTES, max_parallel=1)
+        assert len(ids) == 3 and len(submitted) == 1
+        jobs = _wait_for_files(sweep_dir, 1)
+        results = submitted[0].results()                      # one per task: rank 0's record, rank 1's note
+    finally:
+        for job in submitted:
+            job.cancel(check=False)
+    assert results[0]["train_run_id"] and results[1] == {"job": results[0]["job"], "rank": 1, "trained": True}
     _assert_one_ddp_run(sweep_dir, jobs[0])
 
 
-def _use_local_executor(monkeypatch, submitit) -> None:
-    """submit_submitit's AutoExecutor made to run on this machine (cluster="local"), only job 0 of the sweep."""
+def _use_local_executor(monkeypatch, submitit, submitted: list) -> None:
+    """submit_submitit's AutoExecutor made to run on this machine (cluster="local"), only job 0 of the sweep
+    (appended to ``submitted``)."""
     real = submitit.AutoExecutor
 
     class Local(real):  # type: ignore[misc, valid-type]
@@ -241,6 +253,7 @@ def _use_local_executor(monkeypatch, submitit) -> None:
         def map_array(self, fn, dirs, indices):  # noqa: ANN001 - submitit's signature
             assert fn is slurm.run_one_rank and self._executor.parameters["tasks_per_node"] == 2
             job = self.submit(fn, dirs[0], indices[0])       # one 2-task job is enough (and fast)
+            submitted.append(job)
             return [job, *[type("Job", (), {"job_id": f"not-run-{i}"})() for i in indices[1:]]]
 
     monkeypatch.setattr(submitit, "AutoExecutor", Local)
@@ -320,8 +333,8 @@ def test_one_node_two_task_gloo_job_runs_through_slurm(tmp_path):
     setup = ["export OMP_NUM_THREADS=1"]
     if os.environ.get("PYTHONPATH"):
         setup.append(f"export PYTHONPATH={shlex.quote(os.environ['PYTHONPATH'])}")
-    script = write_slurm_script(sd, tasks_per_node=2, gpus=0, cpus=1, mem="1G", time_limit="2", setup=setup,
-                                command=f"{shlex.quote(sys.executable)} -m robustbench_dgsa")
+    script = write_slurm_script(sd, tasks_per_node=2, gpus=0, cpus=1, mem="1G", time_limit=LIVE_MINUTES,
+                                setup=setup, command=f"{shlex.quote(sys.executable)} -m robustbench_dgsa")
     try:
         proc = subprocess.run(["sbatch", "--wait", "--parsable", str(script)], capture_output=True, text=True,
                               timeout=LIVE_TIMEOUT_S)
