@@ -215,7 +215,7 @@ def _srun_lines(res: SlurmResources, run: str) -> list[str]:
             "# meets the others at the first node of the allocation, on a port derived from the job id.",
             'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
             f"export MASTER_PORT=$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}))",
-            f"srun --kill-on-bad-exit=1 --cpus-per-task={res.cpus} {run}"]
+            " ".join(["srun", "--kill-on-bad-exit=1", f"--cpus-per-task={res.cpus}", run])]
 
 
 def check_layout_fits(sweep_dir: Path, jobs: Sequence[Any], res: SlurmResources) -> None:
