@@ -7,6 +7,7 @@ each array task one data-parallel training started by ``srun``; ``--submitit`` m
   refuses the 2 x 4 script only for its resources, and accepts it with the resources overridden to what it holds;
   submitit's script for the same layout, likewise;
 * the layout checks (library errors and the CLI's one-line errors naming the flag, nothing written);
+* the ranks of one job decide together: rank 0 tells the others not to train when the job is finished or locked;
 * real runs: a 1-node x 2-task gloo job through sbatch + srun, and the same layout through submitit's local
   executor (its job function takes the ranks from submitit's job environment); each leaves one run record with
   world size 2 and one set of rows.
@@ -189,6 +190,47 @@ def test_cli_layout_errors_are_one_line_naming_the_flag(sweep_dir, run_cli_cases
     assert code == 0, err
     assert _directives((sweep_dir / "slurm" / "sweep.sbatch").read_text())["gpus-per-node"] == "4"
     assert not (sweep_dir / "slurm" / "submitit").exists()   # no refused submission left a pickle
+
+
+# --- the ranks of one job decide together --------------------------------------------------------------------------
+
+@pytest.fixture()
+def two_ranks(monkeypatch):
+    """run_job as rank ``r`` of a 2-process group, with the collective recorded: returns (set_rank, words), where
+    ``words`` lists the flag each rank passed to the one all_true (rank 0's word) and ``answer`` fakes its result."""
+    from robustbench_dgsa.engine.distributed import World
+    from robustbench_dgsa.jobs import job as job_runner
+    state = {"rank": 0, "answer": True}
+    words: list[bool] = []
+
+    def all_true(flag, world):
+        words.append(bool(flag))
+        return state["answer"] and bool(flag)
+    monkeypatch.setattr(job_runner, "group_size", lambda: 2)
+    monkeypatch.setattr(distributed, "setup", lambda device, batch: (World(state["rank"], 2, 0, "gloo"), device))
+    monkeypatch.setattr(distributed, "all_true", all_true)
+    monkeypatch.setattr("robustbench_dgsa.engine.train.train", lambda *a, **k: pytest.fail("trained"))
+    return state, words
+
+
+def test_rank_0_stops_the_others_when_the_job_is_finished_or_locked(sweep_dir, two_ranks, monkeypatch):
+    from robustbench_dgsa.jobs import job as job_runner
+    from robustbench_dgsa.jobs.sweep import load_jobs
+    state, words = two_ranks
+    job = load_jobs(sweep_dir)[0]
+    monkeypatch.setattr(job_runner, "read_done", lambda root, j: {"job": j.to_dict(), "finished": True})
+    assert job_runner.run_job(sweep_dir, job)["finished"] and words == [False]     # told once: do not train
+    words.clear()
+    monkeypatch.setattr(job_runner, "read_done", lambda root, j: None)
+    monkeypatch.setattr(job_runner.JobLock, "__enter__", lambda self: (_ for _ in ()).throw(
+        job_runner.JobLocked("job is being run by pid 1")))
+    with pytest.raises(job_runner.JobLocked):
+        job_runner.run_job(sweep_dir, job)
+    assert words == [False]
+    words.clear()
+    state.update(rank=1, answer=False)                     # rank 1 hears "no": it returns without training
+    assert job_runner.run_job(sweep_dir, job) == {"job": job.to_dict(), "rank": 1, "trained": False}
+    assert words == [True]
 
 
 # --- submitit ----------------------------------------------------------------------------------------------------
