@@ -134,10 +134,26 @@ def sweep_slurm(
                                                             "script has none."),
     time_limit: str = typer.Option("24:00:00", "--time", help="Time limit per job, any Slurm format: MM, MM:SS, "
                                                                "HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."),
-    gpus: int = typer.Option(1, "--gpus", min=0, max=1024, help="GPUs per job (0 for CPU jobs)."),
-    cpus: int = typer.Option(8, "--cpus", min=1, max=100_000, help="CPUs per job (≥ 1)."),
-    mem: str = typer.Option("32G", "--mem", help="Memory per job: a number with unit K, M, G or T (no unit = MB, "
-                                                 "as in Slurm), e.g. 500M, 32G."),
+    gpus: Optional[int] = typer.Option(None, "--gpus", min=0, max=1024,
+                                       help="GPUs of a one-process job (default 1; 0 for CPU jobs). A multi-process "
+                                            "job gives its GPUs with --gpus-per-node instead."),
+    cpus: int = typer.Option(8, "--cpus", min=1, max=100_000, help="CPUs per job, per process in a multi-process "
+                                                                   "job (≥ 1)."),
+    mem: str = typer.Option("32G", "--mem", help="Memory per job, per node in a multi-process job: a number with "
+                                                 "unit K, M, G or T (no unit = MB, as in Slurm), e.g. 500M, 32G."),
+    nodes: int = typer.Option(1, "--nodes", min=1, max=100_000,
+                              help="Nodes per job: each job becomes one data-parallel (DDP) training of NODES x "
+                                   "processes per node, started by srun (needs --gpus-per-node or "
+                                   "--tasks-per-node when > 1). The preset's batch size is the global batch and "
+                                   "must divide by the process count."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=0, max=1024,
+                                                help="GPUs per node of a multi-process job, one process (rank) per "
+                                                     "GPU, nccl (default: none = one process, as without "
+                                                     "--nodes)."),
+    tasks_per_node: Optional[int] = typer.Option(None, "--tasks-per-node", min=1, max=100_000,
+                                                 help="CPU processes per node of a multi-process job (gloo; for "
+                                                      "CPU clusters); with --gpus-per-node it may only repeat that "
+                                                      "number."),
     partition: Optional[str] = typer.Option(None, "--partition", help="Slurm partition."),
     account: Optional[str] = typer.Option(None, "--account", help="Slurm account."),
     max_parallel: Optional[int] = typer.Option(None, "--max-parallel", min=1, max=10**6,
@@ -145,10 +161,18 @@ def sweep_slurm(
     setup: Optional[list[str]] = typer.Option(None, "--setup", help="Shell line run before the job, e.g. "
                                                                     "'source .venv/bin/activate' (repeatable)."),
 ) -> None:
-    """Write slurm/sweep.sbatch (submit with sbatch), or submit with --submitit."""
+    """Write slurm/sweep.sbatch (submit with sbatch), or submit with --submitit.
+
+    One array task per job. With --nodes / --gpus-per-node / --tasks-per-node
+    each array task is itself a data-parallel training: srun starts
+    NODES x GPUS_PER_NODE ranks (or TASKS_PER_NODE CPU ranks), which meet at
+    the first node of the allocation (MASTER_ADDR; MASTER_PORT from the job id).
+    With --submitit the same layout is a multi-task submitit job.
+    E.g. --nodes 2 --gpus-per-node 4 trains every job on 8 GPUs."""
     from robustbench_dgsa.jobs.slurm import ResourceError, submit_submitit, write_slurm_script
     options = dict(time_limit=time_limit, gpus=gpus, cpus=cpus, mem=mem, partition=partition, account=account,
-                   max_parallel=max_parallel, setup=setup or ())
+                   max_parallel=max_parallel, setup=setup or (), nodes=nodes, gpus_per_node=gpus_per_node,
+                   tasks_per_node=tasks_per_node)
     try:
         if submitit_:
             ids = submit_submitit(sweep_dir, **options)

@@ -94,10 +94,19 @@ def _rendezvous_env(env: Mapping[str, str]) -> dict[str, str]:
     if len(out) == 2:
         return out
     if "SLURM_STEP_NUM_TASKS" in env and env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES", "1")) == "1":
-        job = int(env.get("SLURM_JOB_ID", "0") or 0)
-        return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(20000 + job % 20000), **out}
+        return {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(slurm_port(env.get("SLURM_JOB_ID", "0"))), **out}
     raise UserError("a distributed run needs MASTER_ADDR and MASTER_PORT (the address of rank 0 and a free port); "
                     "e.g. MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1) MASTER_PORT=29500")
+
+
+#: a SLURM job's rendezvous port: PORT_BASE + job id % PORT_SPAN (the sbatch script of ``sweep slurm`` says the same)
+PORT_BASE, PORT_SPAN = 20000, 20000
+
+
+def slurm_port(job_id: str | int) -> int:
+    """The rendezvous port of SLURM job ``job_id`` (its digits; each array task has a job id of its own)."""
+    digits = "".join(c for c in str(job_id) if c.isdigit())
+    return PORT_BASE + int(digits or 0) % PORT_SPAN
 
 
 def timeout_s() -> float:

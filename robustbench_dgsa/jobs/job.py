@@ -198,8 +198,59 @@ def run_job(root: str | Path, job: Job, evaluation: EvalSettings | None = None, 
     """Train (resuming) and evaluate ``job`` under its lock; returns its job_done record.
 
     Raises :class:`JobLocked` when another live process runs the job; any failure leaves ``job_failed.json``.
+    Started as one rank of a data-parallel job (``srun`` or ``torchrun`` started every rank: see
+    :func:`group_size`), every rank joins the process group first; rank 0 alone takes the lock and decides
+    (finished, foreign results, locked) and tells the others, all ranks train together, and rank 0 alone evaluates
+    and writes the record (another rank returns ``{"job", "rank", "trained"}``).
     """
     root = Path(root)
+    kw = dict(device=device, data_root=data_root, download=download)
+    world = _join_group(job, **kw)
+    if not world.is_main:
+        return _follow_rank_0(root, job, world, **kw)
+    word = _Word(world)
+    try:
+        return _lead(root, job, evaluation or EvalSettings(), word, progress=progress, **kw)
+    finally:
+        word.say(False)        # rank 0 stopped before training (finished, locked, failed): the others stop too
+
+
+def group_size() -> int:
+    """The number of processes of the data-parallel job this process is a rank of (torchrun's or srun's
+    variables); 1 outside one."""
+    from robustbench_dgsa.engine.distributed import env_world
+    found = env_world()
+    return found[1] if found is not None else 1
+
+
+def _join_group(job: Job, *, device: str, data_root: str | None, download: bool) -> Any:
+    """This process's place in the job's process group (joined now), or the single-process world."""
+    from robustbench_dgsa.engine import distributed
+    if group_size() <= 1:
+        return distributed.SINGLE
+    from robustbench_dgsa.engine.predict import resolve_device
+    cfg = job_config(job, device=device, data_root=data_root, download=download)
+    world, _ = distributed.setup(resolve_device(cfg.train.device), cfg.train.batch_size)
+    return world
+
+
+class _Word:
+    """Rank 0's word to the other ranks of a data-parallel job: whether they train (said once; nothing to say in
+    a single process)."""
+
+    def __init__(self, world: Any) -> None:
+        self.world, self.said = world, not world.distributed
+
+    def say(self, go: bool) -> None:
+        if not self.said:
+            from robustbench_dgsa.engine import distributed
+            self.said = True
+            distributed.all_true(go, self.world)  # every other rank passes True: the result is rank 0's word
+
+
+def _lead(root: Path, job: Job, ev: EvalSettings, word: _Word, *, device: str, data_root: str | None,
+          download: bool, progress: bool) -> dict[str, Any]:
+    """Rank 0's (or the only process's) part of :func:`run_job`."""
     out = job_dir(root, job)
     done = read_done(root, job)
     if done is not None:
@@ -213,9 +264,10 @@ def run_job(root: str | Path, job: Job, evaluation: EvalSettings | None = None, 
         done = read_done(root, job)       # finished by another runner while we were starting
         if done is not None:
             return done
+        word.say(True)
         try:
-            record = _train_and_evaluate(root, job, evaluation or EvalSettings(), device=device,
-                                         data_root=data_root, download=download, progress=progress)
+            record = _train_and_evaluate(root, job, ev, device=device, data_root=data_root, download=download,
+                                         progress=progress)
         except BaseException as e:
             atomic.write_json(out / JOB_FAILED, {"job": job.to_dict(), "error": f"{type(e).__name__}: {e}",
                                                  "traceback": traceback.format_exc(), "host": socket.gethostname()})
@@ -225,6 +277,18 @@ def run_job(root: str | Path, job: Job, evaluation: EvalSettings | None = None, 
         store.mark_finished(root / "store", job.id, record)
         (out / JOB_FAILED).unlink(missing_ok=True)
         return record
+
+
+def _follow_rank_0(root: Path, job: Job, world: Any, *, device: str, data_root: str | None,
+                   download: bool) -> dict[str, Any]:
+    """A rank other than 0: train with the others when rank 0 says so; rank 0 evaluates and writes alone."""
+    from robustbench_dgsa.engine import distributed
+    from robustbench_dgsa.engine.train import train
+    if not distributed.all_true(True, world):
+        return {"job": job.to_dict(), "rank": world.rank, "trained": False}
+    cfg = job_config(job, device=device, data_root=data_root, download=download)
+    train(cfg, job.seed, job_dir(root, job), store_dir=root / "store", resume=True, progress=False)
+    return {"job": job.to_dict(), "rank": world.rank, "trained": True}
 
 
 def job_config(job: Job, *, device: str = "auto", data_root: str | None = None, download: bool = False):

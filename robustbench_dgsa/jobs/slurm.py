@@ -6,7 +6,16 @@ Values are checked before anything is written or submitted, each bad one refused
   written into the script exactly as given (``90`` stays 90 minutes, ``1-12:00:00`` a day and a half);
 * memory -- a whole number with an optional unit ``K``, ``M``, ``G`` or ``T``; no unit means megabytes, as in
   Slurm (``500M`` stays 500 MB);
-* GPUs ≥ 0, CPUs ≥ 1, array parallelism ≥ 1, partition and account names without spaces or quotes.
+* GPUs ≥ 0, CPUs ≥ 1, array parallelism ≥ 1, partition and account names without spaces or quotes;
+* the layout of a multi-process job: nodes ≥ 1; GPUs per node (one process per GPU, nccl) or tasks per node (CPU
+  processes, gloo), not both unless equal; several nodes need one of them; no per-job GPU count beside them; and
+  every job's global batch must divide among the nodes × processes per node.
+
+A job with a layout is one data-parallel training per array task: the script exports ``MASTER_ADDR`` (the first
+node of the allocation) and ``MASTER_PORT`` (from the job id, :func:`~robustbench_dgsa.engine.distributed.slurm_port`)
+and ``srun`` starts every rank, each reading its rank from ``SLURM_PROCID`` / ``SLURM_STEP_NUM_TASKS`` /
+``SLURM_LOCALID``; through submitit, a multi-task job whose job function (:func:`run_one_rank`) takes the same from
+submitit's job environment.
 
 Paths in the script are quoted for both readers of it: the shell (``shlex.quote``) and sbatch's own
 ``#SBATCH`` parser, which understands the same quotes; ``%`` in a log path is doubled (a Slurm file pattern).
@@ -83,13 +92,16 @@ def parse_mem(text: str) -> int:
 class SlurmResources:
     """What each array task asks Slurm for. Build with :meth:`checked` to have every value validated."""
     time: str = "24:00:00"
-    gpus: int = 1
-    cpus: int = 8
-    mem: str = "32G"
+    gpus: int | None = None            # GPUs of a one-process job (None: 1); none with a layout below
+    cpus: int = 8                      # per process
+    mem: str = "32G"                   # per node
     partition: str | None = None
     account: str | None = None
     max_parallel: int | None = None
     setup: list[str] = field(default_factory=list)
+    nodes: int = 1                     # a multi-process (data-parallel) job: nodes x processes per node
+    gpus_per_node: int | None = None   # one process per GPU (nccl); 0 = None
+    tasks_per_node: int | None = None  # processes per node without GPUs (gloo)
 
     @classmethod
     def checked(cls, **values: Any) -> "SlurmResources":
@@ -97,12 +109,16 @@ class SlurmResources:
         res.time, res.mem = str(res.time).strip(), str(res.mem).strip()
         parse_time(res.time)
         parse_mem(res.mem)
-        for key, low in (("gpus", 0), ("cpus", 1), ("max_parallel", 1)):
+        optional = ("gpus", "max_parallel", "gpus_per_node", "tasks_per_node")
+        for key, low in (("gpus", 0), ("cpus", 1), ("max_parallel", 1), ("nodes", 1), ("gpus_per_node", 0),
+                         ("tasks_per_node", 1)):
             v = getattr(res, key)
-            if v is None and key == "max_parallel":
+            if v is None and key in optional:
                 continue
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise ResourceError(key, f"an integer ≥ {low}", v)
+        res.gpus_per_node = res.gpus_per_node or None
+        res._check_layout()
         for key in ("partition", "account"):
             v = getattr(res, key)
             if v is not None and not _NAME.fullmatch(str(v)):
@@ -113,9 +129,42 @@ class SlurmResources:
         res.setup = list(res.setup)
         return res
 
+    def _check_layout(self) -> None:
+        """The nodes / GPUs per node / tasks per node fit together (see the module docstring)."""
+        g, t = self.gpus_per_node, self.tasks_per_node
+        if g and t is not None and t != g:
+            raise ResourceError("tasks_per_node", f"the GPUs per node ({g}), as each GPU has one process, or nothing",
+                                t)
+        if self.nodes > 1 and not (g or t):
+            raise ResourceError("nodes", "1 unless the processes per node are given (GPUs per node, or tasks per "
+                                "node for CPU processes)", self.nodes)
+        if self.multi and self.gpus is not None and (self.gpus or g):
+            raise ResourceError("gpus", "no per-job GPU count in a multi-process job (its GPUs are given per node)",
+                                self.gpus)
+
     @property
     def minutes(self) -> int:
         return parse_time(self.time)
+
+    @property
+    def multi(self) -> bool:
+        """Whether each array task is a multi-process job started by ``srun`` (a layout was given)."""
+        return self.nodes > 1 or bool(self.gpus_per_node) or self.tasks_per_node is not None
+
+    @property
+    def tasks(self) -> int:
+        """Processes per node."""
+        return self.gpus_per_node or self.tasks_per_node or 1
+
+    @property
+    def world(self) -> int:
+        """Processes per array task (the data-parallel world size)."""
+        return self.nodes * self.tasks
+
+    @property
+    def job_gpus(self) -> int:
+        """GPUs of a one-process job."""
+        return 1 if self.gpus is None else self.gpus
 
 
 def _sbatch_path(path: Path, pattern: str = "") -> str:
@@ -129,7 +178,7 @@ def _sbatch_path(path: Path, pattern: str = "") -> str:
 
 
 def sbatch_script(sweep_dir: Path, n_jobs: int, res: SlurmResources, command: str = "dgsa-bench") -> str:
-    """The text of the array script: one task per line of jobs.jsonl."""
+    """The text of the array script: one task per line of jobs.jsonl (with a layout, one multi-process job each)."""
     sweep_dir = Path(sweep_dir)
     array = f"0-{n_jobs - 1}" + (f"%{res.max_parallel}" if res.max_parallel else "")
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", sweep_dir.name).strip("_")[:60] or "sweep"
@@ -137,32 +186,77 @@ def sbatch_script(sweep_dir: Path, n_jobs: int, res: SlurmResources, command: st
              f"#SBATCH --job-name=dgsa-{name}",
              f"#SBATCH --array={array}",
              f"#SBATCH --output={_sbatch_path(sweep_dir / 'slurm', '%A_%a.out')}",
-             f"#SBATCH --time={res.time}",
-             f"#SBATCH --cpus-per-task={res.cpus}",
-             f"#SBATCH --mem={res.mem}"]
-    if res.gpus:
-        lines.append(f"#SBATCH --gres=gpu:{res.gpus}")
+             f"#SBATCH --time={res.time}"]
+    if res.multi:
+        lines += [f"#SBATCH --nodes={res.nodes}", f"#SBATCH --ntasks-per-node={res.tasks}"]
+        if res.gpus_per_node:
+            lines.append(f"#SBATCH --gpus-per-node={res.gpus_per_node}")
+    lines += [f"#SBATCH --cpus-per-task={res.cpus}", f"#SBATCH --mem={res.mem}"]
+    if not res.multi and res.job_gpus:
+        lines.append(f"#SBATCH --gres=gpu:{res.job_gpus}")
     if res.partition:
         lines.append(f"#SBATCH --partition={res.partition}")
     if res.account:
         lines.append(f"#SBATCH --account={res.account}")
     lines += ["", "# Generated by `dgsa-bench sweep slurm`. Each array task runs one line of jobs.jsonl;",
               "# finished jobs return at once and half-trained ones resume, so resubmitting is safe.",
-              "set -euo pipefail", *res.setup,
-              f"{command} sweep run-one {_sbatch_path(sweep_dir)} --index \"$SLURM_ARRAY_TASK_ID\"", ""]
-    return "\n".join(lines)
+              "set -euo pipefail", *res.setup]
+    run = f"{command} sweep run-one {_sbatch_path(sweep_dir)} --index \"$SLURM_ARRAY_TASK_ID\""
+    return "\n".join(lines + (_srun_lines(res, run) if res.multi else [run]) + [""])
 
 
-def write_slurm_script(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus: int = 1, cpus: int = 8,
-                       mem: str = "32G", partition: str | None = None, account: str | None = None,
-                       max_parallel: int | None = None, setup: Sequence[str] = (),
+def _srun_lines(res: SlurmResources, run: str) -> list[str]:
+    """The rendezvous and the ``srun`` line of a multi-process array task."""
+    from robustbench_dgsa.engine.distributed import PORT_BASE, PORT_SPAN
+    gpus = f", one per GPU ({res.gpus_per_node} per node, nccl)" if res.gpus_per_node else " on the CPU (gloo)"
+    return [f"# One data-parallel training per array task: {res.world} processes ({res.nodes} node(s) x "
+            f"{res.tasks}){gpus}.",
+            "# srun starts them; each takes its rank from SLURM_PROCID / SLURM_STEP_NUM_TASKS / SLURM_LOCALID and",
+            "# meets the others at the first node of the allocation, on a port derived from the job id.",
+            'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+            f"export MASTER_PORT=$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}))",
+            " ".join(["srun", "--kill-on-bad-exit=1", f"--cpus-per-task={res.cpus}", run])]
+
+
+def check_layout_fits(sweep_dir: Path, jobs: Sequence[Any], res: SlurmResources) -> None:
+    """UserError unless every job's global batch divides among the ``res.world`` processes of its layout."""
+    if res.world <= 1:
+        return
+    from robustbench_dgsa.engine.distributed import check_global_batch
+    from robustbench_dgsa.jobs.job import job_config
+    settings = sweep.load_settings(sweep_dir)
+    for job in jobs:
+        cfg = job_config(job, device=settings.get("device") or "auto", data_root=settings.get("data_root"))
+        try:
+            check_global_batch(cfg.train.batch_size, res.world)
+        except UserError as e:
+            raise UserError(f"job {job.id} on {res.nodes} node(s) x {res.tasks} processes per node: {e}") from None
+
+
+def _checked(values: dict[str, Any]) -> SlurmResources:
+    """:meth:`SlurmResources.checked` of the keyword arguments of :func:`write_slurm_script` /
+    :func:`submit_submitit` (``time_limit`` is the time)."""
+    values = dict(values)
+    values["time"] = values.pop("time_limit")
+    values["setup"] = list(values.get("setup") or ())
+    return SlurmResources.checked(**values)
+
+
+def write_slurm_script(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus: int | None = None,
+                       cpus: int = 8, mem: str = "32G", partition: str | None = None, account: str | None = None,
+                       max_parallel: int | None = None, setup: Sequence[str] = (), nodes: int = 1,
+                       gpus_per_node: int | None = None, tasks_per_node: int | None = None,
                        command: str = "dgsa-bench") -> Path:
     """Write ``slurm/sweep.sbatch``: a job array over all jobs (finished ones exit at once). Submit with sbatch.
+    ``gpus``: GPUs of a one-process job (None: 1). ``nodes`` / ``gpus_per_node`` / ``tasks_per_node``: each job
+    is one data-parallel training of nodes x processes per node (``cpus`` per process, ``mem`` per node).
     Every value is checked first; nothing is written if one is refused."""
-    res = SlurmResources.checked(time=time_limit, gpus=gpus, cpus=cpus, mem=mem, partition=partition,
-                                 account=account, max_parallel=max_parallel, setup=list(setup))
+    res = _checked(dict(time_limit=time_limit, gpus=gpus, cpus=cpus, mem=mem, partition=partition, account=account,
+                        max_parallel=max_parallel, setup=setup, nodes=nodes, gpus_per_node=gpus_per_node,
+                        tasks_per_node=tasks_per_node))
     sweep_dir = Path(sweep_dir).resolve()
     jobs = sweep.load_jobs(sweep_dir)
+    check_layout_fits(sweep_dir, jobs, res)
     text = sbatch_script(sweep_dir, len(jobs), res, command)
     path = sweep_dir / "slurm" / SCRIPT
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,18 +265,21 @@ def write_slurm_script(sweep_dir: str | Path, *, time_limit: str = "24:00:00", g
     return path
 
 
-def submit_submitit(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus: int = 1, cpus: int = 8,
+def submit_submitit(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus: int | None = None, cpus: int = 8,
                     mem: str = "32G", partition: str | None = None, account: str | None = None,
-                    max_parallel: int | None = None, setup: Sequence[str] = ()) -> list[str]:
+                    max_parallel: int | None = None, setup: Sequence[str] = (), nodes: int = 1,
+                    gpus_per_node: int | None = None, tasks_per_node: int | None = None) -> list[str]:
     """Submit the unfinished jobs as a Slurm array through submitit (optional extra). Returns Slurm job ids.
-    The time limit goes in as whole minutes (rounded up), the memory as given.
+    The time limit goes in as whole minutes (rounded up), the memory as given; the resources mean what they mean
+    for :func:`write_slurm_script` (with a layout each job is a multi-task job running :func:`run_one_rank`).
 
     submitit works by pickling: it writes the function and its arguments as a pickle into
     ``slurm/submitit/`` and the compute node unpickles it -- the one place the suite unpickles anything. That
     folder is made private (mode 0700: only the submitting user can plant or change a pickle there); the
     sbatch script of :func:`write_slurm_script` (the default) involves no pickle."""
-    res = SlurmResources.checked(time=time_limit, gpus=gpus, cpus=cpus, mem=mem, partition=partition,
-                                 account=account, max_parallel=max_parallel, setup=list(setup))
+    res = _checked(dict(time_limit=time_limit, gpus=gpus, cpus=cpus, mem=mem, partition=partition, account=account,
+                        max_parallel=max_parallel, setup=setup, nodes=nodes, gpus_per_node=gpus_per_node,
+                        tasks_per_node=tasks_per_node))
     try:
         import submitit  # type: ignore[import-not-found]  # optional extra: imported only when asked for
     except ImportError:
@@ -190,6 +287,7 @@ def submit_submitit(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus
                         "script instead (write_slurm_script)", options="write_slurm_script") from None
     sweep_dir = Path(sweep_dir).resolve()
     jobs = sweep.load_jobs(sweep_dir)
+    check_layout_fits(sweep_dir, jobs, res)
     pending = [i for i, j in enumerate(jobs) if not sweep.is_finished(sweep_dir, j)]
     if not pending:
         log("[sweep] nothing to submit: every job is finished")
@@ -203,7 +301,7 @@ def submit_submitit(sweep_dir: str | Path, *, time_limit: str = "24:00:00", gpus
     said = io.StringIO()  # submitit prints sbatch's complaint itself; it goes into the one error line instead
     try:
         with contextlib.redirect_stderr(said):
-            submitted = ex.map_array(sweep.run_one, [str(sweep_dir)] * len(pending), pending)
+            submitted = ex.map_array(job_function(res), [str(sweep_dir)] * len(pending), pending)
     except Exception as e:  # noqa: BLE001 - submitit's FailedJobError / sbatch errors: nothing was submitted
         _remove_new(folder, before, made)
         first = next((ln.strip() for ln in f"{e}\n{said.getvalue()}".splitlines() if ln.strip()), type(e).__name__)
@@ -236,9 +334,11 @@ def _remove_new(folder: Path, before: set[Path], made: list[Path]) -> None:
 
 def submitit_parameters(sweep_dir: Path, res: SlurmResources, n_pending: int) -> dict[str, Any]:
     """submitit's AutoExecutor parameters for these resources."""
-    params: dict[str, Any] = dict(timeout_min=res.minutes, gpus_per_node=res.gpus, cpus_per_task=res.cpus,
+    params: dict[str, Any] = dict(timeout_min=res.minutes, gpus_per_node=res.job_gpus, cpus_per_task=res.cpus,
                                   slurm_mem=res.mem, slurm_array_parallelism=res.max_parallel or n_pending,
                                   name=f"dgsa-{Path(sweep_dir).name}")
+    if res.multi:
+        params.update(nodes=res.nodes, tasks_per_node=res.tasks, gpus_per_node=res.gpus_per_node or 0)
     if res.setup:
         params["slurm_setup"] = list(res.setup)
     if res.partition:
@@ -246,3 +346,19 @@ def submitit_parameters(sweep_dir: Path, res: SlurmResources, n_pending: int) ->
     if res.account:
         params["slurm_account"] = res.account
     return params
+
+
+def job_function(res: SlurmResources) -> Any:
+    """What each submitit job runs: :func:`run_one_rank` in every task of a multi-process job, else
+    :func:`~robustbench_dgsa.jobs.sweep.run_one`."""
+    return run_one_rank if res.multi else sweep.run_one
+
+
+def run_one_rank(sweep_dir: str, index: int) -> dict[str, Any]:
+    """One task of a multi-task submitit job: one rank of job ``index``'s data-parallel training. The rank, world
+    size, local rank and rendezvous (first node, a port from the job id) come from submitit's job environment
+    (``submitit.helpers.TorchDistributedEnvironment``; each rank keeps every GPU of its node visible and uses the
+    one of its local rank)."""
+    from submitit.helpers import TorchDistributedEnvironment  # type: ignore[import-not-found]
+    TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=True)
+    return sweep.run_one(sweep_dir, index)

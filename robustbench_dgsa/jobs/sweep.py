@@ -236,7 +236,9 @@ PARENT_ENV = "DGSA_DIE_WITH_PARENT"
 
 def run_one(sweep_dir: str | Path, index: int, *, progress: bool = False) -> dict[str, Any]:
     """Run job number ``index`` of ``jobs.jsonl`` (a Slurm array task); JobLocked while another process runs it.
-    Started by :func:`run` (``PARENT_ENV`` set), the process ends when that runner does, even after kill -9."""
+    Started by :func:`run` (``PARENT_ENV`` set), the process ends when that runner does, even after kill -9.
+    Under ``srun`` with several tasks (or torchrun) each process is one rank of the job's data-parallel training
+    (:func:`robustbench_dgsa.jobs.job.run_job`)."""
     parent = os.environ.pop(PARENT_ENV, "")
     if parent.isdigit():
         die_with_parent(int(parent))
@@ -244,7 +246,7 @@ def run_one(sweep_dir: str | Path, index: int, *, progress: bool = False) -> dic
     if not 0 <= index < len(jobs):
         raise UserError(f"job index {index} out of range: the sweep has {len(jobs)} jobs (0..{len(jobs) - 1})")
     job = jobs[index]
-    if is_finished(sweep_dir, job):
+    if job_runner.group_size() == 1 and is_finished(sweep_dir, job):  # the ranks of a group decide together
         log(f"[sweep] job {index} {job.id} already finished")
         return json.loads((job_dir(sweep_dir, job) / JOB_DONE).read_text())
     return run_job(sweep_dir, job, progress=progress)
