@@ -200,8 +200,7 @@ class RunWriter:
         path = predictions_path(self.store_dir, self.run_id, tag)
         df = df.copy()
         df.insert(0, "run_id", self.run_id)
-        with atomic.atomic_path(path) as tmp:
-            df.to_parquet(tmp, index=False)
+        write_predictions_file(df, path)
         return path
 
 
@@ -340,14 +339,58 @@ def load_results(store_dir: str | Path) -> pd.DataFrame:
 
 def compact(store_dir: str | Path) -> Path:
     """Write all rows to results.parquet (atomic, under the store's compaction lock: see the module docstring);
-    the JSONL files stay as the write-ahead log."""
+    the JSONL files stay as the write-ahead log. Prediction files in an older encoding are re-encoded in the
+    compact one (same table: :func:`reencode_predictions`)."""
     store_dir = Path(store_dir)
     path = results_path(store_dir)
     with _compaction_lock(store_dir):
         df = load_results(store_dir)                         # read inside the lock: nothing older wins
         with atomic.atomic_path(path) as tmp:
             df.to_parquet(tmp, index=False)
+        reencode_predictions(store_dir)
     return path
+
+
+# Per-example predictions are most of a store's bytes (ten thousand images x 96 conditions per evaluation): zstd,
+# dictionary pages for the repetitive columns and delta encoding for the example index (which counts up within a
+# condition) make a file about 5x smaller than pandas' default (snappy, plain index), with the identical table.
+_PREDICTION_CODEC = "ZSTD"
+
+
+def write_predictions_file(df: pd.DataFrame, path: Path) -> None:
+    """Write a predictions table atomically in the store's compact Parquet encoding."""
+    with atomic.atomic_path(path) as tmp:
+        _write_compact_parquet(df, tmp)
+
+
+def _write_compact_parquet(df: pd.DataFrame, path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    deltas = [f.name for f in table.schema if f.name == "index" and pa.types.is_integer(f.type)]
+    pq.write_table(table, path, compression=_PREDICTION_CODEC.lower(), compression_level=9,
+                   use_dictionary=[c for c in table.column_names if c not in deltas],
+                   column_encoding={c: "DELTA_BINARY_PACKED" for c in deltas} or None)
+
+
+def reencode_predictions(store_dir: str | Path) -> list[Path]:
+    """Rewrite (atomically) every prediction file of the store not yet in the compact encoding; the new file is
+    read back and checked equal to the old table before it replaces it. Returns the files rewritten."""
+    import pyarrow.parquet as pq
+
+    done = []
+    for path in sorted(predictions_dir(store_dir).glob("*.parquet")):
+        meta = pq.ParquetFile(path).metadata
+        if meta.num_row_groups == 0 or meta.row_group(0).column(0).compression == _PREDICTION_CODEC:
+            continue
+        df = pd.read_parquet(path)
+        with atomic.atomic_path(path) as tmp:
+            _write_compact_parquet(df, tmp)
+            if not pd.read_parquet(tmp).equals(df):
+                raise RunFailure(f"re-encoding {path} would change its table; left as it was")
+        done.append(path)
+    return done
 
 
 @contextlib.contextmanager

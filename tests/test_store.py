@@ -213,3 +213,42 @@ def test_no_module_but_the_store_joins_a_store_folder_name():
     bad = [f"{p.relative_to(pkg)}:{n}" for p in sorted(pkg.rglob("*.py")) if p.name != "store.py" or p.parent != pkg
            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert not bad, "store paths built outside store.py: " + ", ".join(bad)
+
+
+def _predictions_frame(n_conditions: int = 6, n: int = 500) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    label = rng.integers(0, 10, n).astype("int16")
+    return pd.DataFrame({
+        "run_id": "r1",
+        "condition": np.repeat([f"c{i}" for i in range(n_conditions)], n),
+        "severity": np.repeat(np.arange(n_conditions) % 5 + 1, n).astype("int8"),
+        "index": np.tile(np.arange(n, dtype="int32"), n_conditions),
+        "label": np.tile(label, n_conditions),
+        "pred": rng.integers(0, 10, n * n_conditions).astype("int16"),
+    })
+
+
+def test_predictions_are_written_compactly_and_read_back_identical(store_dir):
+    import pyarrow.parquet as pq
+    df = _predictions_frame(10, 5000)
+    w = store.RunWriter(store_dir, "r1")
+    path = w.write_predictions("test", df.drop(columns="run_id"))
+    assert pq.ParquetFile(path).metadata.row_group(0).column(0).compression == "ZSTD"
+    pd.testing.assert_frame_equal(store.load_predictions(store_dir, "r1"), df)
+    plain = store_dir / "plain.parquet.bak"
+    df.to_parquet(plain, index=False)                     # pandas' default encoding, for the size comparison
+    assert path.stat().st_size < plain.stat().st_size / 2
+
+
+def test_compact_reencodes_older_prediction_files_to_the_same_table(store_dir):
+    import pyarrow.parquet as pq
+    df = _predictions_frame()
+    old = store.predictions_path(store_dir, "r1", "test")
+    old.parent.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(old, index=False)                       # how stores before the compact encoding wrote them
+    assert pq.ParquetFile(old).metadata.row_group(0).column(0).compression != "ZSTD"
+    store.compact(store_dir)
+    assert pq.ParquetFile(old).metadata.row_group(0).column(0).compression == "ZSTD"
+    pd.testing.assert_frame_equal(pd.read_parquet(old), df)
+    assert store.reencode_predictions(store_dir) == []     # already compact: nothing rewritten
+    assert sorted(p.name for p in old.parent.iterdir()) == [old.name]   # no temporary file left behind
