@@ -35,7 +35,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .atomic import owner_token, partial_path, refuse_special, write_json
+from .atomic import commit_staged, owner_token, partial_path
 from .errors import CorruptionError, OutputExistsError
 
 TEXT_NOISE_VERSION = "1"
@@ -628,14 +628,7 @@ class _TextStaging:
 
     def commit(self, manifest: dict) -> None:
         """Rename every staged file into place (the old manifest removed first) and write the manifest last."""
-        out = self.out
-        for name in self.staged:  # never a device, FIFO or socket replaced; checked before anything moves
-            refuse_special(out / name)
-        if (out / "manifest.json").exists():
-            (out / "manifest.json").unlink()
-        for name, tmp in self.staged.items():
-            os.replace(tmp, out / name)
-        write_json(out / "manifest.json", manifest)
+        commit_staged(self.out, self.staged, "manifest.json", manifest)
 
 
 def _text_manifest(types: list[str], sevs: list[int], seed: int, texts: list[str], labels, files: dict,
