@@ -48,7 +48,7 @@ class _CpuDropout(torch.autograd.Function):
     """Inverted dropout whose keep mask comes from 31-bit random integers: an element is kept when its
     integer r (uniform on 0 .. 2³¹−1) is ≥ round(p·2³¹), i.e. with probability 1 − p (to within 2⁻³²), and
     kept elements are scaled by 1/(1−p) — the distribution of ``nn.Dropout``. On CPU ``random_`` on int32 is
-    about 2.5× faster than ``bernoulli_`` (one thread, 64×65×1024 elements: ~12 ms vs ~32 ms). Like PyTorch's
+    faster than ``bernoulli_`` (``benchmarks/MEASUREMENTS.md``). Like PyTorch's
     CPU dropout it keeps the scaled float mask for the backward pass. Random numbers come from the default CPU
     generator, so ``torch.manual_seed`` makes them reproducible."""
 
@@ -68,7 +68,12 @@ class _CpuDropout(torch.autograd.Function):
 class Dropout(nn.Dropout):
     """``nn.Dropout`` that costs nothing when inactive (eval mode or p = 0) and, in training on CPU, draws its
     mask faster (:class:`_CpuDropout`; same Bernoulli(1 − p) keep distribution and 1/(1 − p) scaling). On other
-    devices it is ``F.dropout``."""
+    devices it is ``F.dropout``.
+
+    Args:
+        p: probability of zeroing an element (as ``nn.Dropout``).
+        inplace: zero in place (then the CPU fast path is not used).
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
@@ -81,6 +86,15 @@ class Dropout(nn.Dropout):
 
 
 class GeluFFN(nn.Module):
+    """GELU FFN: Linear(D -> round(r·D)) -> GELU -> dropout -> Linear(-> D) [-> dropout].
+
+    Args:
+        dim: model width D.
+        ratio: hidden width as a multiple r of D.
+        dropout: dropout probability after the activation (and after the last Linear with ``dropout2``).
+        dropout2: the paper's "dropout ×2": a second dropout after the last Linear.
+    """
+
     def __init__(self, dim: int, ratio: float, dropout: float, dropout2: bool = False) -> None:
         super().__init__()
         hidden = gelu_hidden(dim, ratio)
@@ -95,6 +109,15 @@ class GeluFFN(nn.Module):
 
 
 class SwiGLUFFN(nn.Module):
+    """SwiGLU FFN ×R: Linear(D -> 2·round(R·D/2)), halves a, b, SiLU(a) ⊙ b -> dropout -> Linear(-> D) [-> dropout].
+
+    Args:
+        dim: model width D.
+        ratio: width R of the first Linear as a multiple of D (the paper's "proj.": 2, 4 or 16/3).
+        dropout: dropout probability after the gated product (and after the last Linear with ``dropout2``).
+        dropout2: the paper's "dropout ×2": a second dropout after the last Linear.
+    """
+
     def __init__(self, dim: int, ratio: float, dropout: float, dropout2: bool = False) -> None:
         super().__init__()
         half = swiglu_half(dim, ratio)
@@ -114,7 +137,12 @@ def build_ffn(cfg: ModelConfig) -> nn.Module:
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block: x = x + Attn(LN(x)); x = x + FFN(LN(x))."""
+    """Pre-norm transformer block: x = x + Attn(LN(x)); x = x + FFN(LN(x)).
+
+    Args:
+        cfg: the model config (width, attention type and its options, FFN type, ratio and dropout).
+        layer_idx: 0-based depth of the block (sets the attention's λ_init under the "layer" schedule).
+    """
 
     def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
         super().__init__()
@@ -138,7 +166,11 @@ class Block(nn.Module):
 
 
 class ClassifierHead(nn.Module):
-    """Linear(D -> head_hidden) -> GELU -> dropout -> Linear(head_hidden -> C) on the CLS vector."""
+    """Linear(D -> head_hidden) -> GELU -> dropout -> Linear(head_hidden -> C) on the CLS vector.
+
+    Args:
+        cfg: the model config (``dim``, ``head_hidden``, ``dropout``, ``num_classes``).
+    """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

@@ -19,6 +19,13 @@ PAD_ID = 0
 
 
 class TextTransformer(ClassifierBase):
+    """A transformer encoder text classifier (Transformer, DT, DGT, ...), as the module docstring describes.
+
+    Args:
+        cfg: the model config (``modality="text"``), checked first
+            (:func:`robustbench_dgsa.config.validate_model`); the model keeps a copy as ``config``.
+    """
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         validate_model(cfg)

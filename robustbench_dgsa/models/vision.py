@@ -17,6 +17,13 @@ from .blocks import ClassifierBase
 
 
 class VisionTransformer(ClassifierBase):
+    """A vision transformer classifier (ViT, DViT, DGViT, ...), as the module docstring describes.
+
+    Args:
+        cfg: the model config (``modality="image"``), checked first
+            (:func:`robustbench_dgsa.config.validate_model`); the model keeps a copy as ``config``.
+    """
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         validate_model(cfg)
