@@ -192,14 +192,11 @@ def photographs(size: int, n: int):
 
 
 def machine(threads: int) -> dict:
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    """The machine the timings come from (CPU model, cores, threads, platform)."""
+    # imported here, not at the top: the top level imports the standard library only (main() first sets the
+    # thread variables, then puts the repository on sys.path)
+    from robustbench_dgsa.util.provenance import cpu_model
+    model = cpu_model()
     avail = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cpu": model, "cores": os.cpu_count(), "cores_available": avail, "threads": threads,
             "platform": platform.platform()}

@@ -53,6 +53,23 @@ def replace(tmp: str | os.PathLike, target: str | os.PathLike, error: type[Excep
     os.replace(tmp, target)
 
 
+def commit_staged(folder: str | os.PathLike, staged: dict[str, Path], manifest_name: str, manifest: Any,
+                  error: type[Exception] = CorruptionError) -> None:
+    """Move a run's staged partial files into ``folder`` and write its manifest last.
+
+    ``staged``: final name -> partial path (each file already flushed to disk). Every target is checked before
+    anything moves (``error`` when one is a device, FIFO, socket or folder: nothing is replaced then); the old
+    manifest is removed before the first file is replaced (no manifest may vouch for files being replaced); each
+    file is renamed with :func:`replace`; the new manifest is written atomically (:func:`write_json`)."""
+    out = Path(folder)
+    for name in staged:
+        refuse_special(out / name, error)
+    (out / manifest_name).unlink(missing_ok=True)
+    for name, tmp in staged.items():
+        replace(tmp, out / name, error)
+    write_json(out / manifest_name, manifest)
+
+
 def partial_path(path: str | os.PathLike, token: str | None = None) -> Path:
     """The hidden partial name of ``path``: ``<folder>/.<name>.<token>.partial`` (a fresh :func:`owner_token`
     by default)."""

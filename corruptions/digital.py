@@ -147,7 +147,7 @@ def _cv2_decodes_like_pil() -> bool:
 def _cv2_encodes_like_pil() -> bool:
     """Whether OpenCV's JPEG encoder writes PIL's bytes here, byte for byte, at every CIFAR quality on
     probe images (same libjpeg-turbo tables, 4:2:0, islow DCT, no optimisation); checked once. OpenCV
-    encodes ~4x faster; when the streams are identical, so are the decoded pixels. Any difference: PIL."""
+    encodes faster; when the streams are identical, so are the decoded pixels. Any difference: PIL."""
     global _CV2_ENCODE_OK
     if _CV2_ENCODE_OK is None:
         try:

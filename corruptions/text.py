@@ -18,7 +18,7 @@ bump the version. Randomness is keyed by (seed, noise type, severity, example in
 
 Realised noise: :func:`character_error_rate` / :func:`word_error_rate` are corpus-level Levenshtein rates
 (total edits / total reference length), computed with the bit-parallel algorithm of Myers (1999) in the form
-of Hyyrö (2001) on Python integers: 2,000 reviews of ~1,300 characters took 3-5 s on one (shared) CPU core.
+of Hyyrö (2001) on Python integers (how fast: ``benchmarks/MEASUREMENTS.md``).
 """
 from __future__ import annotations
 
@@ -35,13 +35,13 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .atomic import owner_token, partial_path, refuse_special, write_json
+from .atomic import commit_staged, owner_token, partial_path
 from .errors import CorruptionError, OutputExistsError
 
 TEXT_NOISE_VERSION = "1"
 
 #: longest example (characters) that :func:`write_text_noise` takes: its error rates cost O(n²/64) per example
-#: (~9 s at this length on one core), so a runaway input (a whole file on one line) is refused up front instead
+#: (seconds at this length), so a runaway input (a whole file on one line) is refused up front instead
 #: of running for hours. The noise itself is linear-time; :func:`add_text_noise` has no such limit.
 MAX_TEXT_CHARS = 100_000
 
@@ -436,7 +436,7 @@ except ImportError:  # pragma: no cover - exercised where rapidfuzz is absent
 def edit_distance(a: Sequence, b: Sequence) -> int:
     """Levenshtein distance (unit insert/delete/substitute) between two sequences of hashable items
     (two strings, or two token lists): rapidfuzz's C++ implementation when installed (a dependency of
-    dgsa-bench; 10-100x faster on long documents), else :func:`edit_distance_python` (same integers)."""
+    dgsa-bench; much faster on long documents), else :func:`edit_distance_python` (same integers)."""
     if _rapidfuzz_levenshtein is not None:
         return int(_rapidfuzz_levenshtein.distance(a, b))
     return edit_distance_python(a, b)
@@ -628,14 +628,7 @@ class _TextStaging:
 
     def commit(self, manifest: dict) -> None:
         """Rename every staged file into place (the old manifest removed first) and write the manifest last."""
-        out = self.out
-        for name in self.staged:  # never a device, FIFO or socket replaced; checked before anything moves
-            refuse_special(out / name)
-        if (out / "manifest.json").exists():
-            (out / "manifest.json").unlink()
-        for name, tmp in self.staged.items():
-            os.replace(tmp, out / name)
-        write_json(out / "manifest.json", manifest)
+        commit_staged(self.out, self.staged, "manifest.json", manifest)
 
 
 def _text_manifest(types: list[str], sevs: list[int], seed: int, texts: list[str], labels, files: dict,

@@ -588,3 +588,126 @@ def resolve_config(model: ModelConfig, dataset: str, preset: str = "tiny", *,
     if overrides:
         apply_overrides(cfg, overrides, layer="override")
     return cfg
+
+
+# --- the one validator -----------------------------------------------------------------------------------
+# Every entry point (train, sweep and reproduce plans, the job runner, create_model) checks a config here: the
+# per-field rules above plus the rules that tie fields together. Where the data decide a field (classes, image
+# size, vocabulary) :func:`with_data_facts` fills it in, with one rule for whether the user chose the image size.
+
+#: layers whose value is the user's choice (an argument, a preset, a config file, an override); a field whose
+#: source is "default" / "registry" (or "stored", or none recorded) is left to the code, and to the data
+CHOSEN_LAYERS = ("argument", "preset", "paper-dataset", "file", "override")
+
+#: models are refused above this many parameters (estimated before anything is allocated): 4 GiB of float32
+#: weights, about 12x the paper's largest model (ViT-B/16, 86 M) and far above what the benchmark trains
+MAX_PARAMS = 2**30
+
+
+def is_chosen(cfg: RunConfig, key: str) -> bool:
+    """Whether field ``section.name`` was chosen by the user (a layer of :data:`CHOSEN_LAYERS` set it, as
+    ``cfg.sources`` records) rather than left at the model's registry value or a default. The one rule for "did
+    the user set image_size": where not, the data decide it (:func:`with_data_facts`). To choose a value on a
+    resolved config, use :func:`apply_overrides` (which records the layer), not attribute assignment."""
+    return cfg.sources.get(key, "default") in CHOSEN_LAYERS
+
+
+def with_data_facts(cfg: RunConfig, *, num_classes: int, image_size: int | None = None,
+                    vocab_size: int | None = None) -> RunConfig:
+    """A copy of ``cfg`` completed with what the data decide: the number of classes, the image size (image
+    models, unless the user chose it: :func:`is_chosen`) and the vocabulary size (text models); None leaves a
+    field as it is. ``cfg`` is not changed."""
+    changes: dict[str, Any] = {"num_classes": int(num_classes)}
+    if cfg.model.modality == "image" and image_size is not None and not is_chosen(cfg, "model.image_size"):
+        changes["image_size"] = int(image_size)
+    if cfg.model.modality == "text" and vocab_size is not None:
+        changes["vocab_size"] = int(vocab_size)
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, **changes),
+                               sources=dict(cfg.sources))
+
+
+def gelu_hidden(dim: int, ratio: float) -> int:
+    """Hidden width of the GELU FFN: round(r·D)."""
+    return int(round(ratio * dim))
+
+
+def swiglu_half(dim: int, ratio: float) -> int:
+    """Width of each SwiGLU half (a and b): round(R·D/2)."""
+    return int(round(ratio * dim / 2))
+
+
+def estimate_params(cfg: ModelConfig) -> int:
+    """An upper estimate of a model's parameter count from its config alone (nothing allocated): embeddings
+    (patches or tokens, positions), per block attention (Q, K, V, O and gate: 5 D²) and FFN (3 R D²), the head."""
+    d = int(cfg.dim)
+    if cfg.modality == "image":
+        tokens = 1 + (int(cfg.image_size) // max(1, int(cfg.patch_size))) ** 2
+        embed = int(cfg.patch_size) ** 2 * int(cfg.in_chans) * d + tokens * d
+    else:
+        embed = (int(cfg.vocab_size) + int(cfg.max_len) + 1) * d
+    block = int((5 + 3 * float(cfg.ffn_ratio)) * d * d) + 16 * d
+    head = d * int(cfg.head_hidden) + int(cfg.head_hidden) * int(cfg.num_classes) + 4 * d
+    return embed + int(cfg.depth) * block + head
+
+
+def _check_fields(section: str, obj: Any) -> None:
+    """Every field of one section against its rule (catches values assigned by hand, after resolution)."""
+    for f in fields(_SECTION_CLASSES[section]):
+        check_value(section, f.name, getattr(obj, f.name), text=False)
+
+
+def validate_model(m: ModelConfig) -> None:
+    """Refuse a model config that cannot be built, with one line (UserError ``model config 'NAME': ...``):
+    a field outside its rule, heads that do not divide the width (twice the heads for differential attention),
+    an image size the patch size does not divide, a zero-width SwiGLU half, or too many parameters. (λ_init
+    needs no check here: the "layer" schedule lies in [0.2, 0.8) and a fixed value's rule is (0, 1).)"""
+    def bad(msg: str) -> None:
+        raise UserError(f"model config {m.name!r}: {msg}")
+
+    _check_fields("model", m)
+    if m.ffn == "swiglu" and swiglu_half(m.dim, m.ffn_ratio) < 1:
+        bad(f"ffn_ratio {m.ffn_ratio:g} is too small for dim {m.dim}")
+    if m.attention == "mhsa" and m.dim % m.heads:
+        bad(f"dim {m.dim} must be divisible by heads {m.heads}")
+    if m.attention in ("diff", "dgsa") and m.dim % (2 * m.heads):
+        bad(f"dim {m.dim} must be divisible by 2*heads = {2 * m.heads} for {m.attention} attention")
+    if m.modality == "image" and m.image_size % m.patch_size:
+        divisors = [d for d in range(1, m.image_size + 1) if m.image_size % d == 0]
+        hint = min(divisors, key=lambda d: (abs(d - m.patch_size), d))
+        bad(f"image size {m.image_size} is not divisible by patch size {m.patch_size}; "
+            f"choose a patch size that divides it (e.g. {hint})")
+    n = estimate_params(m)
+    if n > MAX_PARAMS:
+        bad(f"about {n:,} parameters, over the limit of {MAX_PARAMS:,} ({MAX_PARAMS * 4 / 2**30:.0f} GiB as "
+            f"float32); reduce dim, depth, image_size/patch_size, vocab_size or max_len")
+
+
+def check_batch_split(batch_size: int, processes: int) -> None:
+    """UserError unless the global batch divides evenly among ``processes`` (data-parallel training)."""
+    if processes > 1 and batch_size % processes:
+        raise UserError(f"the batch size {batch_size} is the global batch of all {processes} processes and must "
+                        f"divide evenly among them; choose a multiple of {processes} (the learning rate is not "
+                        "rescaled)")
+
+
+def validate(cfg: RunConfig, *, data_modality: str | None = None, processes: int = 1) -> None:
+    """The one check of a run config, before anything runs: every field against its rule, the model's
+    consistency (:func:`validate_model`), and where given, that the model takes the dataset's modality
+    (``data_modality``) and that the global batch divides among ``processes``. Raises a one-line UserError; a
+    model error names the run (``vit on cifar10: model config 'vit': ...``).
+
+    An image size left to the data (:func:`is_chosen`) is not known yet: any multiple of the patch size stands
+    in for it here, and the model built on the data's size checks it again."""
+    for section in ("train", "data"):
+        _check_fields(section, getattr(cfg, section))
+    m = cfg.model
+    if data_modality is not None and data_modality != m.modality:
+        raise UserError(f"model {m.name!r} takes {m.modality} input but dataset {cfg.data.dataset!r} is "
+                        f"{data_modality}")
+    if m.modality == "image" and not is_chosen(cfg, "model.image_size"):
+        m = dataclasses.replace(m, image_size=m.patch_size)
+    try:
+        validate_model(m)
+    except UserError as e:
+        raise UserError(f"{m.name} on {cfg.data.dataset}: {e}") from None
+    check_batch_split(cfg.train.batch_size, processes)

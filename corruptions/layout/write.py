@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import CorruptionError, OutputExistsError
 from .checks import ProgressWrapper, _check_labels, _label_dtype, _resolve_names, _resolve_severities, _wrap, check_images, name_list
 from .digest import _hash_array, _hash_file, file_sha256
-from ..atomic import fsync_file, owner_token, partial_path, refuse_special, write_json
+from ..atomic import commit_staged, fsync_file, owner_token, partial_path
 from .locks import _folder_lock, _lock_partial, clean_stale_partials
 from .manifest import (MANIFEST_FORMAT, MANIFEST_NAME, Manifest, _difference, _manifest_data, _run_key,
                        library_versions, read_manifest)
@@ -179,15 +179,8 @@ def _merge_and_commit(out: Path, overwrite: bool, plan: _RunPlan, entries: dict,
         frost_files = cur.data.get("frost_files_sha256")
     if frost_files is not None:
         data["frost_files_sha256"] = frost_files
-    for final in staged:  # never a device, FIFO or socket replaced; checked before anything moves
-        refuse_special(out / final)
-    # no manifest may vouch for files being replaced, so the old one goes first
-    if (out / MANIFEST_NAME).exists():
-        (out / MANIFEST_NAME).unlink()
-    for final, tmp in staged.items():
-        os.replace(tmp, out / final)
+    commit_staged(out, staged, MANIFEST_NAME, data)  # targets checked first, the old manifest out, the new last
     staged.clear()
-    write_json(out / MANIFEST_NAME, data)
     return cur, same, data
 
 

@@ -44,6 +44,7 @@ except ImportError:  # pragma: no cover
 # For the error boundary in cli/__init__.py (one import place for click's exceptions).
 BOUNDARY_EXCEPTIONS = (ClickException, NoArgsIsHelpError)
 
+from robustbench_dgsa.config import DEVICE_PATTERN
 from robustbench_dgsa.util.atomic import special_kind
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.lists import split_list  # the commands use it as opt.split_list
@@ -64,7 +65,7 @@ HIDDEN_ALIASES = {
 }
 
 DEVICE_HELP = "auto (cuda when available, else cpu), cpu, cuda or cuda:N."
-_DEVICE_RE = re.compile(r"(auto|cpu|cuda(:[0-9]+)?)")
+_DEVICE_RE = re.compile(DEVICE_PATTERN)  # the config's rule for train.device
 
 
 # ------------------------------------------------------------------------------------------------ parsers

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from robustbench_dgsa.config import TEST_SUBSETS, DataConfig, RunConfig
+from robustbench_dgsa.config import DataConfig, RunConfig, check_value
 from robustbench_dgsa.util.errors import UserError
 from .registry import get_info, load_dataset
 from .splits import stratified_split, stratified_subsample
@@ -86,14 +86,12 @@ def select_test(y: np.ndarray, max_test: int | None, subset: str = "first") -> n
     The choice depends only on the labels, N and ``subset``, so every model and seed sees the same examples;
     :func:`subset_label` names it for run records and reports.
     """
-    if subset not in TEST_SUBSETS:
-        raise UserError(f"test subset must be one of {', '.join(TEST_SUBSETS)}, got {subset!r}")
+    subset = check_value("data", "test_subset", subset, text=False)  # the config's rules for both
+    max_test = check_value("data", "max_test", max_test, text=False)
     y = np.asarray(y)
     n = len(y)
     if max_test is None or max_test >= n:
         return np.arange(n)
-    if max_test <= 0:
-        raise UserError(f"max_test must be positive, got {max_test}")
     first = np.arange(max_test)
     if subset == "first" or (subset == "auto" and len(np.unique(y[first])) == len(np.unique(y))):
         return first

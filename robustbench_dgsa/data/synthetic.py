@@ -1,4 +1,4 @@
-"""Embedded synthetic datasets with known salient regions / tokens (no downloads, < 1 s).
+"""Embedded synthetic datasets with known salient regions / tokens (no downloads; generated in memory).
 
 Both are deterministic functions of ``(seed, split, options)``: the train and test splits come from separate
 random streams (``SeedSequence([seed, split code, ...options])``), and classes are exactly balanced.

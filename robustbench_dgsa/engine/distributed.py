@@ -39,6 +39,7 @@ from typing import Any, Iterator, Mapping
 
 import torch
 
+from robustbench_dgsa.config import check_batch_split
 from robustbench_dgsa.util.errors import RunFailure, UserError
 
 TIMEOUT_ENV = "DGSA_DIST_TIMEOUT_S"
@@ -120,14 +121,6 @@ def timeout_s() -> float:
     return value
 
 
-def check_global_batch(batch_size: int, world_size: int) -> None:
-    """UserError unless the global batch divides evenly among ``world_size`` processes."""
-    if world_size > 1 and batch_size % world_size:
-        raise UserError(f"the batch size {batch_size} is the global batch of all {world_size} processes and must "
-                        f"divide evenly among them; choose a multiple of {world_size} (the learning rate is not "
-                        "rescaled)")
-
-
 # --- joining and leaving --------------------------------------------------------------------------------------
 
 def current() -> World:
@@ -139,13 +132,13 @@ def setup(device: torch.device, batch_size: int) -> tuple[World, torch.device]:
     """Join the process group the environment describes (once per process) and return (world, this rank's device).
 
     Without a distributed environment (or with a world of one): (:data:`SINGLE`, ``device``) unchanged. The global
-    ``batch_size`` is checked first (:func:`check_global_batch`), before any connection is made.
+    ``batch_size`` is checked first (:func:`robustbench_dgsa.config.check_batch_split`), before any connection is made.
     """
     found = env_world()
     if found is None or found[1] <= 1:
         return SINGLE, device
     rank, size, local_rank = found
-    check_global_batch(batch_size, size)
+    check_batch_split(batch_size, size)
     if device.type == "cuda":
         if local_rank >= torch.cuda.device_count():
             raise UserError(f"local rank {local_rank} has no GPU: this node has {torch.cuda.device_count()}; start "

@@ -153,8 +153,8 @@ def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_ma
 
 
 #: on the CPU a model sees at most this many examples per forward call: activations of 64 CIFAR images stay
-#: in the cache, and evaluation runs ~1.15-1.2x faster than with 256 (measured on a 2-core AMD EPYC, 1 thread,
-#: D=96 ViT / DGViT); the caller's ``batch_size`` still sets what is yielded together
+#: in the cache, which makes evaluation faster than with 256 (``benchmarks/MEASUREMENTS.md``); the caller's
+#: ``batch_size`` still sets what is yielded together
 CPU_FORWARD_BATCH = 64
 
 

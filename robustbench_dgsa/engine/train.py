@@ -29,8 +29,6 @@ example).
 """
 from __future__ import annotations
 
-import copy
-import dataclasses
 import json
 import math
 import random
@@ -45,13 +43,12 @@ import torch.nn.functional as F
 
 from robustbench_dgsa import store
 from robustbench_dgsa.util import atomic
-from robustbench_dgsa.config import RunConfig
+from robustbench_dgsa.config import RunConfig, validate, with_data_facts
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.data.prepare import PreparedData, encode_splits, load_splits
 from robustbench_dgsa.engine.predict import (autocast, dataset_info, forward_batches, resolve_device, trim_padding,
                                              use_bf16)
 from robustbench_dgsa import models
-from robustbench_dgsa.models import get_model_config
 from robustbench_dgsa.models.checkpoint import read_checkpoint_meta, save_checkpoint
 from robustbench_dgsa.util.progress import log, track
 from robustbench_dgsa.util.provenance import sha256_file
@@ -103,6 +100,7 @@ def _train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | P
            data_workers: int | None = None) -> TrainResult:
     out_dir = Path(out_dir)
     store_dir = Path(store_dir) if store_dir is not None else out_dir / "store"
+    validate(cfg, data_modality=dataset_info(cfg.data.dataset).modality)  # before any file is read or written
     state, finished = _previous_run(out_dir, resume, cfg, seed)
     if finished is not None:
         return finished
@@ -175,13 +173,10 @@ def _check_finished_run(cfg: RunConfig, seed: int, out_dir: Path, ckpt_path: Pat
         raise UserError(f"{ckpt_path} belongs to run {meta.get('run_id')}, not to run "
                         f"{done.get('run_id') if isinstance(done, dict) else '?'} recorded in {out_dir / DONE_NAME}; "
                         "the folder was mixed up: train this run again in a new folder")
-    want = copy.deepcopy(cfg)
+    want = cfg
     if want.model.name == rec_cfg.name:
-        want.model.num_classes = rec_cfg.num_classes
-        if want.model.modality == "image" and want.model.image_size == get_model_config(want.model.name).image_size:
-            want.model.image_size = rec_cfg.image_size
-        if want.model.modality == "text":
-            want.model.vocab_size = rec_cfg.vocab_size
+        want = with_data_facts(cfg, num_classes=rec_cfg.num_classes, image_size=rec_cfg.image_size,
+                               vocab_size=rec_cfg.vocab_size)
     have = (rec_cfg.name, str(meta.get("config_hash", "")), meta.get("seed"))
     asked = (want.model.name, want.hash(), int(seed))
     if have != asked:
@@ -387,17 +382,10 @@ def _loader(run: _Run, split: str) -> streaming.Loader:
 
 def prepare_data(cfg: RunConfig, seed: int) -> PreparedData:
     """The run's data as model inputs (:mod:`robustbench_dgsa.data.prepare`), with the model's classes and image
-    size taken from the data (the image size only where the config keeps the registry's); ``cfg`` is not changed:
-    the returned record holds the completed copy."""
-    info = dataset_info(cfg.data.dataset)
-    if info.modality != cfg.model.modality:
-        raise UserError(f"model {cfg.model.name!r} takes {cfg.model.modality} input but dataset "
-                        f"{cfg.data.dataset!r} is {info.modality}")
+    size taken from the data (the image size unless the user chose it: ``config.with_data_facts``); ``cfg`` is
+    not changed: the returned record holds the completed copy."""
     splits = load_splits(cfg.data, seed)
-    model_cfg = dataclasses.replace(cfg.model, num_classes=len(splits.classes))
-    if model_cfg.modality == "image" and model_cfg.image_size == get_model_config(model_cfg.name).image_size:
-        model_cfg = dataclasses.replace(model_cfg, image_size=splits.image_size)  # not overridden by the user
-    return encode_splits(splits, dataclasses.replace(cfg, model=model_cfg))
+    return encode_splits(splits, with_data_facts(cfg, num_classes=len(splits.classes), image_size=splits.image_size))
 
 
 def _place(t: torch.Tensor | None, device: torch.device) -> torch.Tensor | None:

@@ -92,12 +92,12 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
     from corruptions.registry import parse_severities, resolve_corruptions
     from corruptions.text import resolve_text_noise
 
-    from robustbench_dgsa.config import PRESETS
+    from robustbench_dgsa.jobs import sweep
+    from robustbench_dgsa.config import load_preset
     from robustbench_dgsa.data import DATASETS
     from robustbench_dgsa.models import get_model_config
 
-    if preset not in PRESETS:
-        raise UserError(f"unknown preset {preset!r} (valid: {', '.join(PRESETS)})")
+    load_preset(preset)  # an unknown name fails here, as everywhere
     seeds = sorted(dict.fromkeys(int(s) for s in seeds))
     if not seeds:
         raise UserError("reproduce needs at least one seed")

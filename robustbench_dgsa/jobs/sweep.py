@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
-from robustbench_dgsa.config import check_overrides, check_value, load_preset, resolve_config
+from robustbench_dgsa.config import check_overrides, check_value, load_preset, resolve_config, validate
 from robustbench_dgsa.jobs import job as job_runner
 from robustbench_dgsa.jobs.job import JOB_DONE, JOB_FAILED, EvalSettings, Job, JobLocked, is_finished, job_dir
 from robustbench_dgsa.util import atomic
@@ -106,18 +106,11 @@ def check_job_identity(model: str, dataset: str, overrides: dict[str, str]) -> N
 
 
 def check_job_config(model: str, dataset: str, preset: str, overrides: dict[str, str]) -> None:
-    """Resolve one job's config and check the model's consistency (dim vs heads, ...), as training will."""
+    """Resolve one job's config and validate it (:func:`robustbench_dgsa.config.validate`), as training will."""
+    from robustbench_dgsa.engine.predict import dataset_info
     from robustbench_dgsa.models import get_model_config
-    from robustbench_dgsa.models.blocks import check_config
     cfg = resolve_config(get_model_config(model), dataset, preset, overrides=overrides)
-    model_cfg = cfg.model
-    if cfg.sources.get("model.image_size") != "override":
-        # training takes the image size from the data; any multiple of the patch size stands in for it here
-        model_cfg = dataclasses.replace(model_cfg, image_size=model_cfg.patch_size)
-    try:
-        check_config(model_cfg)
-    except UserError as e:
-        raise UserError(f"{model} on {dataset}: {e}") from None
+    validate(cfg, data_modality=dataset_info(dataset).modality)
 
 
 def write_plan(sweep_dir: str | Path, jobs: Sequence[Job], *, data_root: str | None = None,

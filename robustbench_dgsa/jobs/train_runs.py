@@ -26,7 +26,7 @@ def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: s
     launch prints the summary). Under torchrun or srun each process is one rank of the same runs.
     ``data_workers``: DataLoader workers per process for a streamed dataset (ImageNet; default min(8, CPUs)).
     """
-    from robustbench_dgsa.config import load_config_file, resolve_config
+    from robustbench_dgsa.config import load_config_file, resolve_config, validate
     from robustbench_dgsa.engine.predict import dataset_info
     from robustbench_dgsa.engine.train import train
     from robustbench_dgsa.models import get_model_config
@@ -39,10 +39,10 @@ def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: s
         cfg = resolve_config(get_model_config(m), dataset, preset, file_overrides=file_ov, overrides=overrides or {})
         if data_root is not None:
             cfg.data.data_root = str(data_root)
+        validate(cfg, data_modality=dataset_info(cfg.data.dataset).modality, processes=nproc or 1)
         cfgs.append((m, cfg))
-    dataset_info(cfgs[0][1].data.dataset)  # an unknown name fails before anything starts
     if nproc is not None and nproc > 1:
-        _launch(nproc, [cfg for _, cfg in cfgs], relaunch or [])
+        _launch(nproc, relaunch or [])
         return None
     store_dir = Path(store) if store is not None else out / "store"
     several = len(seeds) * len(cfgs) > 1
@@ -74,13 +74,12 @@ def _train_one(train: Any, *args: Any, **kwargs: Any) -> Any:
         raise PeerFailure(f"{e} (the same command with resume=True continues it)", options=("resume",)) from None
 
 
-def _launch(nproc: int, cfgs: list[Any], args: Sequence[str]) -> None:
-    """``nproc`` local processes of the same command (torch.distributed.run), after checking the batch divides."""
+def _launch(nproc: int, args: Sequence[str]) -> None:
+    """``nproc`` local processes of the same command (torch.distributed.run); the configs were validated for
+    ``nproc`` processes (the batch divides among them)."""
     from robustbench_dgsa.engine import distributed
     from robustbench_dgsa.util.errors import UserError
     if distributed.env_world() is not None:
         raise UserError("a process count starts its own processes; under torchrun or srun leave it out (the "
                         "launcher already started one process per rank)", options=("nproc",))
-    for cfg in cfgs:
-        distributed.check_global_batch(cfg.train.batch_size, nproc)
     distributed.launch(nproc, list(args))

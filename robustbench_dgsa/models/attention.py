@@ -31,11 +31,10 @@ In float64 both paths agree to ~1e-15 (outputs and gradients); ``tests/models/te
 Attention dropout is not used (the methods have none), which keeps the two paths identical in training mode too.
 
 Kernel choice on the fast path (``kernel="auto"``, see :func:`choose_kernel`): the maps' maths is also a kernel —
-"math" runs the explicit path's products without returning the maps. Measured on the 2-core development CPU
-(one thread, thread CPU time of attention forward + backward at 64×65, 32×129 and 16×257 tokens×batch):
-for DiffAttn / DGSA "math" is fastest at 65 tokens in training (88 ms vs 108 ms for SDPA with a shared V and
-145 ms with V split), SDPA with a shared V at 129 tokens, SDPA with V split at 257; without gradients
-"math" and "split" tie at 65 tokens and "split" wins above. For MHSA SDPA is as fast as the explicit maths in
+"math" runs the explicit path's products without returning the maps. On the CPU, for DiffAttn / DGSA, "math"
+is used at 65 tokens in training, SDPA with a shared V at 129 tokens, SDPA with V split at 257; without
+gradients "math" and "split" tie at 65 tokens and "split" wins above (the measurements:
+``benchmarks/MEASUREMENTS.md``). For MHSA SDPA is as fast as the explicit maths in
 training at 65 tokens and faster everywhere else, so MHSA always uses SDPA. On CUDA SDPA is always used.
 The differential models' Q, K, V (and DGSA's gate) come from one GEMM over the concatenated weights; the
 parameters (and so state dicts and checkpoints) stay separate Linear layers.
@@ -68,7 +67,12 @@ def layer_lambda_init(layer_idx: int, mode: str = "layer", value: float = 0.8) -
 
 class HeadRMSNorm(nn.Module):
     """RMSNorm over the last dim (2d' per head); one affine weight shared by all heads. Computed in float32
-    (or float64) even under bf16 autocast."""
+    (or float64) even under bf16 autocast.
+
+    Args:
+        dim: width of the normalised (last) dimension, 2d' for a differential head.
+        eps: added to the mean square before the square root.
+    """
 
     def __init__(self, dim: int, eps: float = 1e-5) -> None:
         super().__init__()
@@ -339,7 +343,14 @@ class DifferentialAttention(_DifferentialBase):
     kind = "diff"
 
     def __init__(self, dim: int, heads: int, layer_idx: int = 0, lambda_init: float | None = None) -> None:
-        """Args: as :class:`_DifferentialBase` (λ's four vectors are drawn from N(0, 0.1²))."""
+        """λ's four vectors are drawn from N(0, 0.1²).
+
+        Args:
+            dim: model width D (divisible by 2·``heads``: each head has two branches of width d' = D/(2h)).
+            heads: number of heads h.
+            layer_idx: 0-based depth of the layer.
+            lambda_init: λ_init of this layer; default the DiffAttn schedule 0.8 − 0.6·exp(−0.3·layer_idx).
+        """
         super().__init__(dim, heads, layer_idx, lambda_init)
         self.lambda_q1 = nn.Parameter(torch.empty(self.branch_dim).normal_(0.0, 0.1))
         self.lambda_k1 = nn.Parameter(torch.empty(self.branch_dim).normal_(0.0, 0.1))
@@ -364,7 +375,11 @@ class GatedDifferentialAttention(_DifferentialBase):
 
     def __init__(self, dim: int, heads: int, layer_idx: int = 0, lambda_init: float | None = None, *,
                  q_residual: bool = False, gate_bias_init: str = "default") -> None:
-        """Args: as :class:`_DifferentialBase`, and
+        """Args:
+            dim: model width D (divisible by 2·``heads``: each head has two branches of width d' = D/(2h)).
+            heads: number of heads h.
+            layer_idx: 0-based depth of the layer.
+            lambda_init: λ_init of this layer; default the DiffAttn schedule 0.8 − 0.6·exp(−0.3·layer_idx).
             q_residual: add the (un-attended) queries to the head outputs before the head norm.
             gate_bias_init: "default" (PyTorch's Linear init) or "diff" (W_g = 0, b_g = −log λ_init: the gate
                 starts as DiffAttn's combination, up to a scale).

@@ -16,93 +16,12 @@ import torch
 from torch import Tensor, nn
 import torch.nn.functional as F
 
-from robustbench_dgsa.models.attention import (ATTENTION_CLASSES, ATTENTION_TYPES, GATE_BIAS_INITS, LAMBDA_INIT_MODES,
-                                               GatedDifferentialAttention, MultiheadSelfAttention, layer_lambda_init)
-from ..config import ModelConfig
-from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.models.attention import (ATTENTION_CLASSES, ATTENTION_TYPES, GatedDifferentialAttention,
+                                               MultiheadSelfAttention, layer_lambda_init)
+from ..config import ModelConfig, gelu_hidden, swiglu_half  # the widths a config implies (checked there)
 
 FFN_TYPES = ("gelu", "swiglu")
 MODALITIES = ("image", "text")
-
-
-def gelu_hidden(dim: int, ratio: float) -> int:
-    return int(round(ratio * dim))
-
-
-def swiglu_half(dim: int, ratio: float) -> int:
-    """Width of each SwiGLU half (a and b): round(R·D/2)."""
-    return int(round(ratio * dim / 2))
-
-
-def check_config(cfg: ModelConfig) -> None:
-    """Refuse an inconsistent model config with one clear line (UserError)."""
-    def bad(msg: str) -> None:
-        raise UserError(f"model config {cfg.name!r}: {msg}")
-
-    if cfg.modality not in MODALITIES:
-        bad(f"modality must be one of {', '.join(MODALITIES)}, got {cfg.modality!r}")
-    if cfg.attention not in ATTENTION_TYPES:
-        bad(f"attention must be one of {', '.join(ATTENTION_TYPES)}, got {cfg.attention!r}")
-    if cfg.ffn not in FFN_TYPES:
-        bad(f"ffn must be one of {', '.join(FFN_TYPES)}, got {cfg.ffn!r}")
-    if cfg.lambda_init not in LAMBDA_INIT_MODES:
-        bad(f"lambda_init must be one of {', '.join(LAMBDA_INIT_MODES)}, got {cfg.lambda_init!r}")
-    if cfg.gate_bias_init not in GATE_BIAS_INITS:
-        bad(f"gate_bias_init must be one of {', '.join(GATE_BIAS_INITS)}, got {cfg.gate_bias_init!r}")
-    for field in ("dim", "depth", "heads", "head_hidden", "num_classes"):
-        if int(getattr(cfg, field)) < 1:
-            bad(f"{field} must be >= 1, got {getattr(cfg, field)}")
-    if not 0.0 <= cfg.dropout < 1.0:
-        bad(f"dropout must be in [0, 1), got {cfg.dropout}")
-    if cfg.ffn_ratio <= 0:
-        bad(f"ffn_ratio must be > 0, got {cfg.ffn_ratio}")
-    if cfg.ffn == "swiglu" and swiglu_half(cfg.dim, cfg.ffn_ratio) < 1:
-        bad(f"ffn_ratio {cfg.ffn_ratio} is too small for dim {cfg.dim}")
-    if cfg.attention == "mhsa" and cfg.dim % cfg.heads:
-        bad(f"dim {cfg.dim} must be divisible by heads {cfg.heads}")
-    if cfg.attention in ("diff", "dgsa") and cfg.dim % (2 * cfg.heads):
-        bad(f"dim {cfg.dim} must be divisible by 2*heads = {2 * cfg.heads} for {cfg.attention} attention")
-    if cfg.attention in ("diff", "dgsa"):
-        for layer in range(cfg.depth):
-            lam = lambda_init_for(cfg, layer)
-            if not 0.0 < lam < 1.0:
-                bad(f"lambda_init must lie in (0, 1) in every layer; layer {layer} gets {lam:g}")
-    if cfg.modality == "image":
-        if cfg.patch_size < 1 or cfg.image_size < 1:
-            bad(f"image_size and patch_size must be >= 1 (got {cfg.image_size}, {cfg.patch_size})")
-        if cfg.image_size % cfg.patch_size:
-            bad(f"image size {cfg.image_size} is not divisible by patch size {cfg.patch_size}; "
-                f"choose a patch size that divides it (e.g. {_divisor_hint(cfg.image_size, cfg.patch_size)})")
-        if cfg.in_chans < 1:
-            bad(f"in_chans must be >= 1, got {cfg.in_chans}")
-    else:
-        if cfg.vocab_size < 2:
-            bad(f"vocab_size must be >= 2 (id 0 is padding), got {cfg.vocab_size}")
-        if cfg.max_len < 1:
-            bad(f"max_len must be >= 1, got {cfg.max_len}")
-    n = estimate_params(cfg)
-    if n > MAX_PARAMS:
-        bad(f"about {n:,} parameters, over the limit of {MAX_PARAMS:,} ({MAX_PARAMS * 4 / 2**30:.0f} GiB as "
-            f"float32); reduce dim, depth, image_size/patch_size, vocab_size or max_len")
-
-
-#: models are refused above this many parameters (estimated before anything is allocated): 4 GiB of float32
-#: weights, about 12x the paper's largest model (ViT-B/16, 86 M) and far above what the benchmark trains
-MAX_PARAMS = 2**30
-
-
-def estimate_params(cfg: ModelConfig) -> int:
-    """An upper estimate of a model's parameter count from its config alone (nothing allocated): embeddings
-    (patches or tokens, positions), per block attention (Q, K, V, O and gate: 5 D²) and FFN (3 R D²), the head."""
-    d = int(cfg.dim)
-    if cfg.modality == "image":
-        tokens = 1 + (int(cfg.image_size) // max(1, int(cfg.patch_size))) ** 2
-        embed = int(cfg.patch_size) ** 2 * int(cfg.in_chans) * d + tokens * d
-    else:
-        embed = (int(cfg.vocab_size) + int(cfg.max_len) + 1) * d
-    block = int((5 + 3 * float(cfg.ffn_ratio)) * d * d) + 16 * d
-    head = d * int(cfg.head_hidden) + int(cfg.head_hidden) * int(cfg.num_classes) + 4 * d
-    return embed + int(cfg.depth) * block + head
 
 
 def lambda_init_for(cfg: ModelConfig, layer_idx: int) -> float:
@@ -125,16 +44,11 @@ def build_attention(cfg: ModelConfig, layer_idx: int = 0) -> nn.Module:
     return cls(cfg.dim, cfg.heads, layer_idx, lambda_init_for(cfg, layer_idx))
 
 
-def _divisor_hint(size: int, patch: int) -> int:
-    divisors = [d for d in range(1, size + 1) if size % d == 0]
-    return min(divisors, key=lambda d: (abs(d - patch), d))
-
-
 class _CpuDropout(torch.autograd.Function):
     """Inverted dropout whose keep mask comes from 31-bit random integers: an element is kept when its
     integer r (uniform on 0 .. 2³¹−1) is ≥ round(p·2³¹), i.e. with probability 1 − p (to within 2⁻³²), and
     kept elements are scaled by 1/(1−p) — the distribution of ``nn.Dropout``. On CPU ``random_`` on int32 is
-    about 2.5× faster than ``bernoulli_`` (one thread, 64×65×1024 elements: ~12 ms vs ~32 ms). Like PyTorch's
+    faster than ``bernoulli_`` (``benchmarks/MEASUREMENTS.md``). Like PyTorch's
     CPU dropout it keeps the scaled float mask for the backward pass. Random numbers come from the default CPU
     generator, so ``torch.manual_seed`` makes them reproducible."""
 
@@ -154,7 +68,12 @@ class _CpuDropout(torch.autograd.Function):
 class Dropout(nn.Dropout):
     """``nn.Dropout`` that costs nothing when inactive (eval mode or p = 0) and, in training on CPU, draws its
     mask faster (:class:`_CpuDropout`; same Bernoulli(1 − p) keep distribution and 1/(1 − p) scaling). On other
-    devices it is ``F.dropout``."""
+    devices it is ``F.dropout``.
+
+    Args:
+        p: probability of zeroing an element (as ``nn.Dropout``).
+        inplace: zero in place (then the CPU fast path is not used).
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
@@ -167,6 +86,15 @@ class Dropout(nn.Dropout):
 
 
 class GeluFFN(nn.Module):
+    """GELU FFN: Linear(D -> round(r·D)) -> GELU -> dropout -> Linear(-> D) [-> dropout].
+
+    Args:
+        dim: model width D.
+        ratio: hidden width as a multiple r of D.
+        dropout: dropout probability after the activation (and after the last Linear with ``dropout2``).
+        dropout2: the paper's "dropout ×2": a second dropout after the last Linear.
+    """
+
     def __init__(self, dim: int, ratio: float, dropout: float, dropout2: bool = False) -> None:
         super().__init__()
         hidden = gelu_hidden(dim, ratio)
@@ -181,6 +109,15 @@ class GeluFFN(nn.Module):
 
 
 class SwiGLUFFN(nn.Module):
+    """SwiGLU FFN ×R: Linear(D -> 2·round(R·D/2)), halves a, b, SiLU(a) ⊙ b -> dropout -> Linear(-> D) [-> dropout].
+
+    Args:
+        dim: model width D.
+        ratio: width R of the first Linear as a multiple of D (the paper's "proj.": 2, 4 or 16/3).
+        dropout: dropout probability after the gated product (and after the last Linear with ``dropout2``).
+        dropout2: the paper's "dropout ×2": a second dropout after the last Linear.
+    """
+
     def __init__(self, dim: int, ratio: float, dropout: float, dropout2: bool = False) -> None:
         super().__init__()
         half = swiglu_half(dim, ratio)
@@ -200,7 +137,12 @@ def build_ffn(cfg: ModelConfig) -> nn.Module:
 
 
 class Block(nn.Module):
-    """Pre-norm transformer block: x = x + Attn(LN(x)); x = x + FFN(LN(x))."""
+    """Pre-norm transformer block: x = x + Attn(LN(x)); x = x + FFN(LN(x)).
+
+    Args:
+        cfg: the model config (width, attention type and its options, FFN type, ratio and dropout).
+        layer_idx: 0-based depth of the block (sets the attention's λ_init under the "layer" schedule).
+    """
 
     def __init__(self, cfg: ModelConfig, layer_idx: int) -> None:
         super().__init__()
@@ -224,7 +166,11 @@ class Block(nn.Module):
 
 
 class ClassifierHead(nn.Module):
-    """Linear(D -> head_hidden) -> GELU -> dropout -> Linear(head_hidden -> C) on the CLS vector."""
+    """Linear(D -> head_hidden) -> GELU -> dropout -> Linear(head_hidden -> C) on the CLS vector.
+
+    Args:
+        cfg: the model config (``dim``, ``head_hidden``, ``dropout``, ``num_classes``).
+    """
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from robustbench_dgsa.config import ModelConfig
+from robustbench_dgsa.config import ModelConfig, gelu_hidden, swiglu_half, validate_model
 from robustbench_dgsa.util.errors import UserError
-from robustbench_dgsa.models.blocks import check_config, gelu_hidden, swiglu_half
 
 
 def count_params(model: nn.Module) -> int:
@@ -54,7 +53,7 @@ def num_tokens(cfg: ModelConfig, seq_len: int | None = None) -> int:
 def count_flops(cfg: ModelConfig, seq_len: int | None = None, *, path: str = "explicit") -> int:
     """Forward FLOPs per sample (see the module docstring for the convention). ``seq_len``: text input length
     without CLS (default ``max_len``); ``path``: "explicit" (default) or "fused" attention."""
-    check_config(cfg)
+    validate_model(cfg)
     if path not in ("explicit", "fused"):
         raise ValueError(f"path must be 'explicit' or 'fused', got {path!r}")
     N = num_tokens(cfg, seq_len)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from torch import nn
 
-from ..config import ModelConfig, _coerce
+from ..config import ModelConfig, _coerce, check_value, validate_model
 from robustbench_dgsa.util.errors import UserError
 from .text import TextTransformer
 from .vision import VisionTransformer
@@ -227,9 +227,7 @@ def parse_ratio(text: str | float | int) -> float:
             raise UserError(f"cannot read FFN ratio {text!r} (examples: 2, 4, 16/3, 5.333)") from None
     if abs(value - 16 / 3) < 0.01:
         value = 16 / 3
-    if value <= 0:
-        raise UserError(f"FFN ratio must be > 0, got {text!r}")
-    return value
+    return check_value("model", "ffn_ratio", value, text=False)
 
 
 def create_model(cfg_or_name: ModelConfig | str, **overrides: Any) -> nn.Module:
@@ -242,8 +240,5 @@ def create_model(cfg_or_name: ModelConfig | str, **overrides: Any) -> nn.Module:
         raise TypeError(f"create_model expects a model name or a ModelConfig, got {type(cfg_or_name).__name__}")
     if overrides:
         cfg = apply_model_overrides(cfg, **overrides)
-    if cfg.modality == "image":
-        return VisionTransformer(cfg)
-    if cfg.modality == "text":
-        return TextTransformer(cfg)
-    raise UserError(f"model config {cfg.name!r}: modality must be 'image' or 'text', got {cfg.modality!r}")
+    validate_model(cfg)
+    return VisionTransformer(cfg) if cfg.modality == "image" else TextTransformer(cfg)

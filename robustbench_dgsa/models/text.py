@@ -11,17 +11,24 @@ import dataclasses
 import torch
 from torch import Tensor, nn
 
-from ..config import ModelConfig
+from ..config import ModelConfig, validate_model
 from robustbench_dgsa.util.errors import UserError
-from .blocks import ClassifierBase, check_config
+from .blocks import ClassifierBase
 
 PAD_ID = 0
 
 
 class TextTransformer(ClassifierBase):
+    """A transformer encoder text classifier (Transformer, DT, DGT, ...), as the module docstring describes.
+
+    Args:
+        cfg: the model config (``modality="text"``), checked first
+            (:func:`robustbench_dgsa.config.validate_model`); the model keeps a copy as ``config``.
+    """
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        check_config(cfg)
+        validate_model(cfg)
         if cfg.modality != "text":
             raise UserError(f"model config {cfg.name!r} has modality {cfg.modality!r}, not 'text'")
         self.config = dataclasses.replace(cfg)

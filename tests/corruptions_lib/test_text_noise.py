@@ -304,6 +304,25 @@ def test_write_text_noise(tmp_path):
     assert not list((tmp_path / "o").glob(".*partial"))
 
 
+def test_write_text_noise_never_renames_over_a_fifo(tmp_path):
+    """The staged files go in through the one atomic writer (corruptions.atomic.commit_staged): a FIFO at an
+    output name is refused before anything moves, even with overwrite; the old manifest and the FIFO stay."""
+    import os
+    import stat
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs here")
+    out = tmp_path / "o"
+    tn.write_text_noise(SYNTH[:4], None, out, "keyboard", [1], seed=0)
+    manifest = (out / "manifest.json").read_bytes()
+    (out / "keyboard_s1.jsonl").unlink()
+    os.mkfifo(out / "keyboard_s1.jsonl")
+    with pytest.raises(CorruptionError, match="FIFO"):
+        tn.write_text_noise(SYNTH[:4], None, out, "keyboard", [1], seed=1, overwrite=True)
+    assert stat.S_ISFIFO(os.lstat(out / "keyboard_s1.jsonl").st_mode)
+    assert (out / "manifest.json").read_bytes() == manifest
+    assert not list(out.glob(".*partial"))
+
+
 def test_write_text_noise_interrupted_leaves_nothing(tmp_path, monkeypatch):
     calls = {"n": 0}
     real = tn.add_text_noise
