@@ -57,6 +57,9 @@ def caveat_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[st
         data = [cfgs[h]["data"] for h in hashes if h in cfgs and "data" in cfgs[h]]
         mt = sorted({d.get("max_train") for d in data if d.get("max_train")})
         ms = sorted({(d.get("max_test"), d.get("test_subset") or "first") for d in data if d.get("max_test")})
+        counts = clean_test_counts(rep.df, ds)
+        if ms and counts and max(counts) < min(n for n, _ in ms):
+            ms = []                                  # the cap is above the split's size: every test example counts
         if mt or ms:
             parts = ([f"trained on at most {', '.join(f'{v:,}' for v in mt)} examples"] if mt else []) + \
                     ([f"evaluated on {', '.join(subset_words(n, how) for n, how in ms)} test examples"]
@@ -86,6 +89,22 @@ def caveat_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[st
                    "diagram) compare conditions of the same few trained models, so they show consistency across "
                    "conditions, not independent evidence. The seed-level tests are the claim.")
     return out
+
+
+def clean_test_counts(df: Any, dataset: str) -> set[int]:
+    """The numbers of test examples the clean evaluations on ``dataset`` counted (their rows' ``n``)."""
+    rows = df[(df["dataset"] == dataset) & (df["kind"] == "eval") & (df["condition"] == metrics.CLEAN)]
+    return {int(n) for n in rows["n"] if n == n and int(n) > 0}
+
+
+def test_examples_words(df: Any, dataset: str, max_test: int | None, how: str) -> str:
+    """"2,000 (...) test examples", or "all 1,066 test examples" when the cap is above the split's size (the
+    count comes from the clean evaluations' rows, not from the cap)."""
+    counts = clean_test_counts(df, dataset)
+    if max_test and counts and max(counts) < max_test:
+        return f"all {max(counts):,} test examples" if len(counts) == 1 else \
+            f"all {' / '.join(f'{c:,}' for c in sorted(counts))} test examples"
+    return f"{subset_words(max_test, how)} test examples" if max_test else ""
 
 
 def subset_words(n: int, how: str) -> str:

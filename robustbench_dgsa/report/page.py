@@ -12,7 +12,7 @@ from PIL import Image
 
 from robustbench_dgsa.models.registry import model_order
 from robustbench_dgsa.report.artefacts import Artefact, Report
-from robustbench_dgsa.report.caveats import subset_words
+from robustbench_dgsa.report.caveats import test_examples_words
 from robustbench_dgsa.report.labels import dataset_label, display_name
 from robustbench_dgsa.report.tables import LATEX_PREAMBLE, md_escape, md_inline, printable
 from robustbench_dgsa.util import atomic
@@ -224,13 +224,30 @@ def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: di
             continue
         m, t, d = cfg["model"], cfg["train"], cfg["data"]
         n = f", up to {d['max_train']:,} training examples" if d.get("max_train") else ""
-        n += f", {subset_words(d['max_test'], d.get('test_subset') or 'first')} test examples" \
-            if d.get("max_test") else ""
+        tests = test_examples_words(df, ds, d.get("max_test"), d.get("test_subset") or "first")
+        n += f", {tests}" if tests else ""
         out.append(f"Setup on {dataset_label(ds)}: D={m['dim']}, {m['depth']} layers, {m['heads']} heads; "
                    f"{t['epochs']} epochs, batch {t['batch_size']}, lr {t['lr']:g}{n}"
                    + _configs_words([cfgs[h] for h in hashes if h in cfgs], len(hashes),
                                     df.loc[(df["dataset"] == ds) & (df["kind"] == "train"), "model"].nunique()))
     return out
+
+
+def _differing_keys(configs: list[dict[str, Any]], *, skip: str) -> list[str]:
+    """Dotted config keys whose values differ between configurations of the same model (e.g. a vocabulary
+    size built from each seed's training subset)."""
+    def flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": repr(v)})
+        return out
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for c in configs:
+        f = flat(c)
+        by_model.setdefault(f.get(skip, ""), []).append(f)
+    keys = {k for group in by_model.values() for k in set().union(*group)
+            if len({g.get(k) for g in group}) > 1}
+    return sorted(keys)
 
 
 def _configs_words(configs: list[dict[str, Any]], n: int, n_models: int) -> str:
@@ -243,7 +260,8 @@ def _configs_words(configs: list[dict[str, Any]], n: int, n_models: int) -> str:
                        c["data"].get("max_train"), c["data"].get("max_test"))
     if len({shape(c) for c in configs}) <= 1:
         which = ("one per model: they differ in the model's own settings, e.g. its attention" if n == n_models
-                 else f"for {n_models} model{'s' if n_models != 1 else ''}")
+                 else f"for {n_models} model{'s' if n_models != 1 else ''}; besides the model's own settings they "
+                      f"differ in {', '.join(_differing_keys(configs, skip='model.name')) or 'other settings'}")
         return f" — {n} run configurations ({which}), all with this size and schedule"
     return (f" — {n} run configurations that differ in size or schedule (the first is shown; each artefact's "
             "sources.json lists the config hashes)")
