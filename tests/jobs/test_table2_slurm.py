@@ -136,3 +136,18 @@ def test_a_bad_ffn_ratio_names_the_flag(tmp_path, imagenet, run_main):
     errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
     assert code == 2 and len(errors) == 1 and errors[0].startswith("error: --ffn-ratio 0 is not a valid FFN ratio")
     assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("env,affinity,world,expected", [
+    ({"SLURM_STEP_NUM_TASKS": "8", "SLURM_CPUS_PER_TASK": "8", "SLURM_NTASKS_PER_NODE": "4"}, 8, 8, 8),  # bound
+    ({"SLURM_STEP_NUM_TASKS": "8", "SLURM_CPUS_PER_TASK": "8", "SLURM_NTASKS_PER_NODE": "4"}, 32, 8, 8),  # shared
+    ({"SLURM_STEP_NUM_TASKS": "8", "SLURM_CPUS_PER_TASK": "2", "SLURM_NTASKS_PER_NODE": "4"}, 8, 8, 2),
+    ({"LOCAL_WORLD_SIZE": "4", "WORLD_SIZE": "8"}, 32, 8, 8),      # torchrun, 2 nodes x 4
+    ({}, 16, 8, 2),                                                # one machine, 8 processes
+])
+def test_each_rank_of_a_slurm_job_decodes_with_its_own_cpus(monkeypatch, env, affinity, world, expected):
+    """The default DataLoader workers of one rank: the CPUs srun gave this task (``--cpus-per-task``), not
+    those CPUs divided by all 8 ranks of the job."""
+    from robustbench_dgsa.engine import streaming
+    monkeypatch.setattr(streaming.os, "sched_getaffinity", lambda pid: set(range(affinity)), raising=False)
+    assert streaming.default_workers(world, env) == expected
