@@ -368,6 +368,12 @@ def seed(default: str | None = None, help: str | None = None) -> Any:
     return typer.Option(default, "--seed", help=help or "Seeds: one (3), a list (0,2,7) or a range (0-4).")
 
 
+def ffn_ratio(default: str | None = None, help: str | None = None) -> Any:
+    return typer.Option(default, "--ffn-ratio", help=help or "FFN expansion (the paper's proj.) of the SwiGLU models "
+                        "(DViT, DGViT, DT, DGT), e.g. 16/3 for Table 2's second configuration; ViT and Transformer "
+                        "keep theirs (default: the preset's, 4).")
+
+
 def model(default: Any = None, help: str | None = None) -> Any:
     return typer.Option(default, "--model", "-m", help=help or "Registered model (see `dgsa-bench models`).")
 

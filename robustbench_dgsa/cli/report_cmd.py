@@ -99,10 +99,7 @@ def reproduce_command(
     quick: bool = typer.Option(False, "--quick", help="Smallest size (1 epoch, 2 corruptions × 2 severities, "
                                "64 test examples): a smoke test in seconds. --corruption, --severity and "
                                "--text-noise given with it are kept."),
-    ffn_ratio: Optional[str] = typer.Option(None, "--ffn-ratio", help="FFN expansion (the paper's proj.) of the "
-                                            "SwiGLU models (DViT, DGViT, DT, DGT), e.g. 16/3 for Table 2's second "
-                                            "configuration; ViT and Transformer keep theirs (default: the preset's, "
-                                            "4)."),
+    ffn_ratio: Optional[str] = opt.ffn_ratio(),
     as_json: bool = opt.json_(help="Print the result as JSON."),
     quiet: bool = opt.quiet(),
 ) -> None:

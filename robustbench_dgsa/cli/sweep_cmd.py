@@ -31,6 +31,7 @@ def sweep_plan(
     seed: str = opt.seed("0-4"),
     preset: str = typer.Option("tiny", "--preset", help="Hyperparameter preset: tiny, small, zoo or paper."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Config override key=value (every job)."),
+    ffn_ratio: Optional[str] = opt.ffn_ratio(),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder holding the dataset files."),
     download: bool = typer.Option(False, "--download", help="Download datasets if missing."),
     corruption: Optional[str] = opt.corruption(help="Evaluate under these corruptions: names, groups, benchmark, "
@@ -56,7 +57,7 @@ def sweep_plan(
     opt.check_output_dir(sweep_dir, "SWEEP_DIR")
     merged, jobs = plan_sweep(sweep_dir, opt.split_list(models), seeds, opt.split_list(datasets), preset,
                               parse_set_options(set_), data_root=str(data_root.resolve()) if data_root else None,
-                              download=download, evaluation=ev, device=device)
+                              download=download, evaluation=ev, device=device, ffn_ratio=ffn_ratio)
     if json_:
         _dump({"sweep_dir": str(sweep_dir), "jobs": [j.to_dict() for j in merged]})
     else:

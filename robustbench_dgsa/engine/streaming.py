@@ -13,7 +13,7 @@ workers (one loader per split for the whole run; its batch sampler is refilled e
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -21,13 +21,29 @@ import torch
 from robustbench_dgsa.util.errors import UserError
 
 
-def default_workers(world_size: int = 1) -> int:
-    """``min(8, CPUs available to this process / processes on the machine)``, at least 1."""
+def default_workers(world_size: int = 1, environ: Mapping[str, str] | None = None) -> int:
+    """``min(8, CPUs available to this process / processes sharing them)``, at least 1.
+
+    The processes sharing them: one under ``srun`` when the task is bound to its own ``SLURM_CPUS_PER_TASK``
+    CPUs (``sweep slurm``'s multi-node jobs), else the processes on this machine (torchrun's
+    ``LOCAL_WORLD_SIZE``, Slurm's ``SLURM_NTASKS_PER_NODE``, or ``world_size`` for one machine)."""
+    env = os.environ if environ is None else environ
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    return max(1, min(8, cpus // max(1, world_size)))
+    return max(1, min(8, cpus // _sharing(cpus, max(1, world_size), env)))
+
+
+def _sharing(cpus: int, world_size: int, env: Mapping[str, str]) -> int:
+    """How many processes of the group share this process's ``cpus`` (see :func:`default_workers`)."""
+    per_task = env.get("SLURM_CPUS_PER_TASK", "")
+    if "SLURM_STEP_NUM_TASKS" in env and per_task.isdigit() and cpus <= int(per_task):
+        return 1
+    for key in ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"):
+        if env.get(key, "").isdigit() and int(env[key]) > 0:
+            return min(int(env[key]), world_size)
+    return world_size
 
 
 def resolve_workers(data_workers: int | None, world_size: int = 1) -> int:

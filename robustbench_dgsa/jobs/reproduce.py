@@ -163,11 +163,9 @@ def _plan_jobs(plan: Plan, ffn_ratio: str | float | None) -> list[Any]:
         check_files(d, plan.data_root)
     jobs = []
     for m in plan.models:
-        ov = dict(plan.overrides)
-        if ffn_ratio is not None and get_model_config(m).ffn == "swiglu":
-            ov["model.ffn_ratio"] = str(ffn_ratio)
         modality = get_model_config(m).modality
-        jobs += sweep.plan([m], plan.seeds, plan.datasets[modality], plan.preset, ov)
+        jobs += sweep.plan([m], plan.seeds, plan.datasets[modality], plan.preset, plan.overrides,
+                           ffn_ratio=ffn_ratio)
     return jobs
 
 

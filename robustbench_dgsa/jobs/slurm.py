@@ -222,13 +222,13 @@ def check_layout_fits(sweep_dir: Path, jobs: Sequence[Any], res: SlurmResources)
     """UserError unless every job's global batch divides among the ``res.world`` processes of its layout."""
     if res.world <= 1:
         return
-    from robustbench_dgsa.engine.distributed import check_global_batch
+    from robustbench_dgsa.config import check_batch_split
     from robustbench_dgsa.jobs.job import job_config
     settings = sweep.load_settings(sweep_dir)
     for job in jobs:
         cfg = job_config(job, device=settings.get("device") or "auto", data_root=settings.get("data_root"))
         try:
-            check_global_batch(cfg.train.batch_size, res.world)
+            check_batch_split(cfg.train.batch_size, res.world)
         except UserError as e:
             raise UserError(f"job {job.id} on {res.nodes} node(s) x {res.tasks} processes per node: {e}") from None
 

@@ -57,10 +57,13 @@ def job_id(model: str, dataset: str, preset: str, seed: int, overrides: dict[str
 
 
 def plan(models: Sequence[str], seeds: Sequence[int], datasets: Sequence[str], preset: str = "tiny",
-         overrides: dict[str, Any] | None = None) -> list[Job]:
+         overrides: dict[str, Any] | None = None, *, ffn_ratio: str | float | None = None) -> list[Job]:
     """All (model, dataset, seed) jobs whose modalities match, in model -> dataset -> seed order.
 
-    Every job's config is resolved here, so an unknown key or a bad value fails now, not on the cluster."""
+    ``ffn_ratio`` (e.g. ``"16/3"``, Table 2's second configuration) becomes the ``model.ffn_ratio`` override of
+    the jobs of models with a SwiGLU FFN (DViT, DGViT, DT, DGT) only; the GELU models (ViT, Transformer) keep
+    theirs, as the paper has one row for them. Every job's config is resolved here, so an unknown key or a bad
+    value fails now, not on the cluster."""
     from robustbench_dgsa.data.registry import check_source_exists
     from robustbench_dgsa.engine.predict import dataset_info
     from robustbench_dgsa.models import get_model_config
@@ -78,15 +81,30 @@ def plan(models: Sequence[str], seeds: Sequence[int], datasets: Sequence[str], p
     jobs: list[Job] = []
     for m in models:
         modality = get_model_config(m).modality
+        ov_m = model_overrides(m, ov, ffn_ratio)
         for d in datasets:
             if modality_of[d] != modality:
                 continue  # e.g. a text model in a sweep that also lists image datasets
-            check_job_config(m, d, preset, ov)
+            check_job_config(m, d, preset, ov_m)
             for s in seeds:
-                jobs.append(Job(job_id(m, d, preset, s, ov), m, d, preset, int(s), dict(ov)))
+                jobs.append(Job(job_id(m, d, preset, s, ov_m), m, d, preset, int(s), dict(ov_m)))
     if not jobs:
         raise UserError("no job: none of the models takes the modality of the datasets given")
     return jobs
+
+
+def model_overrides(model: str, overrides: dict[str, str], ffn_ratio: str | float | None) -> dict[str, str]:
+    """``overrides`` plus ``model.ffn_ratio`` when ``ffn_ratio`` is given and ``model`` has a SwiGLU FFN."""
+    from robustbench_dgsa.models import get_model_config
+    ov = dict(overrides)
+    if ffn_ratio is not None:
+        try:   # a bad value fails also in a plan of GELU models only
+            check_overrides({"model.ffn_ratio": str(ffn_ratio)})
+        except UserError as e:
+            raise UserError(f"ffn_ratio={ffn_ratio} is not a valid FFN ratio ({e})", options="ffn_ratio") from None
+        if get_model_config(model).ffn == "swiglu":
+            ov["model.ffn_ratio"] = str(ffn_ratio)
+    return ov
 
 
 #: what a job is: the plan's model and dataset; an override may not change them behind the job record's back
@@ -136,11 +154,15 @@ def write_plan(sweep_dir: str | Path, jobs: Sequence[Job], *, data_root: str | N
 
 def plan_sweep(sweep_dir: str | Path, models: Sequence[str], seeds: Sequence[int], datasets: Sequence[str],
                preset: str = "tiny", overrides: dict[str, Any] | None = None, *, data_root: str | None = None,
-               download: bool = False, evaluation: EvalSettings | None = None,
-               device: str = "auto") -> tuple[list[Job], list[Job]]:
-    """:func:`plan` the jobs, then :func:`write_plan` them into ``sweep_dir``: (every job of the folder, the jobs
-    of this plan)."""
-    jobs = plan(models, seeds, datasets, preset, overrides)
+               download: bool = False, evaluation: EvalSettings | None = None, device: str = "auto",
+               ffn_ratio: str | float | None = None) -> tuple[list[Job], list[Job]]:
+    """:func:`plan` the jobs, check that the datasets that cannot be downloaded (ImageNet) are under
+    ``data_root`` (:func:`robustbench_dgsa.data.registry.check_files`: one line, nothing written), then
+    :func:`write_plan` them into ``sweep_dir``: (every job of the folder, the jobs of this plan)."""
+    from robustbench_dgsa.data.registry import check_files
+    jobs = plan(models, seeds, datasets, preset, overrides, ffn_ratio=ffn_ratio)
+    for d in dict.fromkeys(j.dataset for j in jobs):
+        check_files(d, data_root)
     merged = write_plan(sweep_dir, jobs, data_root=data_root, download=download, evaluation=evaluation,
                         device=device)
     return merged, jobs
