@@ -188,6 +188,16 @@ def _on_the_way_out() -> None:
         pass
 
 
+def finish() -> None:
+    """Leave the process group together, where every rank's part ends: a barrier (rank 0 has written what it
+    writes), then :func:`teardown`. A rank that leaves alone while the others still use the group can abort in
+    gloo's threads at exit ("terminate called without an active exception"). No-op outside a distributed run."""
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+    teardown()
+
+
 def teardown() -> None:
     """Leave the process group (idempotent; also run at exit)."""
     import torch.distributed as dist

@@ -288,6 +288,7 @@ def _follow_rank_0(root: Path, job: Job, world: Any, *, device: str, data_root: 
         return {"job": job.to_dict(), "rank": world.rank, "trained": False}
     cfg = job_config(job, device=device, data_root=data_root, download=download)
     train(cfg, job.seed, job_dir(root, job), store_dir=root / "store", resume=True, progress=False)
+    distributed.finish()   # leave with rank 0 before it evaluates alone
     return {"job": job.to_dict(), "rank": world.rank, "trained": True}
 
 
@@ -307,12 +308,14 @@ def job_config(job: Job, *, device: str = "auto", data_root: str | None = None, 
 
 def _train_and_evaluate(root: Path, job: Job, ev: EvalSettings, *, device: str, data_root: str | None,
                         download: bool, progress: bool) -> dict[str, Any]:
+    from robustbench_dgsa.engine import distributed
     from robustbench_dgsa.engine.evaluate import evaluate
     from robustbench_dgsa.engine.train import train
     t0 = time.monotonic()
     out, store_dir = job_dir(root, job), root / "store"
     cfg = job_config(job, device=device, data_root=data_root, download=download)
     tr = train(cfg, job.seed, out, store_dir=store_dir, resume=True, progress=progress)
+    distributed.finish()   # a data-parallel job: the ranks leave together; rank 0 evaluates alone
     image = cfg.model.modality == "image"  # a mixed sweep: corruptions for images, noise for text
     res = evaluate(tr.checkpoint, store_dir=store_dir, corruptions=(ev.corruptions or None) if image else None,
                    severities=ev.severities, corruption_dir=ev.corruption_dir if image else None,

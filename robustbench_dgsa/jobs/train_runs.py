@@ -54,6 +54,8 @@ def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: s
                            data_workers=data_workers)
             runs.append({"model": m, "seed": s, "run_id": r.run_id, "checkpoint": str(r.checkpoint),
                          "out": str(run_out), "config_hash": r.config_hash, "final": r.final, "history": r.history})
+    from robustbench_dgsa.engine import distributed
+    distributed.finish()  # under torchrun / srun: every rank leaves the group together
     return {"model": ",".join(models), "dataset": cfgs[0][1].data.dataset, "preset": preset,
             "store": str(store_dir), "runs": runs}
 
