@@ -7,13 +7,13 @@ cluster on the CI machine); skipped otherwise.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from slurm_cluster import cluster_ready   # tests/slurm_cluster.py
 
 from robustbench_dgsa import store
 
@@ -22,18 +22,8 @@ TINY = ["model.dim=16", "model.depth=1", "model.heads=2", "model.head_hidden=16"
 WAIT_S = 600
 
 
-def _cluster_ready() -> bool:
-    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
-        return False
-    try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return any(state.strip().rstrip("*") in ("idle", "mixed", "allocated") for state in out.split())
-
-
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not _cluster_ready(), reason="no live SLURM controller (sinfo/sbatch)")]
+              pytest.mark.skipif(not cluster_ready(), reason="no live SLURM controller (sinfo/sbatch)")]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -22,13 +22,13 @@ import math
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from slurm_cluster import cluster_ready   # tests/slurm_cluster.py
 
 from robustbench_dgsa.engine import distributed
 from robustbench_dgsa.jobs import slurm
@@ -50,17 +50,7 @@ RESOURCE_WORDS = re.compile(r"generic resource|gres|node configuration is not av
 PARSE_WORDS = re.compile(r"unrecognized option|invalid option|is not a valid|sbatch --help|unable to parse", re.I)
 
 
-def _cluster_ready() -> bool:
-    if shutil.which("sbatch") is None or shutil.which("sinfo") is None:
-        return False
-    try:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return any(state.strip().rstrip("*~#") in ("idle", "mixed", "allocated") for state in out.split())
-
-
-cluster = pytest.mark.skipif(not _cluster_ready(), reason="no live SLURM controller (sinfo/sbatch)")
+cluster = pytest.mark.skipif(not cluster_ready(), reason="no live SLURM controller (sinfo/sbatch)")
 
 
 @pytest.fixture()
