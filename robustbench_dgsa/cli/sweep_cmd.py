@@ -29,7 +29,8 @@ def sweep_plan(
     models: list[str] = opt.models(...),
     datasets: list[str] = opt.datasets(...),
     seed: str = opt.seed("0-4"),
-    preset: str = typer.Option("tiny", "--preset", help="Hyperparameter preset: tiny, small, zoo or paper."),
+    preset: str = typer.Option("tiny", "--preset", help="Hyperparameter preset: tiny, small, evidence, zoo or "
+                                                             "paper."),
     set_: Optional[list[str]] = typer.Option(None, "--set", help="Config override key=value (every job)."),
     ffn_ratio: Optional[str] = opt.ffn_ratio(),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder holding the dataset files."),

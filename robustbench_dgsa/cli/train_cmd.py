@@ -33,7 +33,8 @@ def train_command(
                                      "models`."),
     dataset: str = opt.dataset(...),
     preset: str = typer.Option("tiny", "--preset", help="Hyperparameter preset: tiny (seconds), small (minutes on a "
-                               "CPU), zoo (the shipped models) or paper (the paper's protocol)."),
+                               "CPU), evidence (the committed campaign's), zoo (the shipped models) or paper (the "
+                               "paper's protocol)."),
     seed: Optional[str] = opt.seed(None, help="Training seeds: one (3), a list (0,2,7) or a range (0-4), one run "
                                               "each (default 0)."),
     out: Path = opt.out(..., help="Output folder; with several models or seeds one subfolder "
