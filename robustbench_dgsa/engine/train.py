@@ -451,11 +451,17 @@ def evaluate_split(model: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor |
 def _evaluation_sums(model: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None, y: torch.Tensor, *,
                      batch_size: int, device: torch.device, amp: str) -> tuple[float, int]:
     """(summed cross-entropy, correct predictions) of prepared inputs; (0, 0) for none."""
-    loss_sum, correct = 0.0, 0
     if len(y) == 0:
-        return loss_sum, correct
-    for i, logits in enumerate(forward_batches(model, x, mask, batch_size=batch_size, device=device, amp=amp)):
-        yb = y[i * batch_size:(i + 1) * batch_size].to(device)
+        return 0.0, 0
+    outputs = forward_batches(model, x, mask, batch_size=batch_size, device=device, amp=amp)
+    return _loss_and_correct((logits, y[i * batch_size:(i + 1) * batch_size].to(device))
+                             for i, logits in enumerate(outputs))
+
+
+def _loss_and_correct(pairs: Any) -> tuple[float, int]:
+    """(summed cross-entropy, correct predictions) over (logits, labels) batches."""
+    loss_sum, correct = 0.0, 0
+    for logits, yb in pairs:
         logits = logits.float()
         loss_sum += float(F.cross_entropy(logits, yb, reduction="sum"))
         correct += int((logits.argmax(1) == yb).sum())
@@ -485,21 +491,17 @@ def _evaluate(run: _Run, split: str) -> tuple[float, float]:
 
 @torch.no_grad()
 def _stream_sums(run: _Run, split: str, part: slice) -> tuple[float, int]:
-    """(summed cross-entropy, correct predictions) over this rank's block ``part`` of a streamed split."""
+    """(summed cross-entropy, correct predictions) over this rank's block ``part`` of a streamed split: the
+    loader's batches through the one inference loop (:func:`forward_batches`)."""
     idx = getattr(run.data.stream, f"{split}_idx")[part]
-    loss_sum, correct = 0.0, 0
-    was_training = run.model.training
-    run.model.eval()
-    try:
-        for xb, yb in _loader(run, split).run(streaming.eval_batches(idx, run.cfg.train.eval_batch_size)):
-            xb, yb = xb.to(run.device, non_blocking=True), yb.to(run.device, non_blocking=True)
-            with autocast(run.device, run.cfg.train.amp):
-                logits = run.model(xb).float()
-            loss_sum += float(F.cross_entropy(logits, yb, reduction="sum"))
-            correct += int((logits.argmax(1) == yb).sum())
-    finally:
-        run.model.train(was_training)
-    return loss_sum, correct
+    tc = run.cfg.train
+
+    def pairs():
+        for xb, yb in _loader(run, split).run(streaming.eval_batches(idx, tc.eval_batch_size)):
+            yb = yb.to(run.device, non_blocking=True)
+            for logits in forward_batches(run.model, xb, batch_size=len(xb), device=run.device, amp=tc.amp):
+                yield logits, yb
+    return _loss_and_correct(pairs())
 
 
 def _epoch_rows(rec: dict[str, Any]) -> list[dict[str, Any]]:
