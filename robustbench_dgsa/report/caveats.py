@@ -57,8 +57,7 @@ def caveat_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[st
         data = [cfgs[h]["data"] for h in hashes if h in cfgs and "data" in cfgs[h]]
         mt = sorted({d.get("max_train") for d in data if d.get("max_train")})
         ms = sorted({(d.get("max_test"), d.get("test_subset") or "first") for d in data if d.get("max_test")})
-        counts = clean_test_counts(rep.df, ds)
-        if ms and counts and max(counts) < min(n for n, _ in ms):
+        if ms and whole_test_split(rep.df, ds, min(n for n, _ in ms)):
             ms = []                                  # the cap is above the split's size: every test example counts
         if mt or ms:
             parts = ([f"trained on at most {', '.join(f'{v:,}' for v in mt)} examples"] if mt else []) + \
@@ -100,11 +99,16 @@ def clean_test_counts(df: Any, dataset: str) -> set[int]:
 def test_examples_words(df: Any, dataset: str, max_test: int | None, how: str) -> str:
     """"2,000 (...) test examples", or "all 1,066 test examples" when the cap is above the split's size (the
     count comes from the clean evaluations' rows, not from the cap)."""
-    counts = clean_test_counts(df, dataset)
-    if max_test and counts and max(counts) < max_test:
-        return f"all {max(counts):,} test examples" if len(counts) == 1 else \
-            f"all {' / '.join(f'{c:,}' for c in sorted(counts))} test examples"
+    if max_test and whole_test_split(df, dataset, max_test):
+        counts = sorted(clean_test_counts(df, dataset))
+        return f"all {' / '.join(f'{c:,}' for c in counts)} test examples"
     return f"{subset_words(max_test, how)} test examples" if max_test else ""
+
+
+def whole_test_split(df: Any, dataset: str, max_test: int) -> bool:
+    """Whether a test cap of ``max_test`` kept every test example: the clean evaluations counted fewer."""
+    counts = clean_test_counts(df, dataset)
+    return bool(counts) and max(counts) < max_test
 
 
 def subset_words(n: int, how: str) -> str:
