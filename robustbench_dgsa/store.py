@@ -376,11 +376,14 @@ def _write_compact_parquet(df: pd.DataFrame, path: Path) -> None:
 
 def reencode_predictions(store_dir: str | Path) -> list[Path]:
     """Rewrite (atomically) every prediction file of the store not yet in the compact encoding; the new file is
-    read back and checked equal to the old table before it replaces it. Returns the files rewritten."""
+    read back and checked equal to the old table before it replaces it. A symbolic link is left as it is (the
+    store did not write it: re-encoding would replace the link). Returns the files rewritten."""
     import pyarrow.parquet as pq
 
     done = []
     for path in sorted(predictions_dir(store_dir).glob("*.parquet")):
+        if path.is_symlink():
+            continue
         meta = pq.ParquetFile(path).metadata
         if meta.num_row_groups == 0 or meta.row_group(0).column(0).compression == _PREDICTION_CODEC:
             continue

@@ -252,3 +252,16 @@ def test_compact_reencodes_older_prediction_files_to_the_same_table(store_dir):
     pd.testing.assert_frame_equal(pd.read_parquet(old), df)
     assert store.reencode_predictions(store_dir) == []     # already compact: nothing rewritten
     assert sorted(p.name for p in old.parent.iterdir()) == [old.name]   # no temporary file left behind
+
+
+def test_compact_leaves_a_linked_prediction_file_and_its_target_alone(store_dir, tmp_path):
+    df = _predictions_frame()
+    outside = tmp_path / "mine.parquet"
+    df.to_parquet(outside, index=False)
+    before = outside.read_bytes()
+    link = store.predictions_path(store_dir, "r1", "test")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside)
+    store.compact(store_dir)
+    assert link.is_symlink() and link.resolve() == outside.resolve()
+    assert outside.read_bytes() == before
