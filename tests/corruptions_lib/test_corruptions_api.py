@@ -163,7 +163,7 @@ def test_determinism_subset_and_seeds(name, images, textures):
 def test_chunking_does_not_change_results(images, monkeypatch):
     names = ["gaussian_noise", "glass_blur", "fog", "elastic_transform", "zoom_blur"]
     ref = {n: C.corrupt(images, n, 3, seed=1) for n in names}
-    monkeypatch.setitem(api._CHUNK, "cpu", 2)
+    monkeypatch.setitem(api._CHUNK_MAX_IMAGES, "cpu", 2)
     for n in names:
         assert np.array_equal(C.corrupt(images, n, 3, seed=1), ref[n])
     parts = list(C.corrupt_batches(images, "fog", 3, batch_size=3, seed=1))
@@ -345,3 +345,12 @@ def test_kernels_compile_without_a_writable_cache(monkeypatch):
     with pytest.raises(RuntimeError):   # what numba does with nothing writable, and what kernel() must absorb
         caching.FunctionCache(add_one)
     assert kernel(add_one)(1.5) == 2.5
+
+
+def test_cpu_chunks_are_sized_by_pixels():
+    # 64 images at 32 px as before; at 224 px a chunk of the same pixel count (10 images), never fewer than one
+    assert api.chunk_images("cpu", 32, 32) == 64
+    assert api.chunk_images("cpu", 64, 64) == 64
+    assert api.chunk_images("cpu", 224, 224) == 10
+    assert api.chunk_images("cpu", 4000, 3000) == 1
+    assert api.chunk_images("cuda", 224, 224) > 100
