@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ._jit import kernel
+from .rng import keyed_word, stream_offset
 
 _UNIT64 = np.arange(256) / 255.0  # x / 255. of every byte (IEEE division: the values of u8_to_unit64)
 
@@ -124,59 +125,117 @@ def saturate_cpu(x, a: float, b: float):
 # noise: per-element output level from one uniform
 
 
-@kernel
-def alias_sample_kernel(x: np.ndarray, u: np.ndarray, prob: np.ndarray, pick: np.ndarray,
-                        out: np.ndarray) -> None:
-    """Walker alias draw per element, as ``_LevelSampler.sample_torch`` in :mod:`corruptions.noise`:
-    q = u * 256 (exact), column k = floor(q) (= truncation, q > 0), f = q - k; cell j = 256 * byte + k;
-    level k if f < prob[j], else alias[j]. ``pick`` holds (k, alias[j]) at (2j, 2j + 1), so the choice is
-    the address 2j + (f >= prob[j]) (no NaN in f or prob: the negation of f < prob[j]), not a branch.
-    x, u and out are flat and of equal length; prob is flat (256 * 256)."""
-    two, cols = np.uint64(2), np.uint64(256)
-    for i in range(x.shape[0]):
-        q = u[i] * 256.0
-        k = np.uint64(q)
-        f = q - float(k)
-        j = np.uint64(x[i]) * cols + k
-        out[i] = pick[j * two + np.uint64(f >= prob[j])]
+_HALF_BITS = 46  # q = 256 u in units of 2**-46: exact for every draw (below)
+_HALF_MASK = (1 << _HALF_BITS) - 1
+
+
+_BLOCK = 2048  # elements per inner block of the noise kernels (their draws stay in L1)
 
 
 @kernel
-def impulse_kernel(x: np.ndarray, u: np.ndarray, half: float, c: float, out: np.ndarray) -> None:
-    """impulse_noise per element, as :func:`corruptions.noise.impulse_noise`: 255 if u < c/2 (``half``),
-    else 0 if u < c, else the input byte. x, u and out are flat and of equal length."""
+def _scaled_draw(m):
+    """256 * u in units of 2**-46 (an exact integer) for the uniform u = fl(m + 0.5) * 2**-53 of the 53-bit m, as
+    :func:`corruptions.rng.uniform_from_keys` rounds it: m + 0.5 is exact below 2**52 (2m + 1 units); from 2**52
+    on it rounds half to even, to m + (m & 1) (2 (m + (m & 1)) units)."""
+    low = m < np.uint64(1 << 52)
+    return np.uint64(2) * m + (np.uint64(1) if low else np.uint64(2) * (m & np.uint64(1)))
+
+
+@kernel
+def _alias_draws(key, offset, start: int, s: np.ndarray) -> None:
+    """s[t] = :func:`_scaled_draw` of word start + t of the stream (a vectorisable pass)."""
+    s11 = np.uint64(11)
+    for t in range(s.shape[0]):
+        s[t] = _scaled_draw(keyed_word(key, offset, start + t) >> s11)
+
+
+@kernel
+def alias_keyed_kernel(x: np.ndarray, keys: np.ndarray, offset, thr: np.ndarray, pick: np.ndarray,
+                       out: np.ndarray) -> None:
+    """Walker alias draw per element, as ``_LevelSampler.sample_torch`` in :mod:`corruptions.noise`, with the
+    element's keyed draw made inline (no array of uniforms). Element j of image i draws m = the top 53 bits of
+    ``keyed_word(keys[i], offset, j)``; q = 256 u = s * 2**-46 exactly (s = :func:`_scaled_draw`), so the column
+    is k = min(s >> 46, 255) and the fraction f = q - k = F * 2**-46 with F = s - k * 2**46. Cell c = 256 * byte + k;
+    level k if f < prob[c], else alias[c]: ``thr[c]`` (:func:`alias_thresholds`) makes it the integer test
+    F < thr[c]. ``pick`` holds (k, alias[c]) at (2c, 2c + 1). x, out: (N, P) uint8; blocks of ``_BLOCK`` draws."""
+    s46 = np.uint64(_HALF_BITS)
+    buf = np.empty(_BLOCK, np.uint64)
     for i in range(x.shape[0]):
-        ui = u[i]
-        if ui < half:
-            out[i] = 255
-        elif ui < c:
-            out[i] = 0
+        key = keys[i]
+        for b0 in range(0, x.shape[1], _BLOCK):
+            nb = min(_BLOCK, x.shape[1] - b0)
+            s = buf[:nb]
+            _alias_draws(key, offset, b0, s)
+            xi, oi = x[i, b0 : b0 + nb], out[i, b0 : b0 + nb]
+            for j in range(nb):
+                k = min(np.int64(s[j] >> s46), 255)
+                cell = np.int64(xi[j]) * 256 + k
+                oi[j] = pick[2 * cell + np.int64(np.int64(s[j]) - (k << _HALF_BITS) >= thr[cell])]
+
+
+def alias_thresholds(prob: np.ndarray) -> np.ndarray:
+    """Integer thresholds of the alias test: for an integer F, F * 2**-46 < p exactly when F < ceil(p * 2**46)
+    (p * 2**46 is exact: a power of two)."""
+    p = np.asarray(prob, np.float64)
+    if np.any((p < 0.0) | (p > 1.0)):
+        raise ValueError("alias probabilities must lie in [0, 1]")
+    return np.ceil(np.ldexp(p, _HALF_BITS)).astype(np.int64)
+
+
+@kernel
+def impulse_keyed_kernel(x: np.ndarray, keys: np.ndarray, offset, salt_below: int, pepper_below: int,
+                         out: np.ndarray) -> None:
+    """impulse_noise per element, as :func:`corruptions.noise.impulse_noise`, with the keyed draw made inline:
+    with m = the top 53 bits of the element's word, 255 if u(m) < c/2, else 0 if u(m) < c, else the input byte;
+    u is non-decreasing in m, so ``salt_below`` / ``pepper_below`` (:func:`uniform_threshold`) make those tests
+    the integer ones m < threshold. x, out: (N, P) uint8."""
+    s11 = np.uint64(11)
+    for i in range(x.shape[0]):
+        key = keys[i]
+        xi, oi = x[i], out[i]
+        for j in range(x.shape[1]):
+            m = np.int64(keyed_word(key, offset, j) >> s11)
+            oi[j] = 255 if m < salt_below else (0 if m < pepper_below else xi[j])
+
+
+def uniform_threshold(t: float) -> int:
+    """The smallest 53-bit m whose uniform u(m) = fl(m + 0.5) * 2**-53 (float64, as
+    :func:`corruptions.rng.uniform_from_keys` computes it) is >= t (2**53 if none): u(m) < t exactly when m is
+    below it. Bisection on the float64 formula itself (u is non-decreasing in m)."""
+    lo, hi = 0, 1 << 53
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if (float(mid) + 0.5) * 2.0**-53 >= t:
+            hi = mid
         else:
-            out[i] = x[i]
+            lo = mid + 1
+    return lo
+
+
+def alias_sample_cpu(x: torch.Tensor, keyed, stream: int, thr: np.ndarray, pick: np.ndarray) -> torch.Tensor:
+    """:func:`alias_keyed_kernel` on a uint8 (N, ...) CPU tensor, draws from the KeyedRandom ``keyed``'s stream."""
+    n = x.shape[0]
+    out = torch.empty(x.shape, dtype=torch.uint8)
+    alias_keyed_kernel(x.contiguous().view(n, -1).numpy(), keyed.keys_u64(), stream_offset(stream), thr, pick,
+                       out.view(n, -1).numpy())
+    return out
+
+
+def impulse_cpu(x: torch.Tensor, keyed, stream: int, c: float) -> torch.Tensor:
+    """:func:`impulse_keyed_kernel` on a uint8 (N, ...) CPU tensor, draws from the KeyedRandom ``keyed``."""
+    n = x.shape[0]
+    out = torch.empty(x.shape, dtype=torch.uint8)
+    impulse_keyed_kernel(x.contiguous().view(n, -1).numpy(), keyed.keys_u64(), stream_offset(stream),
+                         uniform_threshold(c / 2), uniform_threshold(c), out.view(n, -1).numpy())
+    return out
 
 
 def alias_pick_table(alias: np.ndarray) -> np.ndarray:
-    """The ``pick`` table of :func:`alias_sample_kernel` for flat (256 * 256) alias indices: (k, alias)."""
+    """The ``pick`` table of :func:`alias_keyed_kernel` for flat (256 * 256) alias indices: (k, alias)."""
     pick = np.empty(2 * alias.size, dtype=np.uint8)
     pick[0::2] = np.arange(alias.size) % 256
     pick[1::2] = alias
     return pick
-
-
-def alias_sample_cpu(x: torch.Tensor, u: torch.Tensor, prob: np.ndarray, pick: np.ndarray) -> torch.Tensor:
-    """:func:`alias_sample_kernel` on a uint8 CPU tensor and its float64 uniforms (same element count)."""
-    out = torch.empty(x.shape, dtype=torch.uint8)
-    alias_sample_kernel(x.contiguous().view(-1).numpy(), u.contiguous().view(-1).numpy(), prob, pick,
-                        out.view(-1).numpy())
-    return out
-
-
-def impulse_cpu(x: torch.Tensor, u: torch.Tensor, c: float) -> torch.Tensor:
-    """:func:`impulse_kernel` on a uint8 CPU tensor and its float64 uniforms (same element count)."""
-    out = torch.empty(x.shape, dtype=torch.uint8)
-    impulse_kernel(x.contiguous().view(-1).numpy(), u.contiguous().view(-1).numpy(), c / 2, float(c),
-                   out.view(-1).numpy())
-    return out
 
 
 # ----------------------------------------------------------------------------------------------

@@ -51,7 +51,8 @@ class _LevelSampler:
         # what stays open has p = 1 up to rounding: keep prob 1, alias itself
         self.prob = torch.as_tensor(prob.ravel())
         self.alias = torch.as_tensor(alias.ravel())
-        self.prob_np, self.pick = prob.ravel(), _cpu_color.alias_pick_table(alias.ravel())  # CPU kernel tables
+        # the CPU kernel's tables: the integer form of the prob test, and (k, alias) pairs
+        self.thresholds, self.pick = _cpu_color.alias_thresholds(prob.ravel()), _cpu_color.alias_pick_table(alias.ravel())
         self._dev: dict = {}
 
     def tables(self, device):
@@ -62,18 +63,17 @@ class _LevelSampler:
 
     def sample(self, x: torch.Tensor, rng: KeyedRandom) -> torch.Tensor:
         """One output level per element of the uint8 batch x (one keyed uniform each); on the CPU a
-        compiled pass (same operations), elsewhere :meth:`sample_torch`."""
+        compiled pass that makes each draw inline (same values, same decisions), elsewhere :meth:`sample_torch`."""
         if x.device.type != "cpu":
             return self.sample_torch(x, rng)
-        u = rng.uniform(int(np.prod(x.shape[1:])))
-        return _cpu_color.alias_sample_cpu(x, u, self.prob_np, self.pick)
+        return _cpu_color.alias_sample_cpu(x, rng, 0, self.thresholds, self.pick)
 
     def sample_torch(self, x: torch.Tensor, rng: KeyedRandom) -> torch.Tensor:
         """:meth:`sample` as whole-tensor torch operations (the CUDA path)."""
         prob, alias = self.tables(x.device)
         u = rng.uniform(int(np.prod(x.shape[1:]))).view(x.shape)
         q = u.mul_(float(_LEVELS))  # exact; column k = top 8 bits, q - k = the remaining 45 bits
-        k = torch.floor(q)
+        k = torch.floor(q).clamp_(max=_LEVELS - 1)  # u rounds to 1.0 for the largest draw (one in 2**53)
         f = q.sub_(k)
         k = k.to(torch.int64)
         idx = x.to(torch.int64).mul_(_LEVELS).add_(k)
@@ -157,9 +157,9 @@ def impulse_noise(x: torch.Tensor, c: float, rng: KeyedRandom) -> torch.Tensor:
     c/2 <= u < c pepper (the same joint distribution as two independent Bernoulli draws). Unhit
     elements come back exactly (floor((v/255)*255) = v for every byte).
 
-    On the CPU a compiled pass (same comparisons); elsewhere :func:`impulse_noise_torch`."""
+    On the CPU a compiled pass (the same draws and comparisons, made inline); elsewhere :func:`impulse_noise_torch`."""
     if x.device.type == "cpu":
-        return _cpu_color.impulse_cpu(x, rng.uniform(int(np.prod(x.shape[1:]))), c)
+        return _cpu_color.impulse_cpu(x, rng, 0, c)
     return impulse_noise_torch(x, c, rng)
 
 

@@ -10,7 +10,8 @@ Construction (all arithmetic mod 2**64 on int64 tensors, identical on every devi
 * ``key_i = mix(base + mix(index_i + GOLDEN))`` per image;
 * the j-th 64-bit word of stream s is ``mix(key_i + (s * 2**32 + j + 1) * GOLDEN)``: a SplitMix64 stream
   per (image, stream), with ``mix`` the SplitMix64 finaliser (Stafford variant 13);
-* a uniform is ``(top 53 bits + 0.5) / 2**53``, so it lies strictly inside (0, 1).
+* a uniform is ``(top 53 bits + 0.5) / 2**53`` in float64, so it lies in (0, 1]: from 2**52 on the + 0.5 rounds
+  half to even, and the largest word gives exactly 1.0 (one draw in 2**53).
 
 On the CPU the same words are computed by a compiled uint64 loop (native logical shifts and wrapping
 multiplies, one pass); elsewhere with int64 torch tensors. Torch has no unsigned 64-bit multiply and its ``>>`` is arithmetic on int64, so ``mix`` masks after each
@@ -85,28 +86,38 @@ def image_keys(base: int, indices: torch.Tensor) -> torch.Tensor:
 
 
 @kernel
-def _uniform_kernel(keys: np.ndarray, count: int, stream: int, out: np.ndarray) -> None:
-    """Word j of stream ``stream`` of every key, as a uniform in (0, 1), into ``out`` (N, count) float64.
+def keyed_word(key, offset, j):
+    """Word ``j`` (0-based) of the stream at ``offset`` (= stream * 2**32, uint64) of an image key (uint64):
+    mix(key + (offset + j + 1) * GOLDEN). uint64 arithmetic wraps and shifts logically, so this is the SplitMix64
+    construction literally; the CPU kernels that need one draw per element call it inline."""
+    z = key + (offset + np.uint64(j + 1)) * np.uint64(GOLDEN)
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(_M1)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(_M2)
+    z ^= z >> np.uint64(31)
+    return z
 
-    uint64 arithmetic wraps and shifts logically, so this is the SplitMix64 construction literally."""
-    golden, m1, m2 = np.uint64(GOLDEN), np.uint64(_M1), np.uint64(_M2)
-    offset = np.uint64(stream) * np.uint64(_STREAM_STRIDE)
-    s30, s27, s31, s11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
+
+def stream_offset(stream: int) -> np.uint64:
+    """The counter offset of stream ``stream`` for :func:`keyed_word`."""
+    return np.uint64(stream * _STREAM_STRIDE)
+
+
+@kernel
+def _uniform_kernel(keys: np.ndarray, count: int, offset, out: np.ndarray) -> None:
+    """Word j of the stream at ``offset`` of every key, as a uniform in (0, 1), into ``out`` (N, count) float64:
+    (top 53 bits + 0.5) / 2**53, exact in float64."""
+    s11 = np.uint64(11)
     for i in range(keys.shape[0]):
         key = keys[i]
         for j in range(count):
-            z = key + (offset + np.uint64(j + 1)) * golden
-            z ^= z >> s30
-            z *= m1
-            z ^= z >> s27
-            z *= m2
-            z ^= z >> s31
-            out[i, j] = (float(z >> s11) + 0.5) * 2.0**-53   # top 53 bits: exact in float64
+            out[i, j] = (float(keyed_word(key, offset, j) >> s11) + 0.5) * 2.0**-53
 
 
 def _uniform_cpu(keys: torch.Tensor, count: int, stream: int, out: torch.Tensor) -> torch.Tensor:
     """The CPU path of :func:`uniform_from_keys`: one compiled pass (same values as the int64 torch version)."""
-    _uniform_kernel(keys.contiguous().numpy().view(np.uint64), count, stream, out.numpy())
+    _uniform_kernel(keys.contiguous().numpy().view(np.uint64), count, stream_offset(stream), out.numpy())
     return out
 
 
@@ -168,6 +179,12 @@ class KeyedRandom:
         if self._keys_cpu is None:
             self._keys_cpu = self.keys.cpu()
         return uniform_from_keys(self._keys_cpu, count, stream).numpy()
+
+    def keys_u64(self) -> np.ndarray:
+        """The image keys as a uint64 NumPy array (CPU), for kernels that draw inline with :func:`keyed_word`."""
+        if self._keys_cpu is None:
+            self._keys_cpu = self.keys.cpu()
+        return self._keys_cpu.contiguous().numpy().view(np.uint64)
 
     def subset(self, sl: slice) -> "KeyedRandom":
         other = object.__new__(KeyedRandom)

@@ -106,3 +106,42 @@ def test_box_resize_kernel_other_channel_counts():
     for c in (1, 4):
         x = torch.from_numpy(g.integers(0, 256, (5, 32, 32, c)).astype(np.uint8))
         assert torch.equal(digital.pil_resize_box(x, 21, 27), digital.pil_resize_box_torch(x, 21, 27))
+
+
+def _uniform(m: int) -> float:
+    """The float64 uniform of a 53-bit draw m, as corruptions.rng.uniform_from_keys computes it."""
+    return (float(m) + 0.5) * 2.0**-53
+
+
+def test_uniform_threshold_is_the_float_comparison():
+    # u(m) < t exactly when m < threshold, at both sides of every threshold, incl. where m + 0.5 rounds (m >= 2**52)
+    from corruptions._cpu_color import uniform_threshold
+    for t in (0.015, 0.03, 0.135, 0.27, 0.5, 0.5 + 2.0**-53, 0.7, 1.0 - 2.0**-53, 1.0, 2.0**-60):
+        thr = uniform_threshold(t)
+        for m in (thr - 2, thr - 1, thr, thr + 1):
+            if 0 <= m < 1 << 53:
+                assert (_uniform(m) < t) == (m < thr), (t, m)
+    assert uniform_threshold(1.5) == 1 << 53 and uniform_threshold(0.0) == 0
+
+
+def test_alias_kernel_decisions_match_the_float_test_at_the_edges():
+    # the integer test of alias_keyed_kernel against sample_torch's float arithmetic, for draws placed on both sides
+    # of each threshold, below and above 2**52 (where m + 0.5 rounds), and the largest draw (u = 1.0)
+    from corruptions._cpu_color import _scaled_draw, alias_thresholds
+    g = np.random.default_rng(0)
+    probs = np.concatenate([g.random(200), [0.0, 1.0, 2.0**-50, 1 - 2.0**-52]])
+    thr = alias_thresholds(probs)
+    for p, t in zip(probs, thr):
+        for k in (3, 200, 255):
+            for f_units in {max(int(t) - 1, 0), int(t), int(t) + 1}:
+                for m in ((k << 45) + f_units // 2, (k << 45) + f_units // 2 + (1 << 52) * (k < 128)):
+                    m = min(m, (1 << 53) - 1)
+                    q = _uniform(m) * 256.0
+                    kf = min(int(np.floor(q)), 255)
+                    float_keeps = (q - kf) < p
+                    s = int(_scaled_draw(np.uint64(m)))
+                    ki = min(s >> 46, 255)
+                    assert ki == kf
+                    assert (s - (ki << 46) < t) == float_keeps, (p, k, m)
+    s = int(_scaled_draw(np.uint64((1 << 53) - 1)))
+    assert min(s >> 46, 255) == 255 and s - (255 << 46) >= alias_thresholds(np.array([1.0]))[0]
