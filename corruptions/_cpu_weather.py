@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import kernel
+from .rng import uniform_row
 
 # ----------------------------------------------------------------------------------------------
 # shared pieces
@@ -230,30 +231,46 @@ def mud_blend_kernel(x, mm, color, lut32, out) -> None:
 
 
 @kernel
+def _wrap_next(i: int, k: int) -> int:
+    """(i + 1) % k for 0 <= i < k, without a division."""
+    return i + 1 if i + 1 < k else 0
+
+
+@kernel
+def _wrap_prev(i: int, k: int) -> int:
+    """(i - 1) % k (Python modulo) for 0 <= i < k, without a division."""
+    return i - 1 if i > 0 else k - 1
+
+
+@kernel
 def _plasma_step(m, u, pos: int, step: int, wibble: float) -> int:
     """One diamond-square step of ``weather.plasma_fractal`` on one map (torus-periodic): squares, then the
     two edge sets, each value ``arr / 4 + wibble * (-wibble + (wibble - -wibble) * r)`` with the uniforms r
-    taken row-major from ``u[pos:]``, and the sums grouped as the torch rolls group them. Returns the new pos."""
+    taken row-major from ``u[pos:]``, and the sums grouped as the torch rolls group them (``/ 4`` as ``* 0.25``:
+    the same correctly rounded value, without a division). Returns the new pos."""
     s = m.shape[0]
     k, hs = s // step, step // 2
     amp = wibble - -wibble
     for i in range(k):
+        r0, r1 = i * step, _wrap_next(i, k) * step
         for j in range(k):
-            i1, j1 = (i + 1) % k, (j + 1) % k
-            sq = (m[i * step, j * step] + m[i1 * step, j * step]) + (m[i * step, j1 * step] + m[i1 * step, j1 * step])
-            m[hs + i * step, hs + j * step] = sq / 4 + wibble * (-wibble + amp * u[pos + i * k + j])
+            c0, c1 = j * step, _wrap_next(j, k) * step
+            sq = (m[r0, c0] + m[r1, c0]) + (m[r0, c1] + m[r1, c1])
+            m[hs + r0, hs + c0] = sq * 0.25 + wibble * (-wibble + amp * u[pos + i * k + j])
     pos += k * k
     for i in range(k):
+        up = hs + _wrap_prev(i, k) * step
         for j in range(k):
             dr, ul = m[hs + i * step, hs + j * step], m[i * step, j * step]
-            lt = (dr + m[hs + ((i - 1) % k) * step, hs + j * step]) + (ul + m[i * step, ((j + 1) % k) * step])
-            m[i * step, hs + j * step] = lt / 4 + wibble * (-wibble + amp * u[pos + i * k + j])
+            lt = (dr + m[up, hs + j * step]) + (ul + m[i * step, _wrap_next(j, k) * step])
+            m[i * step, hs + j * step] = lt * 0.25 + wibble * (-wibble + amp * u[pos + i * k + j])
     pos += k * k
     for i in range(k):
+        down = _wrap_next(i, k) * step
         for j in range(k):
             dr, ul = m[hs + i * step, hs + j * step], m[i * step, j * step]
-            tt = (dr + m[hs + i * step, hs + ((j - 1) % k) * step]) + (ul + m[((i + 1) % k) * step, j * step])
-            m[hs + i * step, j * step] = tt / 4 + wibble * (-wibble + amp * u[pos + i * k + j])
+            tt = (dr + m[hs + i * step, hs + _wrap_prev(j, k) * step]) + (ul + m[down, j * step])
+            m[hs + i * step, j * step] = tt * 0.25 + wibble * (-wibble + amp * u[pos + i * k + j])
     return pos + k * k
 
 
@@ -279,24 +296,46 @@ def _plasma(u, decay: float, m) -> None:
 
 
 @kernel
-def fog_kernel(x, u, mapsize: int, decay: float, c0: float, lut64, out) -> None:
-    """``weather.fog_apply`` with ``plasma_fractal(u, mapsize, decay)`` of uint8 images into ``out``:
+def _max_byte(img) -> int:
+    """The largest byte of one (H, W, C) image."""
+    mx = 0
+    for y in range(img.shape[0]):
+        for v in img[y].ravel():
+            mx = max(mx, v)
+    return mx
+
+
+@kernel
+def fog_kernel(x, keys, offset, mapsize: int, decay: float, c0: float, lut64, out) -> None:
+    """``weather.fog_apply`` with ``plasma_fractal(u, mapsize, decay)`` of uint8 images into ``out``, the uniforms
+    u of image i drawn here from its key (``corruptions.rng.uniform_row``: the values of ``KeyedRandom.uniform``):
     xf = x / 255., y = xf + c0 * plasma[:H, :W], floor_u8((y * max(xf)) / (max(xf) + c0)) in float64."""
     n, h, w, c = x.shape
     m = np.empty((mapsize, mapsize))
+    u = np.empty(plasma_count(mapsize))
+    fogrow = np.empty(w * c)
     for i in range(n):
-        _plasma(u[i], decay, m)
-        mx = 0
+        uniform_row(keys[i], offset, u)
+        _plasma(u, decay, m)
+        mv = lut64[_max_byte(x[i])]
+        den = mv + c0
         for y in range(h):
             for xx in range(w):
                 for ch in range(c):
-                    mx = max(mx, x[i, y, xx, ch])
-        mv = lut64[mx]
-        for y in range(h):
-            for xx in range(w):
-                for ch in range(c):
-                    v = lut64[x[i, y, xx, ch]] + c0 * m[y, xx]
-                    out[i, y, xx, ch] = _floor_u8_64((v * mv) / (mv + c0))
+                    fogrow[xx * c + ch] = c0 * m[y, xx]
+            src, dst = x[i, y].ravel(), out[i, y].ravel()
+            for k in range(w * c):
+                dst[k] = _floor_u8_64(((lut64[src[k]] + fogrow[k]) * mv) / den)
+
+
+@kernel
+def plasma_count(mapsize: int) -> int:
+    """``weather.plasma_uniform_count``: uniforms one plasma map of side ``mapsize`` uses."""
+    n, step = 0, mapsize
+    while step >= 2:
+        n += 3 * (mapsize // step) ** 2
+        step //= 2
+    return n
 
 
 # ----------------------------------------------------------------------------------------------

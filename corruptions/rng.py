@@ -105,14 +105,19 @@ def stream_offset(stream: int) -> np.uint64:
 
 
 @kernel
-def _uniform_kernel(keys: np.ndarray, count: int, offset, out: np.ndarray) -> None:
-    """Word j of the stream at ``offset`` of every key, as a uniform in (0, 1), into ``out`` (N, count) float64:
-    (top 53 bits + 0.5) / 2**53, exact in float64."""
+def uniform_row(key, offset, out: np.ndarray) -> None:
+    """out[j] = word j of the stream at ``offset`` of ``key`` as a uniform: (top 53 bits + 0.5) / 2**53 in float64
+    (the values of :func:`uniform_from_keys`; CPU kernels that need one image's draws make them with this)."""
     s11 = np.uint64(11)
+    for j in range(out.shape[0]):
+        out[j] = (float(keyed_word(key, offset, j) >> s11) + 0.5) * 2.0**-53
+
+
+@kernel
+def _uniform_kernel(keys: np.ndarray, count: int, offset, out: np.ndarray) -> None:
+    """:func:`uniform_row` of every key into the rows of ``out`` (N, count) float64."""
     for i in range(keys.shape[0]):
-        key = keys[i]
-        for j in range(count):
-            out[i, j] = (float(keyed_word(key, offset, j) >> s11) + 0.5) * 2.0**-53
+        uniform_row(keys[i], offset, out[i, :count])
 
 
 def _uniform_cpu(keys: torch.Tensor, count: int, stream: int, out: torch.Tensor) -> torch.Tensor:

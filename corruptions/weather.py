@@ -112,23 +112,25 @@ def fog_apply(x: torch.Tensor, params, plasma: torch.Tensor) -> torch.Tensor:
     return floor_u8(y * max_val / (max_val + c0))
 
 
-def fog_apply_cpu(x: torch.Tensor, params, u: torch.Tensor, mapsize: int) -> torch.Tensor:
-    """``fog_apply(x, params, plasma_fractal(u, mapsize, params[1]))`` on the CPU, compiled
-    (``_cpu_weather.fog_kernel``, same arithmetic)."""
+def fog_apply_cpu(x: torch.Tensor, params, rng: KeyedRandom, mapsize: int) -> torch.Tensor:
+    """``fog_apply(x, params, plasma_fractal(rng.uniform(plasma_uniform_count(mapsize)), mapsize, params[1]))`` on
+    the CPU, compiled (``_cpu_weather.fog_kernel``: same draws, same arithmetic), one image's draws at a time."""
     from ._cpu_weather import UNIT64, fog_kernel
+    from .rng import stream_offset
 
     c0, decay = params
     out = np.empty(tuple(x.shape), np.uint8)
-    fog_kernel(x.contiguous().numpy(), u.contiguous().numpy(), mapsize, float(decay), float(c0), UNIT64, out)
+    fog_kernel(x.contiguous().numpy(), rng.keys_u64(), stream_offset(_PLASMA_STREAM), mapsize, float(decay),
+               float(c0), UNIT64, out)
     return torch.from_numpy(out)
 
 
 def fog(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
     _, h, w, _ = x.shape
     size = fog_mapsize(h, w)
-    u = rng.uniform(plasma_uniform_count(size), stream=_PLASMA_STREAM)
     if x.device.type == "cpu":
-        return fog_apply_cpu(x, params, u, size)
+        return fog_apply_cpu(x, params, rng, size)
+    u = rng.uniform(plasma_uniform_count(size), stream=_PLASMA_STREAM)
     return fog_apply(x, params, plasma_fractal(u, size, params[1]))
 
 

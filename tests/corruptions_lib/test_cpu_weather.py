@@ -91,9 +91,10 @@ def test_fog_cpu_kernel_equals_torch(shape):
     size = weather.fog_mapsize(h, w)
     for s in range(1, 6):
         c = P["fog"][s - 1]
-        u = _draws("fog", s, len(x)).uniform(weather.plasma_uniform_count(size))
+        rng = _draws("fog", s, len(x))
+        u = rng.uniform(weather.plasma_uniform_count(size))
         ref = weather.fog_apply(x, c, weather.plasma_fractal(u, size, c[1]))
-        assert torch.equal(weather.fog_apply_cpu(x, c, u, size), ref), (shape, s)
+        assert torch.equal(weather.fog_apply_cpu(x, c, rng, size), ref), (shape, s)
 
 
 # ---------------------------------------------------------------------------------------------- frost

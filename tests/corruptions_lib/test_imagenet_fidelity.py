@@ -291,9 +291,10 @@ def test_cpu_kernels_equal_torch_path_at_224(photos):
         assert torch.equal(digital.elastic_apply_cpu(x, c, jitter, ndx, ndy),
                            digital.elastic_apply(x, c, jitter, ndx, ndy)), s
         c = P["fog"][s - 1]
-        u = KeyedRandom(5, "fog", s, np.arange(n)).uniform(weather.plasma_uniform_count(256))
-        assert torch.equal(weather.fog_apply_cpu(x, c, u, 256), weather.fog_apply(x, c, weather.plasma_fractal(u, 256,
-                                                                                                             c[1])))
+        rng = KeyedRandom(5, "fog", s, np.arange(n))
+        u = rng.uniform(weather.plasma_uniform_count(256))
+        assert torch.equal(weather.fog_apply_cpu(x, c, rng, 256), weather.fog_apply(x, c, weather.plasma_fractal(u, 256,
+                                                                                                               c[1])))
         c = P["snow"][s - 1]
         rng = KeyedRandom(5, "snow", s, np.arange(n))
         normal = torch.special.ndtri(rng.uniform(h * w)).view(n, h, w)
