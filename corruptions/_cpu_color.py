@@ -265,18 +265,26 @@ def contrast_kernel(x: np.ndarray, c: float, unit: np.ndarray, out: np.ndarray) 
     """contrast of (N, P, C) uint8 images (P = H*W pixels), as :func:`corruptions.digital.contrast`:
     xf = x / 255. (``unit``); per image and channel mean = (left-to-right sum over the P pixels) / P, as
     ``np.mean(axis=(0, 1))``; then floor_u8((xf - mean) * c + mean), rounded in that order. That value
-    depends only on the byte, so it is tabulated per (image, channel) for the 256 bytes and looked up."""
+    depends only on the byte, so it is tabulated per (image, channel) for the 256 bytes and looked up, all
+    channels in one pass over the pixels."""
     n, p, nc = x.shape
     total = np.empty(nc)
-    tab = np.empty(256, np.uint8)
+    tab = np.empty((nc, 256), np.uint8)
     for i in range(n):
         _channel_sums(x, i, unit, total)
         for ch in range(nc):
             mean = total[ch] / float(p)
             for v in range(256):
-                tab[v] = _floor_u8((unit[v] - mean) * c + mean)
+                tab[ch, v] = _floor_u8((unit[v] - mean) * c + mean)
+        xi, oi = x[i], out[i]
+        if nc == 3:
+            t0, t1, t2 = tab[0], tab[1], tab[2]
             for k in range(p):
-                out[i, k, ch] = tab[x[i, k, ch]]
+                oi[k, 0], oi[k, 1], oi[k, 2] = t0[xi[k, 0]], t1[xi[k, 1]], t2[xi[k, 2]]
+        else:
+            for k in range(p):
+                for ch in range(nc):
+                    oi[k, ch] = tab[ch, xi[k, ch]]
 
 
 def contrast_cpu(x: torch.Tensor, c: float) -> torch.Tensor:
