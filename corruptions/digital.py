@@ -179,15 +179,17 @@ def jpeg_compression(x: torch.Tensor, quality: int, rng=None) -> torch.Tensor:
 
 
 def _jpeg_cv2(arr: np.ndarray, quality: int) -> np.ndarray:
-    """Encode and decode every (H, W, 3) image with OpenCV: the batch is reversed to BGR once, and the
-    decoder writes RGB (:func:`_cv2_decode_rgb`); the same codec calls as :func:`_cv2_jpeg_bytes`."""
+    """Encode and decode every (H, W, 3) image with OpenCV: each image is swapped to BGR by ``cv2.cvtColor`` (a
+    byte shuffle; NumPy's reversed-axis copy of the batch cost more than the codec), and the decoder writes RGB
+    (:func:`_cv2_decode_rgb`); the same codec calls as :func:`_cv2_jpeg_bytes`."""
     import cv2
 
-    bgr = np.ascontiguousarray(arr[..., ::-1])
     params = [cv2.IMWRITE_JPEG_QUALITY, int(quality)]
     out = np.empty_like(arr)
+    bgr = np.empty_like(arr[0])
     for i in range(arr.shape[0]):
-        ok, enc = cv2.imencode(".jpg", bgr[i], params)
+        cv2.cvtColor(np.ascontiguousarray(arr[i]), cv2.COLOR_RGB2BGR, dst=bgr)
+        ok, enc = cv2.imencode(".jpg", bgr, params)
         if not ok:
             raise RuntimeError("OpenCV could not encode a JPEG image")
         out[i] = _cv2_decode_rgb(enc)
