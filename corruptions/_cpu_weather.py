@@ -345,11 +345,13 @@ def plasma_count(mapsize: int) -> int:
 @kernel
 def frost_kernel(x, stack, idx, r0, c0, table, out) -> None:
     """``weather.frost_apply``: out = table[x * 256 + t] with t the texture byte of the crop of texture
-    ``idx[i]`` at (``r0[i]`` + y, ``c0[i]`` + x); ``table`` is ``_frost_table`` (65536,) uint8."""
+    ``idx[i]`` at (``r0[i]`` + y, ``c0[i]`` + x); ``table`` is ``_frost_table`` (65536,) uint8. Row by row: an
+    image row and its texture row are each one contiguous run of W * C bytes."""
     n, h, w, c = x.shape
     for i in range(n):
         tex = stack[idx[i]]
         for y in range(h):
-            for xx in range(w):
-                for ch in range(c):
-                    out[i, y, xx, ch] = table[x[i, y, xx, ch] * 256 + tex[r0[i] + y, c0[i] + xx, ch]]
+            src, dst = x[i, y].ravel(), out[i, y].ravel()
+            trow = tex[r0[i] + y, c0[i] : c0[i] + w].ravel()
+            for k in range(w * c):
+                dst[k] = table[np.int64(src[k]) * 256 + np.int64(trow[k])]
