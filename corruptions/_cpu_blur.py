@@ -335,47 +335,134 @@ def glass_blur_kernel(x, wts, iy, ix, choices, d, out):
 
 
 @kernel
-def _pad_rows(src, iy, ix, c, pad):
-    """pad[b, q * C + k] = src[iy[b], ix[q] * C + k] for src (H, W * C) and the boundary index maps iy, ix
-    of ``_ops.ext_index`` (lo = hi = r): interior columns as one contiguous copy per row."""
-    r = (ix.shape[0] - src.shape[1] // c) // 2
-    wc = src.shape[1]
-    for b in range(iy.shape[0]):
-        s, p = src[iy[b]], pad[b]
-        inner = p[r * c : r * c + wc]
-        for j in range(wc):
-            inner[j] = s[j]
-        for q in range(r):
-            q2 = ix.shape[0] - 1 - q
+def _defocus_prefix(x, i, iy, ix, ch, cv):
+    """Running sums of image i of x (N, H, W, C) uint8, mirror-padded through iy, ix (``_ops.ext_index``), as
+    float32 (integers below 2**24: exact): ch[a, b * C + k] = sum of padded row a before column b (ch (Hp,
+    (Wp + 1) * C)); cv[a, j] = sum of padded column j above row a (cv (Hp + 1, Wp * C); skipped when empty)."""
+    c = x.shape[3]
+    wp = ix.shape[0]
+    for a in range(iy.shape[0]):
+        src, row = x[i, iy[a]], ch[a]
+        for k in range(c):
+            row[k] = 0.0
+        for b in range(wp):
+            px = src[ix[b]]
             for k in range(c):
-                p[q * c + k] = s[ix[q] * c + k]
-                p[q2 * c + k] = s[ix[q2] * c + k]
+                row[(b + 1) * c + k] = row[b * c + k] + np.float32(px[k])
+    if cv.shape[0] > 0:
+        first = cv[0]
+        for j in range(wp * c):
+            first[j] = 0.0
+        for a in range(iy.shape[0]):
+            prev, nxt, row = cv[a], cv[a + 1], ch[a]
+            for j in range(wp * c):
+                nxt[j] = prev[j] + (row[j + c] - row[j])
 
 
 @kernel
-def defocus_blur_kernel(x, dys, dxs, vs, iy, ix, out):
-    """``blur.defocus_blur`` on uint8 x (N, H, W, C): p / 255., mirror-padded by r (iy, ix); per pixel
-    y = win_0 * v_0, then y = y + win_t * v_t over the non-zero taps t (dy, dx, v) in ``np.nonzero`` order,
-    win_t = the pixel at (h + dy_t, w + dx_t); ``floor_u8``."""
+def _defocus_disk_sums(ch, rows, pad, s, c, q):
+    """q[t, j] = the disk's sum (rows (dy, x0, x1): its horizontal runs) at pixel (t - s, j // C - s) from the
+    row running sums ch: q (H + 2s, (W + 2s) * C), float32, exact."""
+    wq = q.shape[1]
+    for t in range(q.shape[0]):
+        acc = q[t]
+        for j in range(wq):
+            acc[j] = 0.0
+        for e in range(rows.shape[0]):
+            src = ch[t - s + pad + rows[e, 0]]
+            hi, lo = src[(pad - s + rows[e, 2] + 1) * c :], src[(pad - s + rows[e, 1]) * c :]
+            for j in range(wq):
+                acc[j] += hi[j] - lo[j]
+
+
+@kernel
+def _defocus_line_sums(ch, cv, pad, s, c, xruns, xk, yruns, yk, lx, ly):
+    """The line sums X_b into lx (s, H + 2s, W * C) at pixel (t - s, j // C): xk * vertical runs (b, dx, y0, y1)
+    of cv; Y_b into ly (s, H, (W + 2s) * C) at pixel (t, j // C - s): yk * horizontal runs (b, dy, x0, x1) of
+    ch. float32, exact."""
+    for t in range(lx.shape[1] if xruns.shape[0] > 0 else 0):
+        for b in range(lx.shape[0]):
+            for j in range(lx.shape[2]):
+                lx[b, t, j] = 0.0
+        for e in range(xruns.shape[0]):
+            a, k, o = lx[xruns[e, 0] - 1, t], xk[e], (pad + xruns[e, 1]) * c
+            hi, lo = cv[t - s + pad + xruns[e, 3] + 1, o:], cv[t - s + pad + xruns[e, 2], o:]
+            for j in range(lx.shape[2]):
+                a[j] += k * (hi[j] - lo[j])
+    for t in range(ly.shape[1] if yruns.shape[0] > 0 else 0):
+        for b in range(ly.shape[0]):
+            for j in range(ly.shape[2]):
+                ly[b, t, j] = 0.0
+        for e in range(yruns.shape[0]):
+            a, k, src = ly[yruns[e, 0] - 1, t], yk[e], ch[t + pad + yruns[e, 1]]
+            hi, lo = src[(pad - s + yruns[e, 3] + 1) * c :], src[(pad - s + yruns[e, 2]) * c :]
+            for j in range(ly.shape[2]):
+                a[j] += k * (hi[j] - lo[j])
+
+
+@kernel
+def _defocus_class_row(r, ch, cv, q, lx, ly, pad, s, c, qtaps, xtaps, ytaps, hruns, hk, vruns, vk, acc):
+    """Row r of the class sums I_c into acc (classes, W * C), float32, exact: Q at -(i, j) per qtap (class, i, j),
+    X_b at row -i per xtap (class, i, b), Y_b at column -j per ytap (class, j, b), plus hk * a horizontal run
+    (class, dy, x0, x1) of ch and vk * a vertical run (class, dx, y0, y1) of cv."""
+    wc = acc.shape[1]
+    for cl in range(acc.shape[0]):
+        for j in range(wc):
+            acc[cl, j] = 0.0
+    for e in range(qtaps.shape[0]):
+        a, seg = acc[qtaps[e, 0]], q[r - qtaps[e, 1] + s, (s - qtaps[e, 2]) * c :]
+        for j in range(wc):
+            a[j] += seg[j]
+    for e in range(xtaps.shape[0]):
+        a, seg = acc[xtaps[e, 0]], lx[xtaps[e, 2] - 1, r - xtaps[e, 1] + s]
+        for j in range(wc):
+            a[j] += seg[j]
+    for e in range(ytaps.shape[0]):
+        a, seg = acc[ytaps[e, 0]], ly[ytaps[e, 2] - 1, r, (s - ytaps[e, 1]) * c :]
+        for j in range(wc):
+            a[j] += seg[j]
+    for e in range(hruns.shape[0]):
+        a, src, k = acc[hruns[e, 0]], ch[r + pad + hruns[e, 1]], hk[e]
+        hi, lo = src[(pad + hruns[e, 3] + 1) * c :], src[(pad + hruns[e, 2]) * c :]
+        for j in range(wc):
+            a[j] += k * (hi[j] - lo[j])
+    for e in range(vruns.shape[0]):
+        a, k, o = acc[vruns[e, 0]], vk[e], (pad + vruns[e, 1]) * c
+        hi, lo = cv[r + pad + vruns[e, 3] + 1, o:], cv[r + pad + vruns[e, 2], o:]
+        for j in range(wc):
+            a[j] += k * (hi[j] - lo[j])
+
+
+@kernel
+def defocus_blur_kernel(x, iy, ix, pad, s, rows, qtaps, xruns, xk, xtaps, yruns, yk, ytaps, hruns, hk, vruns, vk,
+                        weights, centre, out):
+    """``blur.defocus_blur`` on uint8 x (N, H, W, C) with ``blur.defocus_plan``'s tables: per image the exact
+    float32 class sums I_c (:func:`_defocus_prefix`, :func:`_defocus_disk_sums`, :func:`_defocus_line_sums`,
+    :func:`_defocus_class_row`), then per value in float64 z = I_0 * w_0, z = z + I_c * w_c (c = 1, 2, ...),
+    y = (z + p * centre) / 255, ``floor_u8``."""
     n, h, w, c = x.shape
     wc = w * c
-    r = (iy.shape[0] - h) // 2
-    src = np.empty((h, wc), np.float64)
-    pad = np.empty((iy.shape[0], ix.shape[0] * c), np.float64)
-    res = np.empty((h, wc), np.float64)
+    ch = np.empty((iy.shape[0], (ix.shape[0] + 1) * c), np.float32)
+    cv = np.empty((iy.shape[0] + 1 if xruns.shape[0] + vruns.shape[0] > 0 else 0, ix.shape[0] * c), np.float32)
+    q = np.empty((h + 2 * s, (w + 2 * s) * c), np.float32)
+    lx = np.empty((s, h + 2 * s if xruns.shape[0] > 0 else 0, wc), np.float32)
+    ly = np.empty((s, h if yruns.shape[0] > 0 else 0, (w + 2 * s) * c), np.float32)
+    acc = np.empty((weights.shape[0], wc), np.float32)
+    z = np.empty(wc, np.float64)
     for i in range(n):
-        _unit64(x, i, src)
-        _pad_rows(src, iy, ix, c, pad)
-        for a in range(h):
-            acc = res[a]
-            for t in range(vs.shape[0]):
-                off = (r + dxs[t]) * c
-                seg = pad[a + r + dys[t], off : off + wc]
-                v = vs[t]
-                if t == 0:
-                    for j in range(wc):
-                        acc[j] = seg[j] * v
-                else:
-                    for j in range(wc):
-                        acc[j] = acc[j] + seg[j] * v
-        _floor_u8(res, out[i].reshape((h, wc)))
+        _defocus_prefix(x, i, iy, ix, ch, cv)
+        _defocus_disk_sums(ch, rows, pad, s, c, q)
+        _defocus_line_sums(ch, cv, pad, s, c, xruns, xk, yruns, yk, lx, ly)
+        for r in range(h):
+            _defocus_class_row(r, ch, cv, q, lx, ly, pad, s, c, qtaps, xtaps, ytaps, hruns, hk, vruns, vk, acc)
+            px, o = x[i, r].reshape(wc), out[i, r].reshape(wc)
+            a0, w0 = acc[0], weights[0]
+            for j in range(wc):
+                z[j] = np.float64(a0[j]) * w0
+            for cl in range(1, weights.shape[0]):
+                a, wk = acc[cl], weights[cl]
+                for j in range(wc):
+                    z[j] = z[j] + np.float64(a[j]) * wk
+            for j in range(wc):
+                y = (z[j] + np.float64(px[j]) * centre) / 255.0
+                o[j] = np.uint8(np.int32(min(max(y, 0.0), 1.0) * 255.0))
