@@ -339,16 +339,26 @@ def _defocus_prefix(x, i, iy, ix, ch, cv):
     """Running sums of image i of x (N, H, W, C) uint8, mirror-padded through iy, ix (``_ops.ext_index``), as
     float32 (integers below 2**24: exact): ch[a, b * C + k] = sum of padded row a before column b (ch (Hp,
     (Wp + 1) * C)); cv[a, j] = sum of padded column j above row a (cv (Hp + 1, Wp * C); skipped when empty)."""
-    c = x.shape[3]
+    _, _, w, c = x.shape
     wp = ix.shape[0]
     for a in range(iy.shape[0]):
-        src, row = x[i, iy[a]], ch[a]
-        for k in range(c):
-            row[k] = 0.0
-        for b in range(wp):
-            px = src[ix[b]]
+        src, row = x[i, iy[a]].reshape(w * c), ch[a]
+        if c == 3:  # the running sums in registers (RGB: the usual case)
+            s0 = s1 = s2 = np.float32(0.0)
+            row[0] = row[1] = row[2] = s0
+            for b in range(wp):
+                o = ix[b] * 3
+                s0 += np.float32(src[o])
+                s1 += np.float32(src[o + 1])
+                s2 += np.float32(src[o + 2])
+                row[3 * b + 3], row[3 * b + 4], row[3 * b + 5] = s0, s1, s2
+        else:
             for k in range(c):
-                row[(b + 1) * c + k] = row[b * c + k] + np.float32(px[k])
+                t = np.float32(0.0)
+                row[k] = t
+                for b in range(wp):
+                    t += np.float32(src[ix[b] * c + k])
+                    row[(b + 1) * c + k] = t
     if cv.shape[0] > 0:
         first = cv[0]
         for j in range(wp * c):
@@ -377,24 +387,24 @@ def _defocus_disk_sums(ch, rows, pad, s, c, q):
 
 @kernel
 def _defocus_line_sums(ch, cv, pad, s, c, xruns, xk, yruns, yk, lx, ly):
-    """The line sums X_b into lx (s, H + 2s, W * C) at pixel (t - s, j // C): xk * vertical runs (b, dx, y0, y1)
-    of cv; Y_b into ly (s, H, (W + 2s) * C) at pixel (t, j // C - s): yk * horizontal runs (b, dy, x0, x1) of
+    """The line sums X_b into lx (H + 2s, s, W * C) at pixel (t - s, j // C): xk * vertical runs (b, dx, y0, y1)
+    of cv; Y_b into ly (H, s, (W + 2s) * C) at pixel (t, j // C - s): yk * horizontal runs (b, dy, x0, x1) of
     ch. float32, exact."""
-    for t in range(lx.shape[1] if xruns.shape[0] > 0 else 0):
-        for b in range(lx.shape[0]):
+    for t in range(lx.shape[0] if xruns.shape[0] > 0 else 0):
+        for b in range(lx.shape[1]):
             for j in range(lx.shape[2]):
-                lx[b, t, j] = 0.0
+                lx[t, b, j] = 0.0
         for e in range(xruns.shape[0]):
-            a, k, o = lx[xruns[e, 0] - 1, t], xk[e], (pad + xruns[e, 1]) * c
+            a, k, o = lx[t, xruns[e, 0] - 1], xk[e], (pad + xruns[e, 1]) * c
             hi, lo = cv[t - s + pad + xruns[e, 3] + 1, o:], cv[t - s + pad + xruns[e, 2], o:]
             for j in range(lx.shape[2]):
                 a[j] += k * (hi[j] - lo[j])
-    for t in range(ly.shape[1] if yruns.shape[0] > 0 else 0):
-        for b in range(ly.shape[0]):
+    for t in range(ly.shape[0] if yruns.shape[0] > 0 else 0):
+        for b in range(ly.shape[1]):
             for j in range(ly.shape[2]):
-                ly[b, t, j] = 0.0
+                ly[t, b, j] = 0.0
         for e in range(yruns.shape[0]):
-            a, k, src = ly[yruns[e, 0] - 1, t], yk[e], ch[t + pad + yruns[e, 1]]
+            a, k, src = ly[t, yruns[e, 0] - 1], yk[e], ch[t + pad + yruns[e, 1]]
             hi, lo = src[(pad - s + yruns[e, 3] + 1) * c :], src[(pad - s + yruns[e, 2]) * c :]
             for j in range(ly.shape[2]):
                 a[j] += k * (hi[j] - lo[j])
@@ -414,11 +424,11 @@ def _defocus_class_row(r, ch, cv, q, lx, ly, pad, s, c, qtaps, xtaps, ytaps, hru
         for j in range(wc):
             a[j] += seg[j]
     for e in range(xtaps.shape[0]):
-        a, seg = acc[xtaps[e, 0]], lx[xtaps[e, 2] - 1, r - xtaps[e, 1] + s]
+        a, seg = acc[xtaps[e, 0]], lx[r - xtaps[e, 1] + s, xtaps[e, 2] - 1]
         for j in range(wc):
             a[j] += seg[j]
     for e in range(ytaps.shape[0]):
-        a, seg = acc[ytaps[e, 0]], ly[ytaps[e, 2] - 1, r, (s - ytaps[e, 1]) * c :]
+        a, seg = acc[ytaps[e, 0]], ly[r, ytaps[e, 2] - 1, (s - ytaps[e, 1]) * c :]
         for j in range(wc):
             a[j] += seg[j]
     for e in range(hruns.shape[0]):
@@ -434,35 +444,50 @@ def _defocus_class_row(r, ch, cv, q, lx, ly, pad, s, c, qtaps, xtaps, ytaps, hru
 
 
 @kernel
+def _defocus_finish(acc, weights, centre, px, z, o):
+    """One row: z = I_0 * w_0, then z = z + I_c * w_c (c = 1, 2, ...) in float64, y = (z + p * centre) / 255,
+    ``floor_u8`` into o; acc (classes, W * C) the class sums, px the row's pixel values."""
+    a0, w0 = acc[0], weights[0]
+    for j in range(z.shape[0]):
+        z[j] = np.float64(a0[j]) * w0
+    for cl in range(1, weights.shape[0]):
+        a, wk = acc[cl], weights[cl]
+        for j in range(z.shape[0]):
+            z[j] = z[j] + np.float64(a[j]) * wk
+    for j in range(z.shape[0]):
+        y = (z[j] + np.float64(px[j]) * centre) / 255.0
+        o[j] = np.uint8(np.int32(min(max(y, 0.0), 1.0) * 255.0))
+
+
+DEFOCUS_BAND = 32  # output rows per step: the running sums of a band (and its margin) stay in L2
+
+
+@kernel
 def defocus_blur_kernel(x, iy, ix, pad, s, rows, qtaps, xruns, xk, xtaps, yruns, yk, ytaps, hruns, hk, vruns, vk,
                         weights, centre, out):
-    """``blur.defocus_blur`` on uint8 x (N, H, W, C) with ``blur.defocus_plan``'s tables: per image the exact
-    float32 class sums I_c (:func:`_defocus_prefix`, :func:`_defocus_disk_sums`, :func:`_defocus_line_sums`,
-    :func:`_defocus_class_row`), then per value in float64 z = I_0 * w_0, z = z + I_c * w_c (c = 1, 2, ...),
-    y = (z + p * centre) / 255, ``floor_u8``."""
+    """``blur.defocus_blur`` on uint8 x (N, H, W, C) with ``blur.defocus_plan``'s tables: per image and band of
+    ``DEFOCUS_BAND`` rows, the exact float32 class sums I_c (:func:`_defocus_prefix`, :func:`_defocus_disk_sums`,
+    :func:`_defocus_line_sums`, :func:`_defocus_class_row`, each on the band's padded rows as if they were a
+    whole image), then :func:`_defocus_finish` per row. Integer sums: the bands change nothing."""
     n, h, w, c = x.shape
     wc = w * c
-    ch = np.empty((iy.shape[0], (ix.shape[0] + 1) * c), np.float32)
-    cv = np.empty((iy.shape[0] + 1 if xruns.shape[0] + vruns.shape[0] > 0 else 0, ix.shape[0] * c), np.float32)
-    q = np.empty((h + 2 * s, (w + 2 * s) * c), np.float32)
-    lx = np.empty((s, h + 2 * s if xruns.shape[0] > 0 else 0, wc), np.float32)
-    ly = np.empty((s, h if yruns.shape[0] > 0 else 0, (w + 2 * s) * c), np.float32)
+    bh = min(h, DEFOCUS_BAND)
+    ch = np.empty((bh + 2 * pad, (ix.shape[0] + 1) * c), np.float32)
+    cv = np.empty((bh + 2 * pad + 1 if xruns.shape[0] + vruns.shape[0] > 0 else 0, ix.shape[0] * c), np.float32)
+    q = np.empty((bh + 2 * s, (w + 2 * s) * c), np.float32)
+    lx = np.empty((bh + 2 * s if xruns.shape[0] > 0 else 0, s, wc), np.float32)
+    ly = np.empty((bh if yruns.shape[0] > 0 else 0, s, (w + 2 * s) * c), np.float32)
     acc = np.empty((weights.shape[0], wc), np.float32)
     z = np.empty(wc, np.float64)
     for i in range(n):
-        _defocus_prefix(x, i, iy, ix, ch, cv)
-        _defocus_disk_sums(ch, rows, pad, s, c, q)
-        _defocus_line_sums(ch, cv, pad, s, c, xruns, xk, yruns, yk, lx, ly)
-        for r in range(h):
-            _defocus_class_row(r, ch, cv, q, lx, ly, pad, s, c, qtaps, xtaps, ytaps, hruns, hk, vruns, vk, acc)
-            px, o = x[i, r].reshape(wc), out[i, r].reshape(wc)
-            a0, w0 = acc[0], weights[0]
-            for j in range(wc):
-                z[j] = np.float64(a0[j]) * w0
-            for cl in range(1, weights.shape[0]):
-                a, wk = acc[cl], weights[cl]
-                for j in range(wc):
-                    z[j] = z[j] + np.float64(a[j]) * wk
-            for j in range(wc):
-                y = (z[j] + np.float64(px[j]) * centre) / 255.0
-                o[j] = np.uint8(np.int32(min(max(y, 0.0), 1.0) * 255.0))
+        for r0 in range(0, h, bh):
+            nb = min(bh, h - r0)
+            cvb = cv[: nb + 2 * pad + 1]
+            _defocus_prefix(x, i, iy[r0 : r0 + nb + 2 * pad], ix, ch, cvb)
+            qb = q[: nb + 2 * s]
+            _defocus_disk_sums(ch, rows, pad, s, c, qb)
+            lxb, lyb = lx[: nb + 2 * s], ly[:nb]
+            _defocus_line_sums(ch, cvb, pad, s, c, xruns, xk, yruns, yk, lxb, lyb)
+            for r in range(nb):
+                _defocus_class_row(r, ch, cvb, qb, lxb, lyb, pad, s, c, qtaps, xtaps, ytaps, hruns, hk, vruns, vk, acc)
+                _defocus_finish(acc, weights, centre, x[i, r0 + r].reshape(wc), z, out[i, r0 + r].reshape(wc))
