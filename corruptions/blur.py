@@ -266,9 +266,11 @@ def defocus_plan(radius: float, alias_blur: float) -> DefocusPlan:
         horiz = np.abs(np.arange(rest.shape[1]) - off)[:, None] >= np.abs(np.arange(rest.shape[1]) - off)[None, :]
         hr += [(new,) + t for t in _runs(np.where(horiz, rest[c], 0), off)]
         vr += [(new,) + t for t in _runs(np.where(horiz, 0, rest[c]).T, off)]
+    reach = [abs(v) + s for t in rows for v in t] + [max(abs(t[1]), abs(t[2]) + s, abs(t[3]) + s) for t in xr + yr]
+    pad = max(reach + [abs(v) for t in hr + vr for v in t[1:4]])  # the farthest pixel any sum reads
     i64 = lambda t, cols: np.array(t, np.int64).reshape(-1, cols)  # noqa: E731
     xr, yr, hr, vr = i64(xr, 5), i64(yr, 5), i64(hr, 5), i64(vr, 5)
-    return DefocusPlan(h + 2 * s, s, i64(rows, 3), i64([(keep.index(c), i, j) for c, i, j in qtaps if c in keep], 3),
+    return DefocusPlan(pad, s, i64(rows, 3), i64([(keep.index(c), i, j) for c, i, j in qtaps if c in keep], 3),
                        xr[:, :4].copy(), xr[:, 4].astype(np.float32), i64(xt, 3),
                        yr[:, :4].copy(), yr[:, 4].astype(np.float32), i64(yt, 3),
                        hr[:, :4].copy(), hr[:, 4].astype(np.float32), vr[:, :4].copy(), vr[:, 4].astype(np.float32),

@@ -150,7 +150,7 @@ def test_defocus_plan_rebuilds_the_kernel(params):
 
     k = blur.defocus_kernel(*params).astype(np.float64)
     pl = blur.defocus_plan(*params)
-    m = 4 * pl.pad + 1
+    m = 2 * (k.shape[0] + pl.pad) + 1
     x = np.zeros((1, m, m, 1), np.uint8)
     x[0, m // 2, m // 2, 0] = 1
     xt = torch.from_numpy(x).permute(1, 2, 0, 3).reshape(m, m, 1).float()
