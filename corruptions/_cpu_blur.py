@@ -411,52 +411,52 @@ def _defocus_line_sums(ch, cv, pad, s, c, xruns, xk, yruns, yk, lx, ly):
 
 
 @kernel
-def _defocus_class_row(r, ch, cv, q, lx, ly, pad, s, c, qtaps, xtaps, ytaps, hruns, hk, vruns, vk, acc):
-    """Row r of the class sums I_c into acc (classes, W * C), float32, exact: Q at -(i, j) per qtap (class, i, j),
-    X_b at row -i per xtap (class, i, b), Y_b at column -j per ytap (class, j, b), plus hk * a horizontal run
-    (class, dy, x0, x1) of ch and vk * a vertical run (class, dx, y0, y1) of cv."""
+def _defocus_rows(x, i, r0, nb, ch, cv, q, lx, ly, pad, s, qtaps, xtaps, ytaps, hruns, hk, vruns, vk, weights,
+                  centre, acc, z, out):
+    """Rows r0 .. r0+nb-1 of image i (band rows r = 0 .. nb-1). Per row, the class sums I_c into acc (classes,
+    W * C), float32, exact: Q at -(i, j) per qtap (class, i, j), X_b at row -i per xtap (class, i, b), Y_b at
+    column -j per ytap (class, j, b), plus hk * a horizontal run (class, dy, x0, x1) of ch and vk * a vertical
+    run (class, dx, y0, y1) of cv. Then in float64 z = I_0 * w_0, z = z + I_c * w_c (c = 1, 2, ...),
+    y = (z + p * centre) / 255, ``floor_u8`` into out."""
+    c = x.shape[3]
     wc = acc.shape[1]
-    for cl in range(acc.shape[0]):
+    for r in range(nb):
+        for cl in range(acc.shape[0]):
+            for j in range(wc):
+                acc[cl, j] = 0.0
+        for e in range(qtaps.shape[0]):
+            a, seg = acc[qtaps[e, 0]], q[r - qtaps[e, 1] + s, (s - qtaps[e, 2]) * c :]
+            for j in range(wc):
+                a[j] += seg[j]
+        for e in range(xtaps.shape[0]):
+            a, seg = acc[xtaps[e, 0]], lx[r - xtaps[e, 1] + s, xtaps[e, 2] - 1]
+            for j in range(wc):
+                a[j] += seg[j]
+        for e in range(ytaps.shape[0]):
+            a, seg = acc[ytaps[e, 0]], ly[r, ytaps[e, 2] - 1, (s - ytaps[e, 1]) * c :]
+            for j in range(wc):
+                a[j] += seg[j]
+        for e in range(hruns.shape[0]):
+            a, src, k = acc[hruns[e, 0]], ch[r + pad + hruns[e, 1]], hk[e]
+            hi, lo = src[(pad + hruns[e, 3] + 1) * c :], src[(pad + hruns[e, 2]) * c :]
+            for j in range(wc):
+                a[j] += k * (hi[j] - lo[j])
+        for e in range(vruns.shape[0]):
+            a, k, o = acc[vruns[e, 0]], vk[e], (pad + vruns[e, 1]) * c
+            hi, lo = cv[r + pad + vruns[e, 3] + 1, o:], cv[r + pad + vruns[e, 2], o:]
+            for j in range(wc):
+                a[j] += k * (hi[j] - lo[j])
+        a0, w0 = acc[0], weights[0]
         for j in range(wc):
-            acc[cl, j] = 0.0
-    for e in range(qtaps.shape[0]):
-        a, seg = acc[qtaps[e, 0]], q[r - qtaps[e, 1] + s, (s - qtaps[e, 2]) * c :]
+            z[j] = np.float64(a0[j]) * w0
+        for cl in range(1, weights.shape[0]):
+            a, wk = acc[cl], weights[cl]
+            for j in range(wc):
+                z[j] = z[j] + np.float64(a[j]) * wk
+        px, o = x[i, r0 + r].reshape(wc), out[i, r0 + r].reshape(wc)
         for j in range(wc):
-            a[j] += seg[j]
-    for e in range(xtaps.shape[0]):
-        a, seg = acc[xtaps[e, 0]], lx[r - xtaps[e, 1] + s, xtaps[e, 2] - 1]
-        for j in range(wc):
-            a[j] += seg[j]
-    for e in range(ytaps.shape[0]):
-        a, seg = acc[ytaps[e, 0]], ly[r, ytaps[e, 2] - 1, (s - ytaps[e, 1]) * c :]
-        for j in range(wc):
-            a[j] += seg[j]
-    for e in range(hruns.shape[0]):
-        a, src, k = acc[hruns[e, 0]], ch[r + pad + hruns[e, 1]], hk[e]
-        hi, lo = src[(pad + hruns[e, 3] + 1) * c :], src[(pad + hruns[e, 2]) * c :]
-        for j in range(wc):
-            a[j] += k * (hi[j] - lo[j])
-    for e in range(vruns.shape[0]):
-        a, k, o = acc[vruns[e, 0]], vk[e], (pad + vruns[e, 1]) * c
-        hi, lo = cv[r + pad + vruns[e, 3] + 1, o:], cv[r + pad + vruns[e, 2], o:]
-        for j in range(wc):
-            a[j] += k * (hi[j] - lo[j])
-
-
-@kernel
-def _defocus_finish(acc, weights, centre, px, z, o):
-    """One row: z = I_0 * w_0, then z = z + I_c * w_c (c = 1, 2, ...) in float64, y = (z + p * centre) / 255,
-    ``floor_u8`` into o; acc (classes, W * C) the class sums, px the row's pixel values."""
-    a0, w0 = acc[0], weights[0]
-    for j in range(z.shape[0]):
-        z[j] = np.float64(a0[j]) * w0
-    for cl in range(1, weights.shape[0]):
-        a, wk = acc[cl], weights[cl]
-        for j in range(z.shape[0]):
-            z[j] = z[j] + np.float64(a[j]) * wk
-    for j in range(z.shape[0]):
-        y = (z[j] + np.float64(px[j]) * centre) / 255.0
-        o[j] = np.uint8(np.int32(min(max(y, 0.0), 1.0) * 255.0))
+            y = (z[j] + np.float64(px[j]) * centre) / 255.0
+            o[j] = np.uint8(np.int32(min(max(y, 0.0), 1.0) * 255.0))
 
 
 DEFOCUS_BAND = 32  # output rows per step: the running sums of a band (and its margin) stay in L2
@@ -467,8 +467,8 @@ def defocus_blur_kernel(x, iy, ix, pad, s, rows, qtaps, xruns, xk, xtaps, yruns,
                         weights, centre, out):
     """``blur.defocus_blur`` on uint8 x (N, H, W, C) with ``blur.defocus_plan``'s tables: per image and band of
     ``DEFOCUS_BAND`` rows, the exact float32 class sums I_c (:func:`_defocus_prefix`, :func:`_defocus_disk_sums`,
-    :func:`_defocus_line_sums`, :func:`_defocus_class_row`, each on the band's padded rows as if they were a
-    whole image), then :func:`_defocus_finish` per row. Integer sums: the bands change nothing."""
+    :func:`_defocus_line_sums`, each on the band's padded rows as if they were a whole image), then
+    :func:`_defocus_rows`. Integer sums: the bands change nothing."""
     n, h, w, c = x.shape
     wc = w * c
     bh = min(h, DEFOCUS_BAND)
@@ -488,6 +488,5 @@ def defocus_blur_kernel(x, iy, ix, pad, s, rows, qtaps, xruns, xk, xtaps, yruns,
             _defocus_disk_sums(ch, rows, pad, s, c, qb)
             lxb, lyb = lx[: nb + 2 * s], ly[:nb]
             _defocus_line_sums(ch, cvb, pad, s, c, xruns, xk, yruns, yk, lxb, lyb)
-            for r in range(nb):
-                _defocus_class_row(r, ch, cvb, qb, lxb, lyb, pad, s, c, qtaps, xtaps, ytaps, hruns, hk, vruns, vk, acc)
-                _defocus_finish(acc, weights, centre, x[i, r0 + r].reshape(wc), z, out[i, r0 + r].reshape(wc))
+            _defocus_rows(x, i, r0, nb, ch, cvb, qb, lxb, lyb, pad, s, qtaps, xtaps, ytaps, hruns, hk, vruns, vk,
+                          weights, centre, acc, z, out)
