@@ -335,6 +335,53 @@ def glass_blur_kernel(x, wts, iy, ix, choices, d, out):
 
 
 @kernel
+def _pad_rows(src, iy, ix, c, pad):
+    """pad[b, q * C + k] = src[iy[b], ix[q] * C + k] for src (H, W * C) and the boundary index maps iy, ix
+    of ``_ops.ext_index`` (lo = hi = r): interior columns as one contiguous copy per row."""
+    r = (ix.shape[0] - src.shape[1] // c) // 2
+    wc = src.shape[1]
+    for b in range(iy.shape[0]):
+        s, p = src[iy[b]], pad[b]
+        inner = p[r * c : r * c + wc]
+        for j in range(wc):
+            inner[j] = s[j]
+        for q in range(r):
+            q2 = ix.shape[0] - 1 - q
+            for k in range(c):
+                p[q * c + k] = s[ix[q] * c + k]
+                p[q2 * c + k] = s[ix[q2] * c + k]
+
+
+@kernel
+def defocus_direct_kernel(x, dys, dxs, vs, iy, ix, out):
+    """``blur.defocus_blur`` of a kernel with few taps (``blur.defocus_direct``), on uint8 x (N, H, W, C):
+    p / 255., mirror-padded by r (iy, ix); per pixel y = win_0 * v_0, then y = y + win_t * v_t over the non-zero
+    taps t (dy, dx, v) in ``np.nonzero`` order, win_t = the pixel at (h + dy_t, w + dx_t); ``floor_u8``."""
+    n, h, w, c = x.shape
+    wc = w * c
+    r = (iy.shape[0] - h) // 2
+    src = np.empty((h, wc), np.float64)
+    pad = np.empty((iy.shape[0], ix.shape[0] * c), np.float64)
+    res = np.empty((h, wc), np.float64)
+    for i in range(n):
+        _unit64(x, i, src)
+        _pad_rows(src, iy, ix, c, pad)
+        for a in range(h):
+            acc = res[a]
+            for t in range(vs.shape[0]):
+                off = (r + dxs[t]) * c
+                seg = pad[a + r + dys[t], off : off + wc]
+                v = vs[t]
+                if t == 0:
+                    for j in range(wc):
+                        acc[j] = seg[j] * v
+                else:
+                    for j in range(wc):
+                        acc[j] = acc[j] + seg[j] * v
+        _floor_u8(res, out[i].reshape((h, wc)))
+
+
+@kernel
 def _defocus_prefix(x, i, iy, ix, ch, cv):
     """Running sums of image i of x (N, H, W, C) uint8, mirror-padded through iy, ix (``_ops.ext_index``), as
     float32 (integers below 2**24: exact): ch[a, b * C + k] = sum of padded row a before column b (ch (Hp,

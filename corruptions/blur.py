@@ -8,8 +8,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ._cpu_blur import (defocus_blur_kernel, gaussian_blur_kernel, glass_blur_kernel, glass_shuffle_kernel,
-                        zoom_blur_kernel)
+from ._cpu_blur import (defocus_blur_kernel, defocus_direct_kernel, gaussian_blur_kernel, glass_blur_kernel,
+                        glass_shuffle_kernel, zoom_blur_kernel)
 from ._ops import (
     clipped_zoom_hwb_torch,
     clipped_zoom_tables,
@@ -151,6 +151,17 @@ def defocus_kernel(radius: float, alias_blur: float) -> np.ndarray:
     return cv2.GaussianBlur(_defocus_disk(radius), ksize=(3, 3) if radius <= 8 else (5, 5), sigmaX=alias_blur)
 
 
+DEFOCUS_DIRECT_TAPS = 9  # kernels with at most this many non-zero taps (a 3x3 blur of one pixel) are summed directly
+
+
+@lru_cache(maxsize=None)
+def defocus_taps(radius: float, alias_blur: float):
+    """The non-zero entries of :func:`defocus_kernel` in ``np.nonzero`` order: (dy, dx, float64 value)."""
+    k = defocus_kernel(radius, alias_blur)
+    r = k.shape[0] // 2
+    return tuple((int(i) - r, int(j) - r, float(k[i, j])) for i, j in zip(*np.nonzero(k)))
+
+
 class DefocusPlan(NamedTuple):
     """:func:`defocus_kernel` as integer sums of the image and a few float64 weights (see :func:`defocus_plan`).
 
@@ -281,27 +292,58 @@ def defocus_plan(radius: float, alias_blur: float) -> DefocusPlan:
 def defocus_blur(x: torch.Tensor, params, rng=None) -> torch.Tensor:
     """cv2.filter2D(x/255., -1, kernel) per channel (BORDER_REFLECT_101), clip, x255, floor.
 
-    The kernel is applied as :func:`defocus_plan` decomposes it. On the pixel values p (0..255, mirror-padded),
-    float32 running sums along rows and columns give the disk sums Q, the line sums X_b, Y_b and from them the
-    class sums I_c, all integers below 2**24, so exact in any order. Then per value, in float64:
-    z = I_0 * w_0, z = z + I_c * w_c for the other classes in order, y = (z + p * centre) / 255, ``floor_u8``.
-    Against OpenCV (which filters the CV_64F image through its DFT) the result differs by K's float32 rounding,
-    ~1e-7 relative per tap, so 255*y moves by ~1e-6 at most: a floor differs only where 255*y lies that close
-    to an integer (about 1 value in 10**5 on photographs, see the fidelity tests). The effective kernel sums to
-    K's own sum (1 - 5e-8 .. 1 + 2e-8; 1.01 at radius 8 and 10, where the reference's blur reflects the disk),
-    which keeps flat regions on the reference's side of the floor. On the CPU a compiled kernel
-    (``_cpu_blur.defocus_blur_kernel``), elsewhere :func:`defocus_blur_torch`: the same operations.
+    Kernels with at most ``DEFOCUS_DIRECT_TAPS`` non-zero taps (the CIFAR constants' single-pixel disks) are
+    summed directly (:func:`defocus_direct`). Larger ones are applied as :func:`defocus_plan` decomposes them. On
+    the pixel values p (0..255, mirror-padded), float32 running sums along rows and columns give the disk sums
+    Q, the line sums X_b, Y_b and from them the class sums I_c, all integers below 2**24, so exact in any order.
+    Then per value, in float64: z = I_0 * w_0, z = z + I_c * w_c for the other classes in order,
+    y = (z + p * centre) / 255, ``floor_u8``. Against OpenCV (which filters the CV_64F image through its DFT)
+    the result differs by K's float32 rounding, ~1e-7 relative per tap, so 255*y moves by ~1e-6 at most: a
+    floor differs only where 255*y lies that close to an integer (about 1 value in 10**6 on photographs, see
+    the fidelity tests). The effective kernel sums to K's own sum (1 - 5e-8 .. 1 + 2e-8; 1.01 at radius 8 and
+    10, where the reference's blur reflects the disk), which keeps flat regions on the reference's side of the
+    floor. On the CPU compiled kernels (``_cpu_blur.defocus_blur_kernel``, ``defocus_direct_kernel``),
+    elsewhere :func:`defocus_blur_torch`: the same operations.
     """
     if x.device.type != "cpu" or x.numel() == 0:
         return defocus_blur_torch(x, params)
-    pl = defocus_plan(*params)
     n, h, w, c = x.shape
-    iy, ix = ext_index(h, pl.pad, pl.pad, "mirror"), ext_index(w, pl.pad, pl.pad, "mirror")
     out = np.empty((n, h, w, c), np.uint8)
+    if len(defocus_taps(*params)) <= DEFOCUS_DIRECT_TAPS:
+        taps = defocus_taps(*params)
+        pad = max(max(abs(dy), abs(dx)) for dy, dx, _ in taps)
+        dys, dxs, vs = (np.array(col) for col in zip(*taps))
+        iy, ix = ext_index(h, pad, pad, "mirror"), ext_index(w, pad, pad, "mirror")
+        defocus_direct_kernel(x.contiguous().numpy(), dys.astype(np.int64), dxs.astype(np.int64),
+                              vs.astype(np.float64), iy.astype(np.int64), ix.astype(np.int64), out)
+        return torch.from_numpy(out)
+    pl = defocus_plan(*params)
+    iy, ix = ext_index(h, pl.pad, pl.pad, "mirror"), ext_index(w, pl.pad, pl.pad, "mirror")
     defocus_blur_kernel(x.contiguous().numpy(), iy.astype(np.int64), ix.astype(np.int64), pl.pad, pl.s, pl.rows,
                         pl.qtaps, pl.xruns, pl.xk, pl.xtaps, pl.yruns, pl.yk, pl.ytaps, pl.hruns, pl.hk, pl.vruns,
                         pl.vk, pl.weights, pl.centre, out)
     return torch.from_numpy(out)
+
+
+def defocus_direct(x: torch.Tensor, params) -> torch.Tensor:
+    """The direct sum (torch): per pixel y = win_0 * v_0, then y = y + win_t * v_t over the non-zero taps
+    (dy, dx, v) of :func:`defocus_taps` in order, on x / 255. (float64) mirror-padded; ``floor_u8``."""
+    taps = defocus_taps(*params)
+    pad = max(max(abs(dy), abs(dx)) for dy, dx, _ in taps)
+    n, h, w, c = x.shape
+    xt = to_hwb(u8_to_unit64(x))  # batch-innermost: every shifted window is a contiguous block
+    iy = torch.as_tensor(ext_index(h, pad, pad, "mirror"), device=x.device)
+    ix = torch.as_tensor(ext_index(w, pad, pad, "mirror"), device=x.device)
+    xp = xt.index_select(0, iy).index_select(1, ix)
+    acc, tmp = None, None
+    for dy, dx, v in taps:
+        win = xp[pad + dy : pad + dy + h, pad + dx : pad + dx + w]
+        if acc is None:
+            acc = win * v
+            tmp = torch.empty_like(acc)
+        else:
+            acc.add_(torch.mul(win, v, out=tmp))
+    return floor_u8(from_hwb(acc, n, c))
 
 
 def _defocus_sums_torch(xp: torch.Tensor, pl: DefocusPlan, h: int, w: int) -> torch.Tensor:
@@ -337,6 +379,8 @@ def _defocus_sums_torch(xp: torch.Tensor, pl: DefocusPlan, h: int, w: int) -> to
 
 def defocus_blur_torch(x: torch.Tensor, params) -> torch.Tensor:
     """:func:`defocus_blur` with torch operations (the CUDA path; on CPU, the tests' reference)."""
+    if len(defocus_taps(*params)) <= DEFOCUS_DIRECT_TAPS:
+        return defocus_direct(x, params)
     pl = defocus_plan(*params)
     n, h, w, c = x.shape
     xt = to_hwb(x).to(torch.float32)  # batch-innermost: every shifted window is a contiguous block
