@@ -410,10 +410,10 @@ def _defocus_prefix(x, i, iy, ix, ch, cv):
         first = cv[0]
         for j in range(wp * c):
             first[j] = 0.0
-        for a in range(iy.shape[0]):
-            prev, nxt, row = cv[a], cv[a + 1], ch[a]
+        for a in range(iy.shape[0]):  # bounded slices: the loops vectorise
+            prev, nxt, lo, hi = cv[a], cv[a + 1], ch[a, : wp * c], ch[a, c : c + wp * c]
             for j in range(wp * c):
-                nxt[j] = prev[j] + (row[j + c] - row[j])
+                nxt[j] = prev[j] + (hi[j] - lo[j])
 
 
 @kernel
@@ -427,7 +427,8 @@ def _defocus_disk_sums(ch, rows, pad, s, c, q):
             acc[j] = 0.0
         for e in range(rows.shape[0]):
             src = ch[t - s + pad + rows[e, 0]]
-            hi, lo = src[(pad - s + rows[e, 2] + 1) * c :], src[(pad - s + rows[e, 1]) * c :]
+            o1, o0 = (pad - s + rows[e, 2] + 1) * c, (pad - s + rows[e, 1]) * c
+            hi, lo = src[o1 : o1 + wq], src[o0 : o0 + wq]
             for j in range(wq):
                 acc[j] += hi[j] - lo[j]
 
@@ -443,7 +444,8 @@ def _defocus_line_sums(ch, cv, pad, s, c, xruns, xk, yruns, yk, lx, ly):
                 lx[t, b, j] = 0.0
         for e in range(xruns.shape[0]):
             a, k, o = lx[t, xruns[e, 0] - 1], xk[e], (pad + xruns[e, 1]) * c
-            hi, lo = cv[t - s + pad + xruns[e, 3] + 1, o:], cv[t - s + pad + xruns[e, 2], o:]
+            hi = cv[t - s + pad + xruns[e, 3] + 1, o : o + a.shape[0]]
+            lo = cv[t - s + pad + xruns[e, 2], o : o + a.shape[0]]
             for j in range(lx.shape[2]):
                 a[j] += k * (hi[j] - lo[j])
     for t in range(ly.shape[0] if yruns.shape[0] > 0 else 0):
@@ -452,7 +454,8 @@ def _defocus_line_sums(ch, cv, pad, s, c, xruns, xk, yruns, yk, lx, ly):
                 ly[t, b, j] = 0.0
         for e in range(yruns.shape[0]):
             a, k, src = ly[t, yruns[e, 0] - 1], yk[e], ch[t + pad + yruns[e, 1]]
-            hi, lo = src[(pad - s + yruns[e, 3] + 1) * c :], src[(pad - s + yruns[e, 2]) * c :]
+            o1, o0 = (pad - s + yruns[e, 3] + 1) * c, (pad - s + yruns[e, 2]) * c
+            hi, lo = src[o1 : o1 + a.shape[0]], src[o0 : o0 + a.shape[0]]
             for j in range(ly.shape[2]):
                 a[j] += k * (hi[j] - lo[j])
 
@@ -472,7 +475,8 @@ def _defocus_rows(x, i, r0, nb, ch, cv, q, lx, ly, pad, s, qtaps, xtaps, ytaps, 
             for j in range(wc):
                 acc[cl, j] = 0.0
         for e in range(qtaps.shape[0]):
-            a, seg = acc[qtaps[e, 0]], q[r - qtaps[e, 1] + s, (s - qtaps[e, 2]) * c :]
+            o = (s - qtaps[e, 2]) * c
+            a, seg = acc[qtaps[e, 0]], q[r - qtaps[e, 1] + s, o : o + wc]
             for j in range(wc):
                 a[j] += seg[j]
         for e in range(xtaps.shape[0]):
@@ -480,17 +484,19 @@ def _defocus_rows(x, i, r0, nb, ch, cv, q, lx, ly, pad, s, qtaps, xtaps, ytaps, 
             for j in range(wc):
                 a[j] += seg[j]
         for e in range(ytaps.shape[0]):
-            a, seg = acc[ytaps[e, 0]], ly[r, ytaps[e, 2] - 1, (s - ytaps[e, 1]) * c :]
+            o = (s - ytaps[e, 1]) * c
+            a, seg = acc[ytaps[e, 0]], ly[r, ytaps[e, 2] - 1, o : o + wc]
             for j in range(wc):
                 a[j] += seg[j]
         for e in range(hruns.shape[0]):
             a, src, k = acc[hruns[e, 0]], ch[r + pad + hruns[e, 1]], hk[e]
-            hi, lo = src[(pad + hruns[e, 3] + 1) * c :], src[(pad + hruns[e, 2]) * c :]
+            o1, o0 = (pad + hruns[e, 3] + 1) * c, (pad + hruns[e, 2]) * c
+            hi, lo = src[o1 : o1 + wc], src[o0 : o0 + wc]
             for j in range(wc):
                 a[j] += k * (hi[j] - lo[j])
         for e in range(vruns.shape[0]):
             a, k, o = acc[vruns[e, 0]], vk[e], (pad + vruns[e, 1]) * c
-            hi, lo = cv[r + pad + vruns[e, 3] + 1, o:], cv[r + pad + vruns[e, 2], o:]
+            hi, lo = cv[r + pad + vruns[e, 3] + 1, o : o + wc], cv[r + pad + vruns[e, 2], o : o + wc]
             for j in range(wc):
                 a[j] += k * (hi[j] - lo[j])
         a0, w0 = acc[0], weights[0]
