@@ -154,6 +154,14 @@ def defocus_kernel(radius: float, alias_blur: float) -> np.ndarray:
 DEFOCUS_DIRECT_TAPS = 9  # kernels with at most this many non-zero taps (a 3x3 blur of one pixel) are summed directly
 
 
+def defocus_is_direct(params, h: int, w: int) -> bool:
+    """Whether :func:`defocus_blur` sums the kernel's taps directly: kernels with at most ``DEFOCUS_DIRECT_TAPS``
+    taps, and images so large that a row or column running sum of 255s could pass 2**24 (float32 exactness)."""
+    if len(defocus_taps(*params)) <= DEFOCUS_DIRECT_TAPS:
+        return True
+    return (max(h, w) + 2 * defocus_plan(*params).pad + 1) * 255 >= 2**24
+
+
 @lru_cache(maxsize=None)
 def defocus_taps(radius: float, alias_blur: float):
     """The non-zero entries of :func:`defocus_kernel` in ``np.nonzero`` order: (dy, dx, float64 value)."""
@@ -292,8 +300,9 @@ def defocus_plan(radius: float, alias_blur: float) -> DefocusPlan:
 def defocus_blur(x: torch.Tensor, params, rng=None) -> torch.Tensor:
     """cv2.filter2D(x/255., -1, kernel) per channel (BORDER_REFLECT_101), clip, x255, floor.
 
-    Kernels with at most ``DEFOCUS_DIRECT_TAPS`` non-zero taps (the CIFAR constants' single-pixel disks) are
-    summed directly (:func:`defocus_direct`). Larger ones are applied as :func:`defocus_plan` decomposes them. On
+    Kernels with at most ``DEFOCUS_DIRECT_TAPS`` non-zero taps (the CIFAR constants' single-pixel disks) and
+    images over ~65,000 px a side are summed directly (:func:`defocus_is_direct`, :func:`defocus_direct`). Larger
+    kernels are applied as :func:`defocus_plan` decomposes them. On
     the pixel values p (0..255, mirror-padded), float32 running sums along rows and columns give the disk sums
     Q, the line sums X_b, Y_b and from them the class sums I_c, all integers below 2**24, so exact in any order.
     Then per value, in float64: z = I_0 * w_0, z = z + I_c * w_c for the other classes in order,
@@ -309,7 +318,7 @@ def defocus_blur(x: torch.Tensor, params, rng=None) -> torch.Tensor:
         return defocus_blur_torch(x, params)
     n, h, w, c = x.shape
     out = np.empty((n, h, w, c), np.uint8)
-    if len(defocus_taps(*params)) <= DEFOCUS_DIRECT_TAPS:
+    if defocus_is_direct(params, h, w):
         taps = defocus_taps(*params)
         pad = max(max(abs(dy), abs(dx)) for dy, dx, _ in taps)
         dys, dxs, vs = (np.array(col) for col in zip(*taps))
@@ -379,7 +388,7 @@ def _defocus_sums_torch(xp: torch.Tensor, pl: DefocusPlan, h: int, w: int) -> to
 
 def defocus_blur_torch(x: torch.Tensor, params) -> torch.Tensor:
     """:func:`defocus_blur` with torch operations (the CUDA path; on CPU, the tests' reference)."""
-    if len(defocus_taps(*params)) <= DEFOCUS_DIRECT_TAPS:
+    if defocus_is_direct(params, x.shape[1], x.shape[2]):
         return defocus_direct(x, params)
     pl = defocus_plan(*params)
     n, h, w, c = x.shape

@@ -168,6 +168,14 @@ def test_defocus_plan_rebuilds_the_kernel(params):
     assert abs(math.fsum(eff.ravel()) - math.fsum(k.ravel())) < 1e-15
 
 
+def test_defocus_blur_sums_directly_where_running_sums_could_round():
+    """Few taps, or a row of 255s over 2**24 in float32 (~65,800 px): the direct float64 sum of the taps."""
+    assert blur.defocus_is_direct((0.5, 0.6), 32, 32) and not blur.defocus_is_direct((1.5, 0.1), 32, 32)
+    wide = torch.from_numpy(np.random.default_rng(3).integers(0, 256, (1, 2, 65800, 3)).astype(np.uint8))
+    assert blur.defocus_is_direct((10, 0.5), 2, 65800) and not blur.defocus_is_direct((10, 0.5), 2, 65700)
+    assert torch.equal(blur.defocus_blur(wide, (10, 0.5)), blur.defocus_direct(wide, (10, 0.5)))
+
+
 def test_defocus_blur_flat_images_floor_like_the_kernel():
     """A flat image v gives floor(255 * sum(K_t * (v / 255))) exactly as the direct float64 sum does; the
     kernels' sums are 1 - 5e-8 .. 1 + 1e-2, so this is v - 1 or v, never a coin toss."""
