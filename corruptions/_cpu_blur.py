@@ -353,10 +353,10 @@ def _pad_rows(src, iy, ix, c, pad):
 
 
 @kernel
-def defocus_blur_kernel(x, dys, dxs, vs, iy, ix, out):
-    """``blur.defocus_blur`` on uint8 x (N, H, W, C): p / 255., mirror-padded by r (iy, ix); per pixel
-    y = win_0 * v_0, then y = y + win_t * v_t over the non-zero taps t (dy, dx, v) in ``np.nonzero`` order,
-    win_t = the pixel at (h + dy_t, w + dx_t); ``floor_u8``."""
+def defocus_direct_kernel(x, dys, dxs, vs, iy, ix, out):
+    """``blur.defocus_blur`` of a kernel with few taps (``blur.defocus_direct``), on uint8 x (N, H, W, C):
+    p / 255., mirror-padded by r (iy, ix); per pixel y = win_0 * v_0, then y = y + win_t * v_t over the non-zero
+    taps t (dy, dx, v) in ``np.nonzero`` order, win_t = the pixel at (h + dy_t, w + dx_t); ``floor_u8``."""
     n, h, w, c = x.shape
     wc = w * c
     r = (iy.shape[0] - h) // 2
@@ -379,3 +379,167 @@ def defocus_blur_kernel(x, dys, dxs, vs, iy, ix, out):
                     for j in range(wc):
                         acc[j] = acc[j] + seg[j] * v
         _floor_u8(res, out[i].reshape((h, wc)))
+
+
+@kernel
+def _defocus_prefix(x, i, iy, ix, ch, cv):
+    """Running sums of image i of x (N, H, W, C) uint8, mirror-padded through iy, ix (``_ops.ext_index``), as
+    float32 (integers below 2**24: exact): ch[a, b * C + k] = sum of padded row a before column b (ch (Hp,
+    (Wp + 1) * C)); cv[a, j] = sum of padded column j above row a (cv (Hp + 1, Wp * C); skipped when empty)."""
+    _, _, w, c = x.shape
+    wp = ix.shape[0]
+    for a in range(iy.shape[0]):
+        src, row = x[i, iy[a]].reshape(w * c), ch[a]
+        if c == 3:  # the running sums in registers (RGB: the usual case)
+            s0 = s1 = s2 = np.float32(0.0)
+            row[0] = row[1] = row[2] = s0
+            for b in range(wp):
+                o = ix[b] * 3
+                s0 += np.float32(src[o])
+                s1 += np.float32(src[o + 1])
+                s2 += np.float32(src[o + 2])
+                row[3 * b + 3], row[3 * b + 4], row[3 * b + 5] = s0, s1, s2
+        else:
+            for k in range(c):
+                t = np.float32(0.0)
+                row[k] = t
+                for b in range(wp):
+                    t += np.float32(src[ix[b] * c + k])
+                    row[(b + 1) * c + k] = t
+    if cv.shape[0] > 0:
+        first = cv[0]
+        for j in range(wp * c):
+            first[j] = 0.0
+        for a in range(iy.shape[0]):  # bounded slices: the loops vectorise
+            prev, nxt, lo, hi = cv[a], cv[a + 1], ch[a, : wp * c], ch[a, c : c + wp * c]
+            for j in range(wp * c):
+                nxt[j] = prev[j] + (hi[j] - lo[j])
+
+
+@kernel
+def _defocus_disk_sums(ch, rows, pad, s, c, q):
+    """q[t, j] = the disk's sum (rows (dy, x0, x1): its horizontal runs) at pixel (t - s, j // C - s) from the
+    row running sums ch: q (H + 2s, (W + 2s) * C), float32, exact."""
+    wq = q.shape[1]
+    for t in range(q.shape[0]):
+        acc = q[t]
+        for j in range(wq):
+            acc[j] = 0.0
+        for e in range(rows.shape[0]):
+            src = ch[t - s + pad + rows[e, 0]]
+            o1, o0 = (pad - s + rows[e, 2] + 1) * c, (pad - s + rows[e, 1]) * c
+            hi, lo = src[o1 : o1 + wq], src[o0 : o0 + wq]
+            for j in range(wq):
+                acc[j] += hi[j] - lo[j]
+
+
+@kernel
+def _defocus_line_sums(ch, cv, pad, s, c, xruns, xk, yruns, yk, lx, ly):
+    """The line sums X_b into lx (H + 2s, s, W * C) at pixel (t - s, j // C): xk * vertical runs (b, dx, y0, y1)
+    of cv; Y_b into ly (H, s, (W + 2s) * C) at pixel (t, j // C - s): yk * horizontal runs (b, dy, x0, x1) of
+    ch. float32, exact."""
+    for t in range(lx.shape[0] if xruns.shape[0] > 0 else 0):
+        for b in range(lx.shape[1]):
+            for j in range(lx.shape[2]):
+                lx[t, b, j] = 0.0
+        for e in range(xruns.shape[0]):
+            a, k, o = lx[t, xruns[e, 0] - 1], xk[e], (pad + xruns[e, 1]) * c
+            hi = cv[t - s + pad + xruns[e, 3] + 1, o : o + a.shape[0]]
+            lo = cv[t - s + pad + xruns[e, 2], o : o + a.shape[0]]
+            for j in range(lx.shape[2]):
+                a[j] += k * (hi[j] - lo[j])
+    for t in range(ly.shape[0] if yruns.shape[0] > 0 else 0):
+        for b in range(ly.shape[1]):
+            for j in range(ly.shape[2]):
+                ly[t, b, j] = 0.0
+        for e in range(yruns.shape[0]):
+            a, k, src = ly[t, yruns[e, 0] - 1], yk[e], ch[t + pad + yruns[e, 1]]
+            o1, o0 = (pad - s + yruns[e, 3] + 1) * c, (pad - s + yruns[e, 2]) * c
+            hi, lo = src[o1 : o1 + a.shape[0]], src[o0 : o0 + a.shape[0]]
+            for j in range(ly.shape[2]):
+                a[j] += k * (hi[j] - lo[j])
+
+
+@kernel
+def _defocus_rows(x, i, r0, nb, ch, cv, q, lx, ly, pad, s, qtaps, xtaps, ytaps, hruns, hk, vruns, vk, weights,
+                  centre, acc, z, out):
+    """Rows r0 .. r0+nb-1 of image i (band rows r = 0 .. nb-1). Per row, the class sums I_c into acc (classes,
+    W * C), float32, exact: Q at -(i, j) per qtap (class, i, j), X_b at row -i per xtap (class, i, b), Y_b at
+    column -j per ytap (class, j, b), plus hk * a horizontal run (class, dy, x0, x1) of ch and vk * a vertical
+    run (class, dx, y0, y1) of cv. Then in float64 z = I_0 * w_0, z = z + I_c * w_c (c = 1, 2, ...),
+    y = (z + p * centre) / 255, ``floor_u8`` into out."""
+    c = x.shape[3]
+    wc = acc.shape[1]
+    for r in range(nb):
+        for cl in range(acc.shape[0]):
+            for j in range(wc):
+                acc[cl, j] = 0.0
+        for e in range(qtaps.shape[0]):
+            o = (s - qtaps[e, 2]) * c
+            a, seg = acc[qtaps[e, 0]], q[r - qtaps[e, 1] + s, o : o + wc]
+            for j in range(wc):
+                a[j] += seg[j]
+        for e in range(xtaps.shape[0]):
+            a, seg = acc[xtaps[e, 0]], lx[r - xtaps[e, 1] + s, xtaps[e, 2] - 1]
+            for j in range(wc):
+                a[j] += seg[j]
+        for e in range(ytaps.shape[0]):
+            o = (s - ytaps[e, 1]) * c
+            a, seg = acc[ytaps[e, 0]], ly[r, ytaps[e, 2] - 1, o : o + wc]
+            for j in range(wc):
+                a[j] += seg[j]
+        for e in range(hruns.shape[0]):
+            a, src, k = acc[hruns[e, 0]], ch[r + pad + hruns[e, 1]], hk[e]
+            o1, o0 = (pad + hruns[e, 3] + 1) * c, (pad + hruns[e, 2]) * c
+            hi, lo = src[o1 : o1 + wc], src[o0 : o0 + wc]
+            for j in range(wc):
+                a[j] += k * (hi[j] - lo[j])
+        for e in range(vruns.shape[0]):
+            a, k, o = acc[vruns[e, 0]], vk[e], (pad + vruns[e, 1]) * c
+            hi, lo = cv[r + pad + vruns[e, 3] + 1, o : o + wc], cv[r + pad + vruns[e, 2], o : o + wc]
+            for j in range(wc):
+                a[j] += k * (hi[j] - lo[j])
+        a0, w0 = acc[0], weights[0]
+        for j in range(wc):
+            z[j] = np.float64(a0[j]) * w0
+        for cl in range(1, weights.shape[0]):
+            a, wk = acc[cl], weights[cl]
+            for j in range(wc):
+                z[j] = z[j] + np.float64(a[j]) * wk
+        px, o = x[i, r0 + r].reshape(wc), out[i, r0 + r].reshape(wc)
+        for j in range(wc):
+            y = (z[j] + np.float64(px[j]) * centre) / 255.0
+            o[j] = np.uint8(np.int32(min(max(y, 0.0), 1.0) * 255.0))
+
+
+DEFOCUS_BAND = 32  # output rows per step: the running sums of a band (and its margin) stay in L2
+
+
+@kernel
+def defocus_blur_kernel(x, iy, ix, pad, s, rows, qtaps, xruns, xk, xtaps, yruns, yk, ytaps, hruns, hk, vruns, vk,
+                        weights, centre, out):
+    """``blur.defocus_blur`` on uint8 x (N, H, W, C) with ``blur.defocus_plan``'s tables: per image and band of
+    ``DEFOCUS_BAND`` rows, the exact float32 class sums I_c (:func:`_defocus_prefix`, :func:`_defocus_disk_sums`,
+    :func:`_defocus_line_sums`, each on the band's padded rows as if they were a whole image), then
+    :func:`_defocus_rows`. Integer sums: the bands change nothing."""
+    n, h, w, c = x.shape
+    wc = w * c
+    bh = min(h, DEFOCUS_BAND)
+    ch = np.empty((bh + 2 * pad, (ix.shape[0] + 1) * c), np.float32)
+    cv = np.empty((bh + 2 * pad + 1 if xruns.shape[0] + vruns.shape[0] > 0 else 0, ix.shape[0] * c), np.float32)
+    q = np.empty((bh + 2 * s, (w + 2 * s) * c), np.float32)
+    lx = np.empty((bh + 2 * s if xruns.shape[0] > 0 else 0, s, wc), np.float32)
+    ly = np.empty((bh if yruns.shape[0] > 0 else 0, s, (w + 2 * s) * c), np.float32)
+    acc = np.empty((weights.shape[0], wc), np.float32)
+    z = np.empty(wc, np.float64)
+    for i in range(n):
+        for r0 in range(0, h, bh):
+            nb = min(bh, h - r0)
+            cvb = cv[: nb + 2 * pad + 1]
+            _defocus_prefix(x, i, iy[r0 : r0 + nb + 2 * pad], ix, ch, cvb)
+            qb = q[: nb + 2 * s]
+            _defocus_disk_sums(ch, rows, pad, s, c, qb)
+            lxb, lyb = lx[: nb + 2 * s], ly[:nb]
+            _defocus_line_sums(ch, cvb, pad, s, c, xruns, xk, yruns, yk, lxb, lyb)
+            _defocus_rows(x, i, r0, nb, ch, cvb, qb, lxb, lyb, pad, s, qtaps, xtaps, ytaps, hruns, hk, vruns, vk,
+                          weights, centre, acc, z, out)

@@ -129,11 +129,63 @@ def test_glass_blur_kernel_equals_torch_real(real):
                            blur.glass_blur_apply_torch(real, params, choices))
 
 
-@pytest.mark.parametrize("shape", SHAPES + [(8, 5, 7, 2)])
+DEFOCUS_PARAMS = tuple(dict.fromkeys(sum((tuple(C.CORRUPTIONS["defocus_blur"].constants[k]) for k in
+                                           ("cifar", "tiny-imagenet", "imagenet")), ()) + ((2, 0.5), (3, 0.3))))
+
+
+@pytest.mark.parametrize("shape", SHAPES + [(8, 5, 7, 2), (3, 40, 37, 3)])
 def test_defocus_blur_kernel_equals_torch(shape):
-    x = _inputs(*shape)
-    for params in P["defocus_blur"] + ((2, 0.5), (3, 0.3)):
-        assert torch.equal(blur.defocus_blur(x, params), blur.defocus_blur_torch(x, params))
+    """All three constant sets (radius 10: the 5x5 blur and border line sums) at odd shapes, images smaller
+    than the padding included, across the kernel's 32-row bands (40 rows)."""
+    x = _inputs(*shape) if shape[0] >= 8 else _inputs(8, *shape[1:])[5:]
+    for params in DEFOCUS_PARAMS:
+        assert torch.equal(blur.defocus_blur(x, params), blur.defocus_blur_torch(x, params)), params
+
+
+@pytest.mark.parametrize("params", DEFOCUS_PARAMS)
+def test_defocus_plan_rebuilds_the_kernel(params):
+    """The plan's integer sums and weights, applied to an impulse, give back cv2's float32 kernel K up to its
+    float32 rounding (a few float32 ulps), and sum to K's own float64 sum (flat regions floor as with K)."""
+    import math
+
+    k = blur.defocus_kernel(*params).astype(np.float64)
+    pl = blur.defocus_plan(*params)
+    m = 2 * (k.shape[0] + pl.pad) + 1
+    x = np.zeros((1, m, m, 1), np.uint8)
+    x[0, m // 2, m // 2, 0] = 1
+    xt = torch.from_numpy(x).permute(1, 2, 0, 3).reshape(m, m, 1).float()
+    idx = torch.arange(-pl.pad, m + pl.pad) % m  # never reaches the impulse through the border
+    acc = blur._defocus_sums_torch(xt[idx][:, idx], pl, m, m)[..., 0].double().numpy()
+    eff = sum(w * a for w, a in zip(pl.weights, acc))
+    eff[m // 2, m // 2] += pl.centre
+    h, o = k.shape[0] // 2, m // 2
+    eff = eff[::-1, ::-1]  # I(p) = M(impulse - p): the kernel flipped
+    assert np.count_nonzero(np.abs(eff) > 1e-30) == np.count_nonzero(np.abs(eff[o - h : o + h + 1, o - h : o + h + 1])
+                                                                        > 1e-30)
+    diff = eff[o - h : o + h + 1, o - h : o + h + 1] - k
+    diff[h, h] -= pl.centre  # the residual sum, folded into the centre tap
+    assert np.abs(diff).max() <= 2.5e-7 * k.max() and abs(pl.centre) < 1e-7, (np.abs(diff).max(), pl.centre)
+    assert abs(math.fsum(eff.ravel()) - math.fsum(k.ravel())) < 1e-15
+
+
+def test_defocus_blur_sums_directly_where_running_sums_could_round():
+    """Few taps, or a row of 255s over 2**24 in float32 (~65,800 px): the direct float64 sum of the taps."""
+    assert blur.defocus_is_direct((0.5, 0.6), 32, 32) and not blur.defocus_is_direct((1.5, 0.1), 32, 32)
+    wide = torch.from_numpy(np.random.default_rng(3).integers(0, 256, (1, 2, 65800, 3)).astype(np.uint8))
+    assert blur.defocus_is_direct((10, 0.5), 2, 65800) and not blur.defocus_is_direct((10, 0.5), 2, 65700)
+    assert torch.equal(blur.defocus_blur(wide, (10, 0.5)), blur.defocus_direct(wide, (10, 0.5)))
+
+
+def test_defocus_blur_flat_images_floor_like_the_kernel():
+    """A flat image v gives floor(255 * sum(K_t * (v / 255))) exactly as the direct float64 sum does; the
+    kernels' sums are 1 - 5e-8 .. 1 + 1e-2, so this is v - 1 or v, never a coin toss."""
+    x = torch.from_numpy(np.repeat(np.arange(256, dtype=np.uint8), 3).reshape(256, 1, 1, 3).repeat(6, 1).repeat(5, 2))
+    for params in DEFOCUS_PARAMS:
+        k = blur.defocus_kernel(*params).astype(np.float64)
+        want = np.uint8(np.clip(np.arange(256)[:, None] / 255.0 * k.ravel()[None, :], 0, None).sum(1).clip(0, 1)
+                        * 255)
+        got = blur.defocus_blur(x, params).numpy()
+        assert (got == want[:, None, None, None]).all(), params
 
 
 def test_defocus_blur_kernel_equals_torch_real(real):

@@ -4,7 +4,8 @@ each generator's input step).
 
 * The constants tables equal the references'; the input steps are torchvision's (Resize/CenterCrop) on PIL.
 * The 8 deterministic corruptions: >= 99.5 % of the bytes equal and |diff| <= 1 (bit-exact where the code
-  guarantees the same IEEE operations; OpenCV's DFT filtering in defocus_blur is the known exception).
+  guarantees the same IEEE operations; defocus_blur is the known exception: OpenCV filters through a DFT, we
+  apply the kernel as exact integer sums times class weights, ``blur.defocus_plan``).
 * The 11 random ones: per severity, the mean absolute change of the image matches the reference port's in
   distribution (the draws differ: the generators had no seed); glass_blur's loop with max_delta > 1 is checked bit
   for bit given the same draws.
