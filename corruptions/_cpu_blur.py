@@ -262,6 +262,76 @@ def gaussian_f64_kernel(x, wts, iy, ix, out):
 
 
 @kernel
+def _fold_pass(src, s, d, e, o, sv, dv, res):
+    """One pass of ``_ops.scipy_gaussian_folded`` along axis 0 of src (L, M) float64 into res (L, M).
+
+    With hh = L // 2: e[j] = src[j] + src[L-1-j], o[j] = src[j] - src[L-1-j] (j < hh), and e[hh] = src[hh] when L
+    is odd; S[i] = s[i, 0] * e[0] + s[i, 1] * e[1] + ... and D[i] = d[i, 0] * o[0] + ... (summed left to right);
+    res[i] = S[i] + D[i], res[L-1-i] = S[i] - D[i] (i < hh), res[hh] = S[hh] when L is odd."""
+    ln, m = src.shape
+    hh, c = ln // 2, s.shape[0]
+    for j in range(hh):
+        a, b, ej, oj = src[j], src[ln - 1 - j], e[j], o[j]
+        for k in range(m):
+            ej[k] = a[k] + b[k]
+            oj[k] = a[k] - b[k]
+    if c > hh:
+        a, ej = src[hh], e[hh]
+        for k in range(m):
+            ej[k] = a[k]
+    for i in range(c):
+        si, e0 = s[i], e[0]
+        for k in range(m):
+            sv[k] = si[0] * e0[k]
+        for j in range(1, c):
+            sij, ej = si[j], e[j]
+            for k in range(m):
+                sv[k] = sv[k] + sij * ej[k]
+        if i == hh:  # the middle row of an odd axis
+            r = res[i]
+            for k in range(m):
+                r[k] = sv[k]
+            continue
+        di, o0 = d[i], o[0]
+        for k in range(m):
+            dv[k] = di[0] * o0[k]
+        for j in range(1, hh):
+            dij, oj = di[j], o[j]
+            for k in range(m):
+                dv[k] = dv[k] + dij * oj[k]
+        r0, r1 = res[i], res[ln - 1 - i]
+        for k in range(m):
+            r0[k] = sv[k] + dv[k]
+            r1[k] = sv[k] - dv[k]
+
+
+@kernel
+def gaussian_folded_kernel(x, sy, dy, sx, dx, out):
+    """``_ops.scipy_gaussian_folded`` over axes (1, 2) of float64 x (N, H, W, C) into out (same shape): the
+    folded pass (:func:`_fold_pass`) along H with the tables (sy, dy), then along W with (sx, dx) (on the
+    transposed (W, H * C) copy; transposes are exact)."""
+    n, h, w, c = x.shape
+    big = max(h, w * c, h * c)
+    e, o = np.empty((h // 2 + 1, big)), np.empty((h // 2 + 1, big))
+    et, ot = np.empty((w // 2 + 1, h * c)), np.empty((w // 2 + 1, h * c))
+    sv, dv = np.empty(big), np.empty(big)
+    mid = np.empty((h, w * c))
+    midt, rest = np.empty((w, h * c)), np.empty((w, h * c))
+    for i in range(n):
+        _fold_pass(x[i].reshape((h, w * c)), sy, dy, e, o, sv, dv, mid)
+        for a in range(h):
+            for b in range(w):
+                for q in range(c):
+                    midt[b, a * c + q] = mid[a, b * c + q]
+        _fold_pass(midt, sx, dx, et, ot, sv, dv, rest)
+        oi = out[i]
+        for a in range(h):
+            for b in range(w):
+                for q in range(c):
+                    oi[a, b, q] = rest[b, a * c + q]
+
+
+@kernel
 def _floor_u8(res, out):
     """``floor_u8``: min(max(y, 0), 1) * 255, truncated to uint8; res and out (H, W * C)."""
     for a in range(res.shape[0]):

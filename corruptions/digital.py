@@ -470,9 +470,10 @@ def _elastic_mats(jitter: np.ndarray, h: int, w: int) -> np.ndarray:
 
 def elastic_fields(ndx: torch.Tensor, ndy: torch.Tensor, alpha: float, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The displacement fields: ``scipy_gaussian(noise, sigma, mode='reflect', truncate=3) * alpha`` in float64,
-    cast to float32 (dx, dy)."""
-    return tuple((scipy_gaussian(f, sigma, dims=(1, 2), mode="reflect", truncate=3) * alpha).to(torch.float32)
-                 for f in (ndx, ndy))
+    cast to float32 (dx, dy). Where the kernel is longer than the image (ImageNet's severity 1: sigma 170.8, 512 taps
+    each side at 224 px) the filter runs folded (``fold=True``): SciPy's values up to rounding."""
+    return tuple((scipy_gaussian(f, sigma, dims=(1, 2), mode="reflect", truncate=3, fold=True) * alpha)
+                 .to(torch.float32) for f in (ndx, ndy))
 
 
 def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy):
