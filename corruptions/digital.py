@@ -455,8 +455,9 @@ def elastic_draws(rng: KeyedRandom, params, h: int, w: int):
     jitter = (-aff + (aff - -aff) * j).astype(np.float32).reshape(-1, 3, 2)
     if alpha == 0:  # severity 1: the fields are multiplied by 0, so they are not drawn
         return jitter, None, None
-    ndx = -1.0 + 2.0 * rng.uniform(h * w, stream=1).view(-1, h, w)
-    ndy = -1.0 + 2.0 * rng.uniform(h * w, stream=2).view(-1, h, w)
+    # -1 + 2u in place (the same two roundings as -1.0 + 2.0 * u, no temporaries)
+    ndx = rng.uniform(h * w, stream=1).view(-1, h, w).mul_(2.0).add_(-1.0)
+    ndy = rng.uniform(h * w, stream=2).view(-1, h, w).mul_(2.0).add_(-1.0)
     return jitter, ndx, ndy
 
 
