@@ -158,6 +158,32 @@ def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, dx, dy, out) -> None
 
 
 @kernel
+def snow_layer_kernel(z, mean, std, thr, rows, wrows, cols, wcols, valid, out) -> None:
+    """``weather.snow_layer_u8`` of standard normals z (N, H, W) float64 into uint8 ``out`` (N, H, W): the layer
+    mean + std * z (float64), the reference ``clipped_zoom`` (geometry 0 of ``_ops.clipped_zoom_tables``:
+    t = ((L00*wy0)*wx0 + (L01*wy0)*wx1) + (L10*wy1)*wx0, then + (L11*wy1)*wx1, times vy*vx where a coordinate is
+    invalid), 0 below ``thr``, clamp to [0, 1], * 255, floor. Only the zoom's crop of z is read."""
+    n, h, w = z.shape
+    all_valid = valid[0, 0, 0] < 0.0
+    for i in range(n):
+        zi, oi = z[i], out[i]
+        for r in range(h):
+            r0, r1 = rows[0, 0, r], rows[0, 1, r]
+            a0, a1 = wrows[0, 0, r], wrows[0, 1, r]
+            for q in range(w):
+                c0, c1 = cols[0, 0, q], cols[0, 1, q]
+                u0, u1 = wcols[0, 0, q], wcols[0, 1, q]
+                t = ((mean + std * zi[r0, c0]) * a0) * u0 + ((mean + std * zi[r0, c1]) * a0) * u1
+                t = t + ((mean + std * zi[r1, c0]) * a1) * u0
+                t = t + ((mean + std * zi[r1, c1]) * a1) * u1
+                if not all_valid:
+                    t = t * (valid[0, 0, r] * valid[0, 1, q])
+                if t < thr:
+                    t = 0.0
+                oi[r, q] = np.uint8(int(min(max(t, 0.0), 1.0) * 255.0))  # >= 0: truncation is floor
+
+
+@kernel
 def _snow_blend(x, s8, lut32, lut64, gray_w, blend, out) -> None:
     """``weather.snow_apply``'s composition of one image: float32 ``snow_base`` (``rgb2gray32`` with its
     float64 fused steps, gray * 1.5 + 0.5, blend * x + (1 - blend) * max(x, gray)), to float64, + S + rot180(S)
