@@ -184,33 +184,44 @@ def snow_layer_kernel(z, mean, std, thr, rows, wrows, cols, wcols, valid, out) -
 
 
 @kernel
-def _snow_blend(x, s8, lut32, lut64, gray_w, blend, out) -> None:
-    """``weather.snow_apply``'s composition of one image: float32 ``snow_base`` (``rgb2gray32`` with its
-    float64 fused steps, gray * 1.5 + 0.5, blend * x + (1 - blend) * max(x, gray)), to float64, + S + rot180(S)
-    with S = s8 / 255.0, then ``floor_u8``. ``gray_w``: (R, G, B) weights; ``blend``: (blend, 1 - blend),
-    all exact float32 values."""
-    h, w, c = x.shape
-    g2y32, k15, k05 = np.float32(gray_w[1]), np.float32(1.5), np.float32(0.5)
-    b32, ib32 = np.float32(blend[0]), np.float32(blend[1])
-    for y in range(h):
-        for xx in range(w):
-            r, g, b = lut32[x[y, xx, 0]], lut32[x[y, xx, 1]], lut32[x[y, xx, 2]]
-            gray = np.float32(np.float64(r) * gray_w[0] + np.float64(g * g2y32))
-            gray = np.float32(np.float64(b) * gray_w[2] + np.float64(gray))
-            gray = gray * k15 + k05
-            s, sf = lut64[s8[y, xx]], lut64[s8[h - 1 - y, w - 1 - xx]]
-            for ch in range(c):
-                p = lut32[x[y, xx, ch]]
-                base = b32 * p + ib32 * max(p, gray)
-                out[y, xx, ch] = _floor_u8_64((np.float64(base) + s) + sf)
+def _floor_u8_64v(v) -> np.uint8:
+    """:func:`_floor_u8_64` written with min/max (the same values; the loops calling it vectorise)."""
+    return np.uint8(np.int32(min(max(v, 0.0), 1.0) * 255.0))
 
 
 @kernel
-def snow_blend_kernel(x, s8, lut32, lut64, gray_w, blend, out) -> None:
+def _snow_blend(x, s8, gray_w, blend, out) -> None:
+    """``weather.snow_apply``'s composition of one RGB image (H, W, 3): float32 ``snow_base`` (pixels
+    ``u8_to_unit32``: float32(v) / 255 in float32; ``rgb2gray32`` with its float64 fused steps, gray * 1.5 + 0.5,
+    blend * x + (1 - blend) * max(x, gray)), to float64, + S + rot180(S) with S = s8 / 255.0 in float64, then
+    ``floor_u8``. ``gray_w``: (R, G, B) weights; ``blend``: (blend, 1 - blend), all exact float32 values.
+    Straight-line per pixel (no table lookups), so the loop over a row vectorises."""
+    h, w, _ = x.shape
+    r2y, g2y32, b2y = gray_w[0], np.float32(gray_w[1]), gray_w[2]
+    k15, k05, d255 = np.float32(1.5), np.float32(0.5), np.float32(255.0)
+    b32, ib32 = np.float32(blend[0]), np.float32(blend[1])
+    for y in range(h):
+        xr, orow = x[y].reshape((w * 3,)), out[y].reshape((w * 3,))
+        srow, sfrow = s8[y], s8[h - 1 - y]
+        for xx in range(w):
+            r = np.float32(xr[3 * xx]) / d255
+            g = np.float32(xr[3 * xx + 1]) / d255
+            b = np.float32(xr[3 * xx + 2]) / d255
+            gray = np.float32(np.float64(r) * r2y + np.float64(g * g2y32))
+            gray = np.float32(np.float64(b) * b2y + np.float64(gray))
+            gray = gray * k15 + k05
+            s, sf = np.float64(srow[xx]) / 255.0, np.float64(sfrow[w - 1 - xx]) / 255.0
+            orow[3 * xx] = _floor_u8_64v((np.float64(b32 * r + ib32 * max(r, gray)) + s) + sf)
+            orow[3 * xx + 1] = _floor_u8_64v((np.float64(b32 * g + ib32 * max(g, gray)) + s) + sf)
+            orow[3 * xx + 2] = _floor_u8_64v((np.float64(b32 * b + ib32 * max(b, gray)) + s) + sf)
+
+
+@kernel
+def snow_blend_kernel(x, s8, gray_w, blend, out) -> None:
     """``weather.snow_apply``'s composition of uint8 images (N, H, W, 3) with their motion-blurred snow layers
     ``s8`` (N, H, W) into ``out`` (see :func:`_snow_blend`)."""
     for i in range(x.shape[0]):
-        _snow_blend(x[i], s8[i], lut32, lut64, gray_w, blend, out[i])
+        _snow_blend(x[i], s8[i], gray_w, blend, out[i])
 
 
 # ----------------------------------------------------------------------------------------------

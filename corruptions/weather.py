@@ -272,12 +272,12 @@ def snow_apply(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.nda
 def snow_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.ndarray) -> torch.Tensor:
     """:func:`snow_apply` on the CPU: the same layer (:func:`snow_layer_u8_cpu`) and motion blur (compiled on the
     CPU through ``im_motion_blur``), then the composition as one compiled pass (``_cpu_weather.snow_blend_kernel``)."""
-    from ._cpu_weather import UNIT32, UNIT64, snow_blend_kernel
+    from ._cpu_weather import snow_blend_kernel
 
     blur_r, blur_s, blend = params[4:7]
     s8 = im_motion_blur(snow_layer_u8_cpu(normal, params), blur_r, blur_s, angles_deg)
     out = np.empty(tuple(x.shape), np.uint8)
-    snow_blend_kernel(x.contiguous().numpy(), s8.reshape(s8.shape[:3]).contiguous().numpy(), UNIT32, UNIT64,
+    snow_blend_kernel(x.contiguous().numpy(), s8.reshape(s8.shape[:3]).contiguous().numpy(),
                       np.array([_R2Y, _G2Y, _B2Y]), np.array([float(np.float32(blend)), float(np.float32(1 - blend))]),
                       out)
     return torch.from_numpy(out)
