@@ -262,12 +262,33 @@ def gaussian_f64_kernel(x, wts, iy, ix, out):
 
 
 @kernel
+def _fold_dot(t, v, nj, m, acc):
+    """acc[k] = t[0] * v[0, k] + t[1] * v[1, k] + ... + t[nj-1] * v[nj-1, k], summed left to right (k < m).
+    Four rows per sweep (((acc + a0 v0) + a1 v1) + a2 v2) + a3 v3: the same order, a quarter of the stores."""
+    v0 = v[0]
+    for k in range(m):
+        acc[k] = t[0] * v0[k]
+    j = 1
+    while j + 4 <= nj:
+        a0, a1, a2, a3 = t[j], t[j + 1], t[j + 2], t[j + 3]
+        v0, v1, v2, v3 = v[j], v[j + 1], v[j + 2], v[j + 3]
+        for k in range(m):
+            acc[k] = (((acc[k] + a0 * v0[k]) + a1 * v1[k]) + a2 * v2[k]) + a3 * v3[k]
+        j += 4
+    while j < nj:
+        a0, v0 = t[j], v[j]
+        for k in range(m):
+            acc[k] = acc[k] + a0 * v0[k]
+        j += 1
+
+
+@kernel
 def _fold_pass(src, s, d, e, o, sv, dv, res):
     """One pass of ``_ops.scipy_gaussian_folded`` along axis 0 of src (L, M) float64 into res (L, M).
 
     With hh = L // 2: e[j] = src[j] + src[L-1-j], o[j] = src[j] - src[L-1-j] (j < hh), and e[hh] = src[hh] when L
-    is odd; S[i] = s[i, 0] * e[0] + s[i, 1] * e[1] + ... and D[i] = d[i, 0] * o[0] + ... (summed left to right);
-    res[i] = S[i] + D[i], res[L-1-i] = S[i] - D[i] (i < hh), res[hh] = S[hh] when L is odd."""
+    is odd; S[i] = s[i, 0] * e[0] + s[i, 1] * e[1] + ... and D[i] = d[i, 0] * o[0] + ... (summed left to right,
+    :func:`_fold_dot`); res[i] = S[i] + D[i], res[L-1-i] = S[i] - D[i] (i < hh), res[hh] = S[hh] when L is odd."""
     ln, m = src.shape
     hh, c = ln // 2, s.shape[0]
     for j in range(hh):
@@ -280,25 +301,13 @@ def _fold_pass(src, s, d, e, o, sv, dv, res):
         for k in range(m):
             ej[k] = a[k]
     for i in range(c):
-        si, e0 = s[i], e[0]
-        for k in range(m):
-            sv[k] = si[0] * e0[k]
-        for j in range(1, c):
-            sij, ej = si[j], e[j]
-            for k in range(m):
-                sv[k] = sv[k] + sij * ej[k]
+        _fold_dot(s[i], e, c, m, sv)
         if i == hh:  # the middle row of an odd axis
             r = res[i]
             for k in range(m):
                 r[k] = sv[k]
             continue
-        di, o0 = d[i], o[0]
-        for k in range(m):
-            dv[k] = di[0] * o0[k]
-        for j in range(1, hh):
-            dij, oj = di[j], o[j]
-            for k in range(m):
-                dv[k] = dv[k] + dij * oj[k]
+        _fold_dot(d[i], o, hh, m, dv)
         r0, r1 = res[i], res[ln - 1 - i]
         for k in range(m):
             r0[k] = sv[k] + dv[k]
