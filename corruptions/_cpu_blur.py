@@ -218,14 +218,23 @@ def _unit64(x, i, src):
 
 
 @kernel
+def _pair_taps4(acc, l0, h0, l1, h1, l2, h2, l3, h3, k0, k1, k2, k3, n):
+    """Four taps of SciPy's symmetric sum in one sweep: acc = (((acc + (l0 + h0) * k0) + (l1 + h1) * k1)
+    + (l2 + h2) * k2) + (l3 + h3) * k3 over the first n entries (the order of four single steps)."""
+    for j in range(n):
+        t = (acc[j] + (l0[j] + h0[j]) * k0) + (l1[j] + h1[j]) * k1
+        acc[j] = (t + (l2[j] + h2[j]) * k2) + (l3[j] + h3[j]) * k3
+
+
+@kernel
 def _gauss_filter(src, wts, iy, ix, c, mid, res):
     """``_ops.scipy_correlate1d_sym`` along H, then along W: src (H, W * C) float64 to res (H, W * C).
 
     Each pass is SciPy's symmetric path: y = x[i] * w[r], then y = y + (x[i-k] + x[i+k]) * w[r+k] for
-    k = r .. 1 (outermost pair first); x[i +- k] beyond the edge is read through the boundary index maps
-    iy (H + 2r), ix (W + 2r) of ``_ops.ext_index``. The H pass writes the columns of mid (H, (W + 2r) * C)
-    from r on; the W-padding columns are then copies of filtered columns (the H pass filters each
-    column on its own, so this equals filtering the padded image)."""
+    k = r .. 1 (outermost pair first; four pairs per sweep, :func:`_pair_taps4`); x[i +- k] beyond the edge is
+    read through the boundary index maps iy (H + 2r), ix (W + 2r) of ``_ops.ext_index``. The H pass writes the
+    columns of mid (H, (W + 2r) * C) from r on; the W-padding columns are then copies of filtered columns (the
+    H pass filters each column on its own, so this equals filtering the padded image)."""
     r = wts.shape[0] // 2
     h, wc = src.shape
     w = wc // c
@@ -234,8 +243,14 @@ def _gauss_filter(src, wts, iy, ix, c, mid, res):
         p0, w0 = src[iy[a + r]], wts[r]
         for j in range(wc):
             m[j] = p0[j] * w0
-        for k in range(r, 0, -1):
-            lo, hi, wk = src[iy[a + r - k]], src[iy[a + r + k]], wts[r + k]
+        k, q0 = r, a + r
+        while k >= 4:
+            _pair_taps4(m, src[iy[q0 - k]], src[iy[q0 + k]], src[iy[q0 - k + 1]], src[iy[q0 + k - 1]],
+                        src[iy[q0 - k + 2]], src[iy[q0 + k - 2]], src[iy[q0 - k + 3]], src[iy[q0 + k - 3]],
+                        wts[r + k], wts[r + k - 1], wts[r + k - 2], wts[r + k - 3], wc)
+            k -= 4
+        for k in range(k, 0, -1):
+            lo, hi, wk = src[iy[q0 - k]], src[iy[q0 + k]], wts[r + k]
             for j in range(wc):
                 m[j] = m[j] + (lo[j] + hi[j]) * wk
         mp = mid[a]
@@ -246,7 +261,14 @@ def _gauss_filter(src, wts, iy, ix, c, mid, res):
         o, m0 = res[a], mp[r * c : r * c + wc]
         for j in range(wc):
             o[j] = m0[j] * w0
-        for k in range(r, 0, -1):
+        k = r
+        while k >= 4:
+            s0, t0 = (r - k) * c, (r + k) * c
+            _pair_taps4(o, mp[s0:], mp[t0:], mp[s0 + c:], mp[t0 - c:], mp[s0 + 2 * c:], mp[t0 - 2 * c:],
+                        mp[s0 + 3 * c:], mp[t0 - 3 * c:], wts[r + k], wts[r + k - 1], wts[r + k - 2], wts[r + k - 3],
+                        wc)
+            k -= 4
+        for k in range(k, 0, -1):
             lo, hi, wk = mp[(r - k) * c : (r - k) * c + wc], mp[(r + k) * c : (r + k) * c + wc], wts[r + k]
             for j in range(wc):
                 o[j] = o[j] + (lo[j] + hi[j]) * wk
