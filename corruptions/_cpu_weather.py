@@ -109,9 +109,10 @@ def _scipy_reflect(cc: float, n: int) -> float:
 
 
 @kernel
-def _map_coordinates_image(img, dx, dy, out) -> None:
+def _map_coordinates_image(img, fx, fy, alpha, out) -> None:
     """``digital.scipy_map_coordinates_reflect`` at (y + dy, x + dx) of one float32 image (H, W, C) (given as
-    float64, the exact same values), then ``floor_u8`` of the float32 result into uint8 ``out``.
+    float64, the exact same values), then ``floor_u8`` of the float32 result into uint8 ``out``. The displacements
+    are ``digital.elastic_fields``' float32(f * alpha) of the smoothed float64 fields fx, fy (H, W).
 
     Per point: coordinates folded by :func:`_scipy_reflect`, taps floor(cc), floor(cc) + 1 clamped to the
     axis, weights (1 - (cc - floor), 1 - w0); float64 sum in order (0,0), (0,1), (1,0), (1,1) of
@@ -119,8 +120,8 @@ def _map_coordinates_image(img, dx, dy, out) -> None:
     h, w, c = img.shape
     for yy in range(h):
         for xx in range(w):
-            ry = _scipy_reflect(float(yy) + np.float64(dy[yy, xx]), h)
-            rx = _scipy_reflect(float(xx) + np.float64(dx[yy, xx]), w)
+            ry = _scipy_reflect(float(yy) + np.float64(np.float32(fy[yy, xx] * alpha)), h)
+            rx = _scipy_reflect(float(xx) + np.float64(np.float32(fx[yy, xx] * alpha)), w)
             sy, sx = np.floor(ry), np.floor(rx)
             wy0, wx0 = 1.0 - (ry - sy), 1.0 - (rx - sx)
             wy1, wx1 = 1.0 - wy0, 1.0 - wx0
@@ -137,9 +138,10 @@ def _map_coordinates_image(img, dx, dy, out) -> None:
 
 
 @kernel
-def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, dx, dy, out) -> None:
+def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, fx, fy, out) -> None:
     """``digital.elastic_apply`` of uint8 images (N, H, W, C) into uint8 ``out``: affine warp, then (alpha
-    != 0) displacement by the smoothed float32 fields ``dx``, ``dy`` (N, H, W) and bilinear resampling."""
+    != 0) displacement by alpha times the smoothed float64 fields ``fx``, ``fy`` (N, H, W; unread when alpha is 0)
+    and bilinear resampling."""
     n, h, w, c = x.shape
     warped, xf32 = np.empty((h, w, c), np.float64), np.empty((h, w, c), np.float32)  # both float32 values
     for i in range(n):
@@ -150,7 +152,7 @@ def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, dx, dy, out) -> None
                     for ch in range(c):
                         out[i, yy, xx, ch] = _floor_u8_32(np.float32(warped[yy, xx, ch]))
             continue
-        _map_coordinates_image(warped, dx[i], dy[i], out[i])
+        _map_coordinates_image(warped, fx[i], fy[i], alpha, out[i])
 
 
 # ----------------------------------------------------------------------------------------------
