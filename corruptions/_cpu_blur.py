@@ -218,14 +218,23 @@ def _unit64(x, i, src):
 
 
 @kernel
+def _pair_taps4(acc, l0, h0, l1, h1, l2, h2, l3, h3, k0, k1, k2, k3, n):
+    """Four taps of SciPy's symmetric sum in one sweep: acc = (((acc + (l0 + h0) * k0) + (l1 + h1) * k1)
+    + (l2 + h2) * k2) + (l3 + h3) * k3 over the first n entries (the order of four single steps)."""
+    for j in range(n):
+        t = (acc[j] + (l0[j] + h0[j]) * k0) + (l1[j] + h1[j]) * k1
+        acc[j] = (t + (l2[j] + h2[j]) * k2) + (l3[j] + h3[j]) * k3
+
+
+@kernel
 def _gauss_filter(src, wts, iy, ix, c, mid, res):
     """``_ops.scipy_correlate1d_sym`` along H, then along W: src (H, W * C) float64 to res (H, W * C).
 
     Each pass is SciPy's symmetric path: y = x[i] * w[r], then y = y + (x[i-k] + x[i+k]) * w[r+k] for
-    k = r .. 1 (outermost pair first); x[i +- k] beyond the edge is read through the boundary index maps
-    iy (H + 2r), ix (W + 2r) of ``_ops.ext_index``. The H pass writes the columns of mid (H, (W + 2r) * C)
-    from r on; the W-padding columns are then copies of filtered columns (the H pass filters each
-    column on its own, so this equals filtering the padded image)."""
+    k = r .. 1 (outermost pair first; four pairs per sweep, :func:`_pair_taps4`); x[i +- k] beyond the edge is
+    read through the boundary index maps iy (H + 2r), ix (W + 2r) of ``_ops.ext_index``. The H pass writes the
+    columns of mid (H, (W + 2r) * C) from r on; the W-padding columns are then copies of filtered columns (the
+    H pass filters each column on its own, so this equals filtering the padded image)."""
     r = wts.shape[0] // 2
     h, wc = src.shape
     w = wc // c
@@ -234,8 +243,14 @@ def _gauss_filter(src, wts, iy, ix, c, mid, res):
         p0, w0 = src[iy[a + r]], wts[r]
         for j in range(wc):
             m[j] = p0[j] * w0
-        for k in range(r, 0, -1):
-            lo, hi, wk = src[iy[a + r - k]], src[iy[a + r + k]], wts[r + k]
+        k, q0 = r, a + r
+        while k >= 4:
+            _pair_taps4(m, src[iy[q0 - k]], src[iy[q0 + k]], src[iy[q0 - k + 1]], src[iy[q0 + k - 1]],
+                        src[iy[q0 - k + 2]], src[iy[q0 + k - 2]], src[iy[q0 - k + 3]], src[iy[q0 + k - 3]],
+                        wts[r + k], wts[r + k - 1], wts[r + k - 2], wts[r + k - 3], wc)
+            k -= 4
+        for k in range(k, 0, -1):
+            lo, hi, wk = src[iy[q0 - k]], src[iy[q0 + k]], wts[r + k]
             for j in range(wc):
                 m[j] = m[j] + (lo[j] + hi[j]) * wk
         mp = mid[a]
@@ -246,7 +261,14 @@ def _gauss_filter(src, wts, iy, ix, c, mid, res):
         o, m0 = res[a], mp[r * c : r * c + wc]
         for j in range(wc):
             o[j] = m0[j] * w0
-        for k in range(r, 0, -1):
+        k = r
+        while k >= 4:
+            s0, t0 = (r - k) * c, (r + k) * c
+            _pair_taps4(o, mp[s0:], mp[t0:], mp[s0 + c:], mp[t0 - c:], mp[s0 + 2 * c:], mp[t0 - 2 * c:],
+                        mp[s0 + 3 * c:], mp[t0 - 3 * c:], wts[r + k], wts[r + k - 1], wts[r + k - 2], wts[r + k - 3],
+                        wc)
+            k -= 4
+        for k in range(k, 0, -1):
             lo, hi, wk = mp[(r - k) * c : (r - k) * c + wc], mp[(r + k) * c : (r + k) * c + wc], wts[r + k]
             for j in range(wc):
                 o[j] = o[j] + (lo[j] + hi[j]) * wk
@@ -259,6 +281,85 @@ def gaussian_f64_kernel(x, wts, iy, ix, out):
     mid = np.empty((h, ix.shape[0] * c), np.float64)
     for i in range(n):
         _gauss_filter(x[i].reshape((h, w * c)), wts, iy, ix, c, mid, out[i].reshape((h, w * c)))
+
+
+@kernel
+def _fold_dot(t, v, nj, m, acc):
+    """acc[k] = t[0] * v[0, k] + t[1] * v[1, k] + ... + t[nj-1] * v[nj-1, k], summed left to right (k < m).
+    Four rows per sweep (((acc + a0 v0) + a1 v1) + a2 v2) + a3 v3: the same order, a quarter of the stores."""
+    v0 = v[0]
+    for k in range(m):
+        acc[k] = t[0] * v0[k]
+    j = 1
+    while j + 4 <= nj:
+        a0, a1, a2, a3 = t[j], t[j + 1], t[j + 2], t[j + 3]
+        v0, v1, v2, v3 = v[j], v[j + 1], v[j + 2], v[j + 3]
+        for k in range(m):
+            acc[k] = (((acc[k] + a0 * v0[k]) + a1 * v1[k]) + a2 * v2[k]) + a3 * v3[k]
+        j += 4
+    while j < nj:
+        a0, v0 = t[j], v[j]
+        for k in range(m):
+            acc[k] = acc[k] + a0 * v0[k]
+        j += 1
+
+
+@kernel
+def _fold_pass(src, s, d, e, o, sv, dv, res):
+    """One pass of ``_ops.scipy_gaussian_folded`` along axis 0 of src (L, M) float64 into res (L, M).
+
+    With hh = L // 2: e[j] = src[j] + src[L-1-j], o[j] = src[j] - src[L-1-j] (j < hh), and e[hh] = src[hh] when L
+    is odd; S[i] = s[i, 0] * e[0] + s[i, 1] * e[1] + ... and D[i] = d[i, 0] * o[0] + ... (summed left to right,
+    :func:`_fold_dot`); res[i] = S[i] + D[i], res[L-1-i] = S[i] - D[i] (i < hh), res[hh] = S[hh] when L is odd."""
+    ln, m = src.shape
+    hh, c = ln // 2, s.shape[0]
+    for j in range(hh):
+        a, b, ej, oj = src[j], src[ln - 1 - j], e[j], o[j]
+        for k in range(m):
+            ej[k] = a[k] + b[k]
+            oj[k] = a[k] - b[k]
+    if c > hh:
+        a, ej = src[hh], e[hh]
+        for k in range(m):
+            ej[k] = a[k]
+    for i in range(c):
+        _fold_dot(s[i], e, c, m, sv)
+        if i == hh:  # the middle row of an odd axis
+            r = res[i]
+            for k in range(m):
+                r[k] = sv[k]
+            continue
+        _fold_dot(d[i], o, hh, m, dv)
+        r0, r1 = res[i], res[ln - 1 - i]
+        for k in range(m):
+            r0[k] = sv[k] + dv[k]
+            r1[k] = sv[k] - dv[k]
+
+
+@kernel
+def gaussian_folded_kernel(x, sy, dy, sx, dx, out):
+    """``_ops.scipy_gaussian_folded`` over axes (1, 2) of float64 x (N, H, W, C) into out (same shape): the
+    folded pass (:func:`_fold_pass`) along H with the tables (sy, dy), then along W with (sx, dx) (on the
+    transposed (W, H * C) copy; transposes are exact)."""
+    n, h, w, c = x.shape
+    big = max(h, w * c, h * c)
+    e, o = np.empty((h // 2 + 1, big)), np.empty((h // 2 + 1, big))
+    et, ot = np.empty((w // 2 + 1, h * c)), np.empty((w // 2 + 1, h * c))
+    sv, dv = np.empty(big), np.empty(big)
+    mid = np.empty((h, w * c))
+    midt, rest = np.empty((w, h * c)), np.empty((w, h * c))
+    for i in range(n):
+        _fold_pass(x[i].reshape((h, w * c)), sy, dy, e, o, sv, dv, mid)
+        for a in range(h):
+            for b in range(w):
+                for q in range(c):
+                    midt[b, a * c + q] = mid[a, b * c + q]
+        _fold_pass(midt, sx, dx, et, ot, sv, dv, rest)
+        oi = out[i]
+        for a in range(h):
+            for b in range(w):
+                for q in range(c):
+                    oi[a, b, q] = rest[b, a * c + q]
 
 
 @kernel

@@ -110,9 +110,10 @@ def _scipy_reflect(cc: float, n: int) -> float:
 
 
 @kernel
-def _map_coordinates_image(img, dx, dy, out) -> None:
+def _map_coordinates_image(img, fx, fy, alpha, out) -> None:
     """``digital.scipy_map_coordinates_reflect`` at (y + dy, x + dx) of one float32 image (H, W, C) (given as
-    float64, the exact same values), then ``floor_u8`` of the float32 result into uint8 ``out``.
+    float64, the exact same values), then ``floor_u8`` of the float32 result into uint8 ``out``. The displacements
+    are ``digital.elastic_fields``' float32(f * alpha) of the smoothed float64 fields fx, fy (H, W).
 
     Per point: coordinates folded by :func:`_scipy_reflect`, taps floor(cc), floor(cc) + 1 clamped to the
     axis, weights (1 - (cc - floor), 1 - w0); float64 sum in order (0,0), (0,1), (1,0), (1,1) of
@@ -120,8 +121,8 @@ def _map_coordinates_image(img, dx, dy, out) -> None:
     h, w, c = img.shape
     for yy in range(h):
         for xx in range(w):
-            ry = _scipy_reflect(float(yy) + np.float64(dy[yy, xx]), h)
-            rx = _scipy_reflect(float(xx) + np.float64(dx[yy, xx]), w)
+            ry = _scipy_reflect(float(yy) + np.float64(np.float32(fy[yy, xx] * alpha)), h)
+            rx = _scipy_reflect(float(xx) + np.float64(np.float32(fx[yy, xx] * alpha)), w)
             sy, sx = np.floor(ry), np.floor(rx)
             wy0, wx0 = 1.0 - (ry - sy), 1.0 - (rx - sx)
             wy1, wx1 = 1.0 - wy0, 1.0 - wx0
@@ -138,9 +139,10 @@ def _map_coordinates_image(img, dx, dy, out) -> None:
 
 
 @kernel
-def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, dx, dy, out) -> None:
+def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, fx, fy, out) -> None:
     """``digital.elastic_apply`` of uint8 images (N, H, W, C) into uint8 ``out``: affine warp, then (alpha
-    != 0) displacement by the smoothed float32 fields ``dx``, ``dy`` (N, H, W) and bilinear resampling."""
+    != 0) displacement by alpha times the smoothed float64 fields ``fx``, ``fy`` (N, H, W; unread when alpha is 0)
+    and bilinear resampling."""
     n, h, w, c = x.shape
     warped, xf32 = np.empty((h, w, c), np.float64), np.empty((h, w, c), np.float32)  # both float32 values
     for i in range(n):
@@ -151,7 +153,7 @@ def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, dx, dy, out) -> None
                     for ch in range(c):
                         out[i, yy, xx, ch] = _floor_u8_32(np.float32(warped[yy, xx, ch]))
             continue
-        _map_coordinates_image(warped, dx[i], dy[i], out[i])
+        _map_coordinates_image(warped, fx[i], fy[i], alpha, out[i])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -159,33 +161,70 @@ def elastic_kernel(x, lut32, x0, y0, adelta, bdelta, alpha, dx, dy, out) -> None
 
 
 @kernel
-def _snow_blend(x, s8, lut32, lut64, gray_w, blend, out) -> None:
-    """``weather.snow_apply``'s composition of one image: float32 ``snow_base`` (``rgb2gray32`` with its
-    float64 fused steps, gray * 1.5 + 0.5, blend * x + (1 - blend) * max(x, gray)), to float64, + S + rot180(S)
-    with S = s8 / 255.0, then ``floor_u8``. ``gray_w``: (R, G, B) weights; ``blend``: (blend, 1 - blend),
-    all exact float32 values."""
-    h, w, c = x.shape
-    g2y32, k15, k05 = np.float32(gray_w[1]), np.float32(1.5), np.float32(0.5)
-    b32, ib32 = np.float32(blend[0]), np.float32(blend[1])
-    for y in range(h):
-        for xx in range(w):
-            r, g, b = lut32[x[y, xx, 0]], lut32[x[y, xx, 1]], lut32[x[y, xx, 2]]
-            gray = np.float32(np.float64(r) * gray_w[0] + np.float64(g * g2y32))
-            gray = np.float32(np.float64(b) * gray_w[2] + np.float64(gray))
-            gray = gray * k15 + k05
-            s, sf = lut64[s8[y, xx]], lut64[s8[h - 1 - y, w - 1 - xx]]
-            for ch in range(c):
-                p = lut32[x[y, xx, ch]]
-                base = b32 * p + ib32 * max(p, gray)
-                out[y, xx, ch] = _floor_u8_64((np.float64(base) + s) + sf)
+def snow_layer_kernel(z, mean, std, thr, rows, wrows, cols, wcols, valid, out) -> None:
+    """``weather.snow_layer_u8`` of standard normals z (N, H, W) float64 into uint8 ``out`` (N, H, W): the layer
+    mean + std * z (float64), the reference ``clipped_zoom`` (geometry 0 of ``_ops.clipped_zoom_tables``:
+    t = ((L00*wy0)*wx0 + (L01*wy0)*wx1) + (L10*wy1)*wx0, then + (L11*wy1)*wx1, times vy*vx where a coordinate is
+    invalid), 0 below ``thr``, clamp to [0, 1], * 255, floor. Only the zoom's crop of z is read."""
+    n, h, w = z.shape
+    all_valid = valid[0, 0, 0] < 0.0
+    for i in range(n):
+        zi, oi = z[i], out[i]
+        for r in range(h):
+            r0, r1 = rows[0, 0, r], rows[0, 1, r]
+            a0, a1 = wrows[0, 0, r], wrows[0, 1, r]
+            for q in range(w):
+                c0, c1 = cols[0, 0, q], cols[0, 1, q]
+                u0, u1 = wcols[0, 0, q], wcols[0, 1, q]
+                t = ((mean + std * zi[r0, c0]) * a0) * u0 + ((mean + std * zi[r0, c1]) * a0) * u1
+                t = t + ((mean + std * zi[r1, c0]) * a1) * u0
+                t = t + ((mean + std * zi[r1, c1]) * a1) * u1
+                if not all_valid:
+                    t = t * (valid[0, 0, r] * valid[0, 1, q])
+                if t < thr:
+                    t = 0.0
+                oi[r, q] = np.uint8(int(min(max(t, 0.0), 1.0) * 255.0))  # >= 0: truncation is floor
 
 
 @kernel
-def snow_blend_kernel(x, s8, lut32, lut64, gray_w, blend, out) -> None:
+def _floor_u8_64v(v) -> np.uint8:
+    """:func:`_floor_u8_64` written with min/max (the same values; the loops calling it vectorise)."""
+    return np.uint8(np.int32(min(max(v, 0.0), 1.0) * 255.0))
+
+
+@kernel
+def _snow_blend(x, s8, gray_w, blend, out) -> None:
+    """``weather.snow_apply``'s composition of one RGB image (H, W, 3): float32 ``snow_base`` (pixels
+    ``u8_to_unit32``: float32(v) / 255 in float32; ``rgb2gray32`` with its float64 fused steps, gray * 1.5 + 0.5,
+    blend * x + (1 - blend) * max(x, gray)), to float64, + S + rot180(S) with S = s8 / 255.0 in float64, then
+    ``floor_u8``. ``gray_w``: (R, G, B) weights; ``blend``: (blend, 1 - blend), all exact float32 values.
+    Straight-line per pixel (no table lookups), so the loop over a row vectorises."""
+    h, w, _ = x.shape
+    r2y, g2y32, b2y = gray_w[0], np.float32(gray_w[1]), gray_w[2]
+    k15, k05, d255 = np.float32(1.5), np.float32(0.5), np.float32(255.0)
+    b32, ib32 = np.float32(blend[0]), np.float32(blend[1])
+    for y in range(h):
+        xr, orow = x[y].reshape((w * 3,)), out[y].reshape((w * 3,))
+        srow, sfrow = s8[y], s8[h - 1 - y]
+        for xx in range(w):
+            r = np.float32(xr[3 * xx]) / d255
+            g = np.float32(xr[3 * xx + 1]) / d255
+            b = np.float32(xr[3 * xx + 2]) / d255
+            gray = np.float32(np.float64(r) * r2y + np.float64(g * g2y32))
+            gray = np.float32(np.float64(b) * b2y + np.float64(gray))
+            gray = gray * k15 + k05
+            s, sf = np.float64(srow[xx]) / 255.0, np.float64(sfrow[w - 1 - xx]) / 255.0
+            orow[3 * xx] = _floor_u8_64v((np.float64(b32 * r + ib32 * max(r, gray)) + s) + sf)
+            orow[3 * xx + 1] = _floor_u8_64v((np.float64(b32 * g + ib32 * max(g, gray)) + s) + sf)
+            orow[3 * xx + 2] = _floor_u8_64v((np.float64(b32 * b + ib32 * max(b, gray)) + s) + sf)
+
+
+@kernel
+def snow_blend_kernel(x, s8, gray_w, blend, out) -> None:
     """``weather.snow_apply``'s composition of uint8 images (N, H, W, 3) with their motion-blurred snow layers
     ``s8`` (N, H, W) into ``out`` (see :func:`_snow_blend`)."""
     for i in range(x.shape[0]):
-        _snow_blend(x[i], s8[i], lut32, lut64, gray_w, blend, out[i])
+        _snow_blend(x[i], s8[i], gray_w, blend, out[i])
 
 
 # ----------------------------------------------------------------------------------------------

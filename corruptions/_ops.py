@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from ._cpu_blur import clipped_zoom_kernel, gaussian_f64_kernel, motion_blur_kernel
+from ._cpu_blur import clipped_zoom_kernel, gaussian_f64_kernel, gaussian_folded_kernel, motion_blur_kernel
 
 # ----------------------------------------------------------------------------------------------
 # conversions
@@ -140,29 +140,124 @@ def gaussian_tables(sigma: float, truncate: float, h: int, w: int, mode: str):
     return wts, ext_index(h, r, r, mode).astype(np.int64), ext_index(w, r, r, mode).astype(np.int64)
 
 
-def scipy_gaussian(x: torch.Tensor, sigma: float, dims=(1, 2), mode: str = "nearest", truncate: float = 4.0):
+@lru_cache(maxsize=None)
+def folded_gaussian_tables(sigma: float, truncate: float, n: int, mode: str):
+    """The SciPy filter along an axis of length n as a matrix, folded by the axis' mirror symmetry: (s, d).
+
+    M[i, j] (n x n) is the sum of the weights w[k] (k = 0 .. 2r, in that order, from 0.0) whose tap i - r + k
+    lands on j through the boundary map (``ext_index``), so ``correlate1d(x)[i] = sum_j M[i, j] * x[j]``
+    exactly. For hh = n // 2 and j < hh: s[i, j] = (M[i, j] + M[i, n-1-j]) * 0.5 (rows i < n - hh),
+    d[i, j] = (M[i, j] - M[i, n-1-j]) * 0.5 (i < hh); s[i, hh] = M[i, hh] when n is odd. Since
+    M[n-1-i, n-1-j] = M[i, j] (symmetric weights, symmetric boundary), out[i] = S[i] + D[i] and
+    out[n-1-i] = S[i] - D[i], with S = s . (x[j] + x[n-1-j]) and D = d . (x[j] - x[n-1-j])."""
+    wts = scipy_gaussian_weights(sigma, truncate)
+    r = len(wts) // 2
+    src = ext_index(n, r, r, mode)
+    m = np.zeros((n, n))
+    rows = np.arange(n)
+    for k in range(2 * r + 1):
+        m[rows, src[rows + k]] += wts[k]  # one weight per (row, column) pair per tap: elementwise
+    hh, c = n // 2, n - n // 2
+    lo, hi = m[:c, :hh], m[:c, n - 1 - np.arange(hh)]
+    s = np.empty((c, c))
+    s[:, :hh] = (lo + hi) * 0.5
+    if c > hh:
+        s[:, hh] = m[:c, hh]
+    return s, np.ascontiguousarray((lo[:hh] - hi[:hh]) * 0.5)
+
+
+def folds(sigma: float, truncate: float, h: int, w: int) -> bool:
+    """Whether a ``fold=True`` filter over an (h, w) plane takes the folded path: the radius reaches both axes'
+    lengths (every tap window wraps the axis; elsewhere the direct SciPy loop is kept, bit for bit)."""
+    return int(truncate * float(sigma) + 0.5) >= max(h, w)
+
+
+def scipy_gaussian(x: torch.Tensor, sigma: float, dims=(1, 2), mode: str = "nearest", truncate: float = 4.0,
+                   fold: bool = False):
     """``scipy.ndimage.gaussian_filter`` (as called by ``skimage.filters.gaussian``) over ``dims``, float64.
 
     Axes are filtered in increasing order; sigma <= 1e-15 skips the filter (identity), as SciPy does.
-    On the CPU, (N, H, W[, C]) float64 over (1, 2) runs as ``_cpu_blur.gaussian_f64_kernel``.
+    On the CPU, (N, H, W[, C]) float64 over (1, 2) runs as ``_cpu_blur.gaussian_f64_kernel``. With ``fold``, where
+    the kernel is longer than the axes (:func:`folds`), it runs as :func:`scipy_gaussian_folded` instead (the
+    same values up to rounding, not bit for bit: for callers whose fidelity is distributional; far fewer
+    operations).
     """
     if sigma <= 1e-15:
         return x
     if (x.device.type == "cpu" and tuple(dims) == (1, 2) and x.dim() in (3, 4) and x.dtype == torch.float64
             and x.numel() > 0):
+        if fold and folds(sigma, truncate, x.shape[1], x.shape[2]):
+            return scipy_gaussian_folded(x, sigma, mode, truncate)
         x4 = x.contiguous().numpy().reshape(tuple(x.shape[:3]) + (-1,))
         out = np.empty_like(x4)
         gaussian_f64_kernel(x4, *gaussian_tables(float(sigma), float(truncate), x4.shape[1], x4.shape[2], mode), out)
         return torch.from_numpy(out.reshape(tuple(x.shape)))
-    return scipy_gaussian_torch(x, sigma, dims, mode, truncate)
+    return scipy_gaussian_torch(x, sigma, dims, mode, truncate, fold)
 
 
-def scipy_gaussian_torch(x: torch.Tensor, sigma: float, dims=(1, 2), mode: str = "nearest", truncate: float = 4.0):
+def _fold_dot(tab: np.ndarray, v: torch.Tensor, dim: int) -> torch.Tensor:
+    """sum_j tab[:, j] * v[j] along ``dim`` of v, left to right (the first product is not added to 0)."""
+    shape = [1] * v.dim()
+    shape[dim] = tab.shape[0]
+    col = torch.as_tensor(tab.T.copy(), device=v.device)  # col[j] = tab[:, j]
+    if tab.shape[1] == 0:
+        return v.narrow(dim, 0, 0).clone()
+    acc = torch.mul(col[0].view(shape), v.narrow(dim, 0, 1))
+    tmp = torch.empty_like(acc)
+    for j in range(1, tab.shape[1]):
+        acc.add_(torch.mul(col[j].view(shape), v.narrow(dim, j, 1), out=tmp))
+    return acc
+
+
+def _fold_axis(x: torch.Tensor, tables, dim: int) -> torch.Tensor:
+    """One folded pass along ``dim`` (see :func:`folded_gaussian_tables`; ``_cpu_blur._fold_pass``)."""
+    s, d = tables
+    n = x.shape[dim]
+    hh = n // 2
+    a, b = x.narrow(dim, 0, hh), x.narrow(dim, n - hh, hh).flip(dim)
+    e, o = a + b, a - b
+    if n % 2:
+        e = torch.cat([e, x.narrow(dim, hh, 1)], dim)
+    sv, dv = _fold_dot(s, e, dim), _fold_dot(d, o, dim)
+    lo = sv.narrow(dim, 0, hh)
+    return torch.cat([lo + dv, sv.narrow(dim, hh, n - 2 * hh), (lo - dv).flip(dim)], dim)
+
+
+def scipy_gaussian_folded(x: torch.Tensor, sigma: float, mode: str = "reflect", truncate: float = 4.0):
+    """The SciPy filter over axes (1, 2) of float64 x (N, H, W[, C]) as two folded matrix passes (H, then W):
+    :func:`folded_gaussian_tables`, sums over j in increasing order. Equal to ``scipy_gaussian`` up to rounding
+    (the taps are summed per matrix entry first); CPU (``_cpu_blur.gaussian_folded_kernel``) and torch
+    (whole-tensor multiply-adds, one per table column) give the same bits."""
+    h, w = x.shape[1], x.shape[2]
+    ty = folded_gaussian_tables(float(sigma), float(truncate), h, mode)
+    tx = folded_gaussian_tables(float(sigma), float(truncate), w, mode)
+    if x.device.type == "cpu" and x.numel() > 0:
+        x4 = x.contiguous().numpy().reshape(tuple(x.shape[:3]) + (-1,))
+        out = np.empty_like(x4)
+        gaussian_folded_kernel(x4, *ty, *tx, out)
+        return torch.from_numpy(out.reshape(tuple(x.shape)))
+    return scipy_gaussian_folded_torch(x, sigma, mode, truncate)
+
+
+def scipy_gaussian_folded_torch(x: torch.Tensor, sigma: float, mode: str = "reflect", truncate: float = 4.0):
+    """:func:`scipy_gaussian_folded` with torch operations (the CUDA path; on CPU, the tests' reference)."""
+    shape = x.shape
+    xt = x.reshape(shape[0], shape[1], shape[2], -1).permute(1, 2, 0, 3).reshape(shape[1], shape[2], -1)
+    xt = _fold_axis(xt, folded_gaussian_tables(float(sigma), float(truncate), shape[1], mode), 0)
+    xt = _fold_axis(xt, folded_gaussian_tables(float(sigma), float(truncate), shape[2], mode), 1)
+    c = xt.shape[2] // shape[0]
+    return xt.reshape(shape[1], shape[2], shape[0], c).permute(2, 0, 1, 3).reshape(shape).contiguous()
+
+
+def scipy_gaussian_torch(x: torch.Tensor, sigma: float, dims=(1, 2), mode: str = "nearest", truncate: float = 4.0,
+                         fold: bool = False):
     """:func:`scipy_gaussian` with torch operations (the CUDA path; on CPU, the tests' reference)."""
     if sigma <= 1e-15:
         return x
     w = scipy_gaussian_weights(sigma, truncate)
     if tuple(dims) == (1, 2) and x.dim() in (3, 4):
+        if fold and folds(sigma, truncate, x.shape[1], x.shape[2]):
+            return scipy_gaussian_folded_torch(x, sigma, mode, truncate)
         # filter in the batch-innermost layout (contiguous shifted blocks), same arithmetic
         shape = x.shape
         xt = x.reshape(shape[0], shape[1], shape[2], -1).permute(1, 2, 0, 3).reshape(shape[1], shape[2], -1)

@@ -457,8 +457,9 @@ def elastic_draws(rng: KeyedRandom, params, h: int, w: int):
     jitter = (-aff + (aff - -aff) * j).astype(np.float32).reshape(-1, 3, 2)
     if alpha == 0:  # severity 1: the fields are multiplied by 0, so they are not drawn
         return jitter, None, None
-    ndx = -1.0 + 2.0 * rng.uniform(h * w, stream=1).view(-1, h, w)
-    ndy = -1.0 + 2.0 * rng.uniform(h * w, stream=2).view(-1, h, w)
+    # -1 + 2u in place (the same two roundings as -1.0 + 2.0 * u, no temporaries)
+    ndx = rng.uniform(h * w, stream=1).view(-1, h, w).mul_(2.0).add_(-1.0)
+    ndy = rng.uniform(h * w, stream=2).view(-1, h, w).mul_(2.0).add_(-1.0)
     return jitter, ndx, ndy
 
 
@@ -470,11 +471,18 @@ def _elastic_mats(jitter: np.ndarray, h: int, w: int) -> np.ndarray:
     return np.stack([cv2.getAffineTransform(pts1, pts1 + jitter[i]) for i in range(len(jitter))])
 
 
-def elastic_fields(ndx: torch.Tensor, ndy: torch.Tensor, alpha: float, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
+def elastic_fields(ndx: torch.Tensor, ndy: torch.Tensor, alpha: float,
+                   sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
     """The displacement fields: ``scipy_gaussian(noise, sigma, mode='reflect', truncate=3) * alpha`` in float64,
-    cast to float32 (dx, dy)."""
-    return tuple((scipy_gaussian(f, sigma, dims=(1, 2), mode="reflect", truncate=3) * alpha).to(torch.float32)
-                 for f in (ndx, ndy))
+    cast to float32 (dx, dy); :func:`smoothed_noise` gives the float64 fields before the scaling."""
+    return tuple((f * alpha).to(torch.float32) for f in smoothed_noise(ndx, ndy, sigma))
+
+
+def smoothed_noise(ndx: torch.Tensor, ndy: torch.Tensor, sigma: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``scipy_gaussian(noise, sigma, mode='reflect', truncate=3)`` of both noise planes, float64. Where the kernel is
+    longer than the image (ImageNet's severity 1: sigma 170.8, 512 taps each side at 224 px) the filter runs
+    folded (``fold=True``): SciPy's values up to rounding."""
+    return tuple(scipy_gaussian(f, sigma, dims=(1, 2), mode="reflect", truncate=3, fold=True) for f in (ndx, ndy))
 
 
 def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy):
@@ -496,20 +504,20 @@ def elastic_apply(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy):
 
 
 def elastic_apply_cpu(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy) -> torch.Tensor:
-    """:func:`elastic_apply` on the CPU: the same fields (:func:`elastic_fields`), then warp and resampling as one
-    compiled pass per image (``_cpu_weather.elastic_kernel``)."""
+    """:func:`elastic_apply` on the CPU: the same fields (:func:`smoothed_noise`, scaled in the kernel as
+    :func:`elastic_fields` does), then warp and resampling as one compiled pass per image
+    (``_cpu_weather.elastic_kernel``)."""
     from ._cpu_weather import UNIT32, elastic_kernel
 
     alpha, sigma, _ = params
     n, h, w, c = x.shape
     x0, y0, adelta, bdelta = warp_affine_fixed_point(_elastic_mats(jitter, h, w), h, w)
-    if alpha == 0:  # no fields drawn; the kernel only warps
-        dx = dy = torch.zeros((n, h, w), dtype=torch.float32)
-    else:
-        dx, dy = elastic_fields(ndx, ndy, alpha, sigma)
+    if alpha == 0:  # no fields drawn; the kernel only warps (and reads no field)
+        fx = fy = np.zeros((n, 1, 1))
+    else:  # the kernel scales them: float32(f * alpha), as elastic_fields
+        fx, fy = (f.contiguous().numpy() for f in smoothed_noise(ndx, ndy, sigma))
     out = np.empty((n, h, w, c), np.uint8)
-    elastic_kernel(x.contiguous().numpy(), UNIT32, x0, y0, adelta, bdelta, float(alpha), dx.contiguous().numpy(),
-                   dy.contiguous().numpy(), out)
+    elastic_kernel(x.contiguous().numpy(), UNIT32, x0, y0, adelta, bdelta, float(alpha), fx, fy, out)
     return torch.from_numpy(out)
 
 

@@ -9,7 +9,9 @@ import torch
 
 from . import _cpu_color
 from ._ops import (
+    clipped_zoom_axis,
     clipped_zoom_hwb,
+    clipped_zoom_tables,
     from_hwb,
     to_hwb,
     floor_u8,
@@ -236,6 +238,31 @@ def snow_layer_u8(normal: torch.Tensor, params) -> torch.Tensor:
     return torch.clamp(layer, 0.0, 1.0).mul_(255.0).floor_().to(torch.uint8)
 
 
+def snow_layer_u8_cpu(normal: torch.Tensor, params) -> torch.Tensor:
+    """:func:`snow_layer_u8` on the CPU: one compiled pass (``_cpu_weather.snow_layer_kernel``), the same bytes."""
+    from ._cpu_weather import snow_layer_kernel
+
+    mean, std, zoom, thr = params[:4]
+    n, h, w = normal.shape
+    out = np.empty((n, h, w, 1), np.uint8)
+    snow_layer_kernel(normal.contiguous().numpy(), float(mean), float(std), float(thr),
+                      *clipped_zoom_tables(h, w, (float(zoom),)), out.reshape(n, h, w))
+    return torch.from_numpy(out)
+
+
+def snow_normals(rng: KeyedRandom, zoom: float, n: int, h: int, w: int) -> torch.Tensor:
+    """The layer's standard normals (N, H, W) float64: ``ndtri`` of the keyed uniforms (stream 0, H * W per image),
+    evaluated only on the rows and columns that the layer's ``clipped_zoom`` reads (the centre crop); the rest,
+    never read, is 0."""
+    u = rng.uniform(h * w, stream=0).view(n, h, w)
+    ry, rx = clipped_zoom_axis(h, float(zoom)), clipped_zoom_axis(w, float(zoom))
+    y0, y1 = int(min(ry[0].min(), ry[1].min())), int(max(ry[0].max(), ry[1].max())) + 1
+    x0, x1 = int(min(rx[0].min(), rx[1].min())), int(max(rx[0].max(), rx[1].max())) + 1
+    normal = torch.zeros_like(u)
+    normal[:, y0:y1, x0:x1] = torch.special.ndtri(u[:, y0:y1, x0:x1])
+    return normal
+
+
 def snow_apply(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.ndarray) -> torch.Tensor:
     blur_r, blur_s, blend = params[4:7]
     s8 = im_motion_blur(snow_layer_u8(normal, params), blur_r, blur_s, angles_deg)
@@ -245,15 +272,14 @@ def snow_apply(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.nda
 
 
 def snow_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.ndarray) -> torch.Tensor:
-    """:func:`snow_apply` on the CPU: the same layer and motion blur (compiled on the CPU through
-    ``clipped_zoom_hwb`` and ``im_motion_blur``), then the composition as one compiled pass
-    (``_cpu_weather.snow_blend_kernel``)."""
-    from ._cpu_weather import UNIT32, UNIT64, snow_blend_kernel
+    """:func:`snow_apply` on the CPU: the same layer (:func:`snow_layer_u8_cpu`) and motion blur (compiled on the
+    CPU through ``im_motion_blur``), then the composition as one compiled pass (``_cpu_weather.snow_blend_kernel``)."""
+    from ._cpu_weather import snow_blend_kernel
 
     blur_r, blur_s, blend = params[4:7]
-    s8 = im_motion_blur(snow_layer_u8(normal, params), blur_r, blur_s, angles_deg)
+    s8 = im_motion_blur(snow_layer_u8_cpu(normal, params), blur_r, blur_s, angles_deg)
     out = np.empty(tuple(x.shape), np.uint8)
-    snow_blend_kernel(x.contiguous().numpy(), s8.reshape(s8.shape[:3]).contiguous().numpy(), UNIT32, UNIT64,
+    snow_blend_kernel(x.contiguous().numpy(), s8.reshape(s8.shape[:3]).contiguous().numpy(),
                       np.array([_R2Y, _G2Y, _B2Y]), np.array([float(np.float32(blend)), float(np.float32(1 - blend))]),
                       out)
     return torch.from_numpy(out)
@@ -261,7 +287,7 @@ def snow_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np
 
 def snow(x: torch.Tensor, params, rng: KeyedRandom) -> torch.Tensor:
     n, h, w, _ = x.shape
-    normal = torch.special.ndtri(rng.uniform(h * w, stream=0)).view(n, h, w)
+    normal = snow_normals(rng, params[2], n, h, w)
     apply = snow_apply_cpu if x.device.type == "cpu" else snow_apply
     return apply(x, params, normal, motion_angles(rng, -135.0, -45.0))
 

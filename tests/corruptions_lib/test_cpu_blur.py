@@ -112,6 +112,37 @@ def test_scipy_gaussian_kernel_equals_torch(mode):
             assert ours.shape == x.shape and torch.equal(ours, ref)
 
 
+@pytest.mark.parametrize("shape", [(2, 224, 224), (3, 37, 53), (2, 9, 13, 2)])
+def test_folded_gaussian_equals_scipy(shape):
+    """The folded filter (one n x n matrix per axis, taken where the kernel is longer than the axes, e.g.
+    elastic_transform's sigma 170.8 at 224 px) equals SciPy's gaussian_filter up to rounding, for kernels longer
+    and shorter than the axes, and CPU kernel and torch path agree bit for bit."""
+    from scipy.ndimage import gaussian_filter
+
+    x = torch.from_numpy(np.random.default_rng(11).uniform(-1, 1, shape))
+    for sigma in (170.8, 19.52):
+        for mode in ("reflect", "nearest", "mirror"):
+            ours = _ops.scipy_gaussian_folded(x, sigma, mode=mode, truncate=3.0)
+            assert torch.equal(ours, _ops.scipy_gaussian_folded_torch(x, sigma, mode=mode, truncate=3.0))
+            ref = np.stack([gaussian_filter(p, sigma, mode=mode, truncate=3.0, axes=(0, 1)) for p in x.numpy()])
+            assert np.abs(ours.numpy() - ref).max() <= 1e-12 * np.abs(ref).max(), (sigma, mode)
+            if _ops.folds(sigma, 3.0, shape[1], shape[2]):  # the dispatcher's choice, on CPU and in torch
+                assert torch.equal(_ops.scipy_gaussian(x, sigma, mode=mode, truncate=3.0, fold=True), ours)
+                assert torch.equal(_ops.scipy_gaussian_torch(x, sigma, mode=mode, truncate=3.0, fold=True), ours)
+
+
+def test_folded_path_only_where_the_kernel_outgrows_the_axes():
+    """Folding is opt-in (elastic_transform's fields) and starts at radius >= max(H, W); without ``fold`` the
+    filter stays SciPy's loop bit for bit (the blurs and spatter, bit-exact to scikit-image) at any size."""
+    x = torch.from_numpy(np.random.default_rng(2).uniform(-1, 1, (2, 9, 13)))
+    direct = _ops.scipy_gaussian_torch(x, 6.0, mode="nearest", truncate=4.0)
+    assert torch.equal(_ops.scipy_gaussian(x, 6.0, mode="nearest", truncate=4.0), direct)
+    assert not torch.equal(_ops.scipy_gaussian(x, 6.0, mode="nearest", truncate=4.0, fold=True), direct)
+    assert not _ops.folds(19.52, 3.0, 224, 224) and not _ops.folds(6.0, 4.0, 224, 224)
+    assert not _ops.folds(170.8, 3.0, 224, 600) and _ops.folds(170.8, 3.0, 224, 512)
+    assert not _ops.folds(1.0, 4.0, 32, 32) and _ops.folds(6.0, 4.0, 9, 13)
+
+
 @pytest.mark.parametrize("shape", SHAPES + [(8, 5, 7, 2)])
 def test_glass_blur_kernel_equals_torch(shape):
     x = _inputs(*shape)

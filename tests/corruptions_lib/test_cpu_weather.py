@@ -66,6 +66,35 @@ def test_snow_cpu_kernel_equals_torch(shape):
             assert torch.equal(weather.snow_apply_cpu(x, c, normal, angles), ref), (shape, s, c)
 
 
+def test_snow_layer_kernel_equals_torch():
+    """The compiled layer (normals -> zoomed, thresholded uint8 layer) against the torch path, at ImageNet's zooms
+    and others, square and not, including geometries with coordinates beyond the crop (the mask)."""
+    g = torch.Generator().manual_seed(4)
+    imagenet = C.CORRUPTIONS["snow"].constants["imagenet"]
+    for h, w in ((224, 224), (32, 32), (26, 30), (7, 5)):
+        z = torch.randn(3, h, w, dtype=torch.float64, generator=g)
+        for c in imagenet + P["snow"]:
+            for zoom in (c[2], 1.1, 1.2000000000000002, 2.5, 2.9):
+                cz = c[:2] + (zoom,) + c[3:]
+                assert torch.equal(weather.snow_layer_u8_cpu(z, cz), weather.snow_layer_u8(z, cz)), (h, w, cz)
+
+
+@pytest.mark.parametrize("shape", [(224, 224), (32, 32), (20, 27)])
+def test_snow_normals_only_where_the_zoom_reads(shape):
+    """``snow_normals`` evaluates ndtri only on the zoom's crop: those values equal the full draw's, the rest is 0,
+    and the layer (hence the corruption) is the one the full draw gives."""
+    h, w = shape
+    for c in C.CORRUPTIONS["snow"].constants["imagenet"] + P["snow"]:
+        rng = _draws("snow", 3, 2)
+        full = torch.special.ndtri(rng.uniform(h * w)).view(2, h, w)
+        part = weather.snow_normals(rng, c[2], 2, h, w)
+        kept = part != 0
+        assert torch.equal(part[kept], full[kept]) and kept.float().mean() <= 1.0
+        assert torch.equal(weather.snow_layer_u8(part, c), weather.snow_layer_u8(full, c)), (shape, c)
+        if c[2] >= 2:
+            assert kept.float().mean() < 0.3  # the crop is (1 / zoom)^2 of the plane
+
+
 # ---------------------------------------------------------------------------------------------- spatter
 
 
