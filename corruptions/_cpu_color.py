@@ -297,11 +297,13 @@ def _is_copy(taps: np.ndarray) -> bool:
 
 @kernel
 def _gather_columns(src: np.ndarray, taps: np.ndarray, dst: np.ndarray) -> None:
-    """A copy pass (:func:`_is_copy`) along axis 1 of packed pixels: dst[r, o] = src[r, index[o, 0]]."""
+    """A copy pass (:func:`_is_copy`) along axis 2 of packed pixels (R, K, cols): dst[r, k, o] = src[r, k,
+    index[o, 0]]."""
     for r in range(src.shape[0]):
-        s, d = src[r], dst[r]
-        for o in range(dst.shape[1]):
-            d[o] = s[np.uintp(taps[o, 1])]    # an unsigned index: no negative-index wraparound test
+        for k in range(src.shape[1]):
+            s, d = src[r, k], dst[r, k]
+            for o in range(dst.shape[2]):
+                d[o] = s[np.uintp(taps[o, 1])]    # an unsigned index: no negative-index wraparound test
 
 
 @kernel
@@ -314,20 +316,28 @@ def _transpose(src: np.ndarray, dst: np.ndarray) -> None:
 
 
 @kernel
-def _pack(img: np.ndarray, c0: int, dst: np.ndarray) -> None:
-    """Channels c0..c0+3 of img (H, W, C) as 4-byte pixels into the bytes dst (H * W * 4); missing channels
-    are 0. The three-channel image is one strided loop (it vectorises)."""
-    h, w, c = img.shape
+def _transpose_group(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst (B, K, A) = src (A, K, B) with every image k transposed."""
+    for k in range(src.shape[1]):
+        _transpose(src[:, k, :], dst[:, k, :])
+
+
+@kernel
+def _pack(imgs: np.ndarray, c0: int, dst: np.ndarray) -> None:
+    """Channels c0..c0+3 of imgs (K, H, W, C) as 4-byte pixels into the bytes dst (K * H * W * 4); missing
+    channels are 0. The three-channel images are one strided loop (it vectorises)."""
+    kk, h, w, c = imgs.shape
     if c == 3:
-        flat = img.reshape(h * w * 3)
-        for p in range(h * w):
+        flat = imgs.reshape(kk * h * w * 3)
+        for p in range(kk * h * w):
             dst[4 * p], dst[4 * p + 1], dst[4 * p + 2] = flat[3 * p], flat[3 * p + 1], flat[3 * p + 2]
             dst[4 * p + 3] = 0
         return
-    for y in range(h):
-        for xx in range(w):
-            for ch in range(4):
-                dst[4 * (y * w + xx) + ch] = img[y, xx, c0 + ch] if c0 + ch < c else 0
+    for k in range(kk):
+        for y in range(h):
+            for xx in range(w):
+                for ch in range(4):
+                    dst[4 * ((k * h + y) * w + xx) + ch] = imgs[k, y, xx, c0 + ch] if c0 + ch < c else 0
 
 
 @kernel
@@ -345,36 +355,45 @@ def _unpack(src: np.ndarray, c0: int, c: int, dst: np.ndarray) -> None:
 
 @kernel
 def _unpack_rows(src: np.ndarray, rows: np.ndarray, c0: int, stage: np.ndarray, out: np.ndarray) -> None:
-    """out[y, :, c0..c0+3] = the 4-byte pixels of row rows[y] of the bytes src (R, OW * 4): unpacked once
-    into ``stage`` (bytes, at least R * OW * C), then whole rows copied (up to 4 channels)."""
-    oh, ow, c = out.shape
-    same = src.shape[0] == oh
-    for y in range(oh):
-        same = same and rows[y] == y
-    if same:
-        _unpack(src.reshape(oh * ow * 4), c0, c, out.reshape(oh * ow * c))
-    elif c > 4:
+    """out[k, y, :, c0..c0+3] = the 4-byte pixels src[rows[y], k] of the packed (R, K, OW) buffer: unpacked
+    once into ``stage`` (bytes, at least R * K * OW * C), then whole rows copied (up to 4 channels)."""
+    kk, oh, ow, c = out.shape
+    r, n = src.shape[0], ow * c
+    if c > 4:
+        for k in range(kk):
+            for y in range(oh):
+                _unpack(src[rows[y], k].view(np.uint8), c0, c, out[k, y].reshape(n))
+        return
+    flat, st = out.reshape(kk * oh * n), stage[:r * kk * n]    # one reshape each: every reshape is a call
+    _unpack(src.reshape(r * kk * ow).view(np.uint8), c0, c, st)
+    for k in range(kk):
         for y in range(oh):
-            _unpack(src[rows[y]], c0, c, out[y].reshape(ow * c))
-    else:
-        n, flat = ow * c, out.reshape(oh * ow * c)    # one reshape: each is a call
-        _unpack(src.reshape(src.shape[0] * ow * 4), c0, c, stage)
-        for y in range(oh):
-            o, s = flat[y * n:y * n + n], stage[rows[y] * n:rows[y] * n + n]
-            for k in range(n):
-                o[k] = s[k]
+            o, i = (k * oh + y) * n, (rows[y] * kk + k) * n
+            dst, sr = flat[o:o + n], st[i:i + n]
+            for j in range(n):
+                dst[j] = sr[j]
 
 
 @kernel
-def _box_image(img: np.ndarray, c0: int, tables: tuple, bufs: tuple, acc: np.ndarray, out: np.ndarray) -> None:
-    """The passes of :func:`_box_passes` on channels c0..c0+3 of one image (H, W, C) into out (OH, OW, C).
-    Pixels travel packed in 4 bytes (bufs: two flat uint32 buffers): a pass along the buffer's rows combines
-    whole rows (:func:`_box_rows`), a pass along its columns transposes first, or gathers when it is a copy;
-    a final vertical copy is left to the unpacking, which repeats rows."""
-    h, w = img.shape[0], img.shape[1]
+def _box_group(imgs: np.ndarray, c0: int, tables: tuple, bufs: tuple, acc: np.ndarray, out: np.ndarray) -> None:
+    """The passes of :func:`_box_passes` on channels c0..c0+3 of K images (K, H, W, C) into out (K, OH, OW, C).
+    Pixels travel packed in 4 bytes (bufs: two flat uint32 buffers), the K images side by side, (rows, K,
+    columns): a pass along the rows combines whole rows of all K images (:func:`_box_rows`), a pass along
+    the columns transposes first, or gathers when it is a copy; a final vertical copy is left to the
+    unpacking, which repeats rows."""
+    kk, h, w = imgs.shape[0], imgs.shape[1], imgs.shape[2]
     a, b = bufs
-    _pack(img, c0, a[:h * w].view(np.uint8))
-    rows, cols, across, last = h, w, False, len(tables)
+    _pack(imgs, c0, b[:kk * h * w].view(np.uint8))
+    img_major = b[:kk * h * w].reshape((kk, h, w))
+    across = not _is_copy(tables[0])    # start with the images' columns as rows, for the first (horizontal) pass
+    rows, cols = (w, h) if across else (h, w)
+    start = a[:kk * h * w].reshape((rows, kk, cols))
+    for k in range(kk):
+        if across:
+            _transpose(img_major[k], start[:, k, :])
+        else:
+            start[:, k, :] = img_major[k]
+    last = len(tables)
     if last % 2 == 0 and _is_copy(tables[last - 1]):
         last -= 1     # vertical copy: done while unpacking
     for p in range(last):
@@ -382,27 +401,33 @@ def _box_image(img: np.ndarray, c0: int, tables: tuple, bufs: tuple, acc: np.nda
         n_out = taps.shape[0]
         if (p % 2 == 0) != across:    # the pass runs along the columns of the buffer
             if _is_copy(taps):
-                _gather_columns(a[:rows * cols].reshape((rows, cols)), taps, b[:rows * n_out].reshape((rows, n_out)))
+                _gather_columns(a[:rows * kk * cols].reshape((rows, kk, cols)), taps,
+                                b[:rows * kk * n_out].reshape((rows, kk, n_out)))
                 a, b, cols = b, a, n_out
                 continue
-            _transpose(a[:rows * cols].reshape((rows, cols)), b[:rows * cols].reshape((cols, rows)))
+            _transpose_group(a[:rows * kk * cols].reshape((rows, kk, cols)),
+                             b[:rows * kk * cols].reshape((cols, kk, rows)))
             a, b, rows, cols, across = b, a, cols, rows, not across
-        _box_rows(a[:rows * cols].view(np.uint8).reshape((rows, 4 * cols)), taps,
-                  b[:n_out * cols].view(np.uint8).reshape((n_out, 4 * cols)), acc)
+        _box_rows(a[:rows * kk * cols].view(np.uint8).reshape((rows, 4 * kk * cols)), taps,
+                  b[:n_out * kk * cols].view(np.uint8).reshape((n_out, 4 * kk * cols)), acc)
         a, b, rows = b, a, n_out
     if across:
-        _transpose(a[:rows * cols].reshape((rows, cols)), b[:rows * cols].reshape((cols, rows)))
+        _transpose_group(a[:rows * kk * cols].reshape((rows, kk, cols)),
+                         b[:rows * kk * cols].reshape((cols, kk, rows)))
         a, b, rows, cols = b, a, cols, rows
     row_of = tables[len(tables) - 1][:, 1] if last < len(tables) else np.arange(rows).astype(np.int32)
-    _unpack_rows(a[:rows * cols].view(np.uint8).reshape((rows, 4 * cols)), row_of, c0, b.view(np.uint8), out)
+    _unpack_rows(a[:rows * kk * cols].reshape((rows, kk, cols)), row_of, c0, b.view(np.uint8), out)
+
+
+_GROUP_VALUES = 256  # images side by side: about this many pixels per row of a pass (224 px: one image)
 
 
 @kernel
 def _box_passes(x: np.ndarray, tables: tuple, out: np.ndarray) -> None:
     """Resampling passes on (N, H, W, C) uint8 images into out: pass p applies tables[p] (:func:`compact_taps`)
-    along columns for even p (horizontal) and rows for odd p (vertical), per image and per group of up to 4
-    channels (:func:`_box_image`). A pass that keeps the size uses :func:`identity_taps` (a copy, where
-    Pillow skips the pass)."""
+    along columns for even p (horizontal) and rows for odd p (vertical), per group of images side by side
+    (long rows also for small images) and per group of up to 4 channels (:func:`_box_group`). A pass that
+    keeps the size uses :func:`identity_taps` (a copy, where Pillow skips the pass)."""
     n, h, w, c = x.shape
     big_h, big_w = h, w
     for p in range(len(tables)):
@@ -410,11 +435,12 @@ def _box_passes(x: np.ndarray, tables: tuple, out: np.ndarray) -> None:
             big_w = max(big_w, tables[p].shape[0])
         else:
             big_h = max(big_h, tables[p].shape[0])
-    bufs = (np.empty(big_h * big_w, np.uint32), np.empty(big_h * big_w, np.uint32))
-    acc = np.empty(4 * max(big_h, big_w), np.int32)
-    for i in range(n):
+    group = max(1, min(n, _GROUP_VALUES // min(h, w)))
+    bufs = (np.empty(group * big_h * big_w, np.uint32), np.empty(group * big_h * big_w, np.uint32))
+    acc = np.empty(4 * group * max(big_h, big_w), np.int32)
+    for i in range(0, n, group):
         for c0 in range(0, c, 4):
-            _box_image(x[i], c0, tables, bufs, acc, out[i])
+            _box_group(x[i:i + group], c0, tables, bufs, acc, out[i:i + group])
 
 
 @kernel
