@@ -341,6 +341,41 @@ def _pack(imgs: np.ndarray, c0: int, dst: np.ndarray) -> None:
 
 
 @kernel
+def _pack_pairs(img: np.ndarray, dst: np.ndarray) -> None:
+    """The three-channel img (H, W, 3), H even, as 4-byte pixels into the bytes dst (H / 2, W, 8): rows 2j and
+    2j + 1 side by side in each 8 bytes (so that a transpose moves two pixels at once)."""
+    h, w, _ = img.shape
+    flat, n = img.reshape(h * w * 3), 3 * w
+    for j in range(h // 2):
+        r0, r1 = flat[2 * j * n:2 * j * n + n], flat[2 * j * n + n:2 * j * n + 2 * n]
+        t = dst[8 * w * j:8 * w * j + 8 * w]
+        for p in range(w):
+            t[8 * p], t[8 * p + 1], t[8 * p + 2], t[8 * p + 3] = r0[3 * p], r0[3 * p + 1], r0[3 * p + 2], 0
+            t[8 * p + 4], t[8 * p + 5], t[8 * p + 6], t[8 * p + 7] = r1[3 * p], r1[3 * p + 1], r1[3 * p + 2], 0
+
+
+@kernel
+def _load(imgs: np.ndarray, c0: int, across: bool, tmp: np.ndarray, dst: np.ndarray) -> None:
+    """Channels c0..c0+3 of imgs (K, H, W, C) packed into dst: (W, K, H) when ``across`` (each image
+    transposed), else (H, K, W); ``tmp``: K * H * W uint32 of scratch. Three-channel images of even height are
+    transposed two pixels (8 bytes) at a time."""
+    kk, h, w, c = imgs.shape
+    if across and c == 3 and h % 2 == 0:
+        pairs, dst64 = tmp[:h * w], dst.reshape(w * kk * h).view(np.uint64).reshape((w, kk, h // 2))
+        for k in range(kk):
+            _pack_pairs(imgs[k], pairs.view(np.uint8))
+            _transpose(pairs.view(np.uint64).reshape((h // 2, w)), dst64[:, k, :])
+        return
+    _pack(imgs, c0, tmp.view(np.uint8))
+    img_major = tmp.reshape((kk, h, w))
+    for k in range(kk):
+        if across:
+            _transpose(img_major[k], dst[:, k, :])
+        else:
+            dst[:, k, :] = img_major[k]
+
+
+@kernel
 def _unpack(src: np.ndarray, c0: int, c: int, dst: np.ndarray) -> None:
     """Channels c0..c0+3 of the C-channel pixels dst (bytes, P * C) = the 4-byte pixels src (bytes, P * 4).
     The three-channel case is one strided loop (it vectorises)."""
@@ -383,16 +418,9 @@ def _box_group(imgs: np.ndarray, c0: int, tables: tuple, bufs: tuple, acc: np.nd
     unpacking, which repeats rows."""
     kk, h, w = imgs.shape[0], imgs.shape[1], imgs.shape[2]
     a, b = bufs
-    _pack(imgs, c0, b[:kk * h * w].view(np.uint8))
-    img_major = b[:kk * h * w].reshape((kk, h, w))
     across = not _is_copy(tables[0])    # start with the images' columns as rows, for the first (horizontal) pass
     rows, cols = (w, h) if across else (h, w)
-    start = a[:kk * h * w].reshape((rows, kk, cols))
-    for k in range(kk):
-        if across:
-            _transpose(img_major[k], start[:, k, :])
-        else:
-            start[:, k, :] = img_major[k]
+    _load(imgs, c0, across, b[:kk * h * w], a[:kk * h * w].reshape((rows, kk, cols)))
     last = len(tables)
     if last % 2 == 0 and _is_copy(tables[last - 1]):
         last -= 1     # vertical copy: done while unpacking
