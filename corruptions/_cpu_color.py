@@ -250,39 +250,38 @@ def _box_rows(src: np.ndarray, taps: np.ndarray, dst: np.ndarray, acc: np.ndarra
     exact in any order: taps with one shared coefficient (every BOX output) add the bytes first and multiply
     once; a single tap of coefficient 2**22 is a copy (clip8 of v * 2**22 is v)."""
     ksize, n_val = (taps.shape[1] - 1) // 2, src.shape[1]
-    for o in range(dst.shape[0]):
-        n, cf, d, a = taps[o, 0], np.int32(taps[o, 1 + ksize]), dst[o], src[taps[o, 1]]
+    for o in range(dst.shape[0]):    # 2-d indexing, no row views: each view costs reference counting
+        n, cf, ia = taps[o, 0], np.int32(taps[o, 1 + ksize]), taps[o, 1]
+        ib, ic, ie = taps[o, min(2, ksize)], taps[o, min(3, ksize)], taps[o, min(4, ksize)]
         shared = True
         for t in range(1, n):
             shared = shared and taps[o, 1 + ksize + t] == cf
         if n == 1 and cf == (1 << 22):
             for k in range(n_val):
-                d[k] = a[k]
+                dst[o, k] = src[ia, k]
         elif n == 1:
             for k in range(n_val):
-                d[k] = _clip8(np.int32(np.int32(a[k]) * cf))
+                dst[o, k] = _clip8(np.int32(np.int32(src[ia, k]) * cf))
         elif n == 2 and shared:
-            b = src[taps[o, 2]]
             for k in range(n_val):
-                d[k] = _clip8(np.int32(np.int32(np.int32(a[k]) + np.int32(b[k])) * cf))
+                dst[o, k] = _clip8(np.int32(np.int32(np.int32(src[ia, k]) + np.int32(src[ib, k])) * cf))
         elif n == 3 and shared:
-            b, c = src[taps[o, 2]], src[taps[o, 3]]
             for k in range(n_val):
-                d[k] = _clip8(np.int32(np.int32(np.int32(a[k]) + np.int32(b[k]) + np.int32(c[k])) * cf))
+                sk = np.int32(np.int32(src[ia, k]) + np.int32(src[ib, k]) + np.int32(src[ic, k]))
+                dst[o, k] = _clip8(np.int32(sk * cf))
         elif n == 4 and shared:
-            b, c, e = src[taps[o, 2]], src[taps[o, 3]], src[taps[o, 4]]
             for k in range(n_val):
-                sk = np.int32(np.int32(a[k]) + np.int32(b[k]) + np.int32(c[k]) + np.int32(e[k]))
-                d[k] = _clip8(np.int32(sk * cf))
+                sk = np.int32(np.int32(src[ia, k]) + np.int32(src[ib, k]) + np.int32(src[ic, k]) + np.int32(src[ie, k]))
+                dst[o, k] = _clip8(np.int32(sk * cf))
         else:
             for k in range(n_val):
-                acc[k] = np.int32(np.int32(a[k]) * cf)
+                acc[k] = np.int32(np.int32(src[ia, k]) * cf)
             for t in range(1, n):
-                s, ct = src[taps[o, 1 + t]], np.int32(taps[o, 1 + ksize + t])
+                it, ct = taps[o, 1 + t], np.int32(taps[o, 1 + ksize + t])
                 for k in range(n_val):
-                    acc[k] = np.int32(acc[k] + np.int32(np.int32(s[k]) * ct))
+                    acc[k] = np.int32(acc[k] + np.int32(np.int32(src[it, k]) * ct))
             for k in range(n_val):
-                d[k] = _clip8(acc[k])
+                dst[o, k] = _clip8(acc[k])
 
 
 @kernel
@@ -300,10 +299,9 @@ def _gather_columns(src: np.ndarray, taps: np.ndarray, dst: np.ndarray) -> None:
     """A copy pass (:func:`_is_copy`) along axis 2 of packed pixels (R, K, cols): dst[r, k, o] = src[r, k,
     index[o, 0]]."""
     for r in range(src.shape[0]):
-        for k in range(src.shape[1]):
-            s, d = src[r, k], dst[r, k]
+        for k in range(src.shape[1]):    # 3-d indexing, no row views (each costs reference counting)
             for o in range(dst.shape[2]):
-                d[o] = s[np.uintp(taps[o, 1])]    # an unsigned index: no negative-index wraparound test
+                dst[r, k, o] = src[r, k, np.uintp(taps[o, 1])]    # unsigned: no negative-index wraparound test
 
 
 @kernel
@@ -401,12 +399,12 @@ def _unpack_rows(src: np.ndarray, rows: np.ndarray, c0: int, stage: np.ndarray, 
         return
     flat, st = out.reshape(kk * oh * n), stage[:r * kk * n]    # one reshape each: every reshape is a call
     _unpack(src.reshape(r * kk * ow).view(np.uint8), c0, c, st)
+    out2, st2 = flat.reshape((kk * oh, n)), st.reshape((r * kk, n))    # 2-d indexing, no row views
     for k in range(kk):
         for y in range(oh):
-            o, i = (k * oh + y) * n, (rows[y] * kk + k) * n
-            dst, sr = flat[o:o + n], st[i:i + n]
+            o, i = k * oh + y, rows[y] * kk + k
             for j in range(n):
-                dst[j] = sr[j]
+                out2[o, j] = st2[i, j]
 
 
 @kernel
