@@ -301,79 +301,248 @@ def contrast_cpu(x: torch.Tensor, c: float) -> torch.Tensor:
 
 
 @kernel
-def _clip8(acc: int) -> int:
-    """Pillow's ``clip8`` of a fixed-point sum: (acc + 2**21) >> 22 (arithmetic shift), clamped to 0..255."""
-    v = (acc + (1 << 21)) >> 22
-    return min(max(v, 0), 255)
+def _clip8(acc: np.int32) -> np.uint8:
+    """Pillow's ``clip8`` of a fixed-point sum: (acc + 2**21) >> 22 (arithmetic shift), clamped to 0..255.
+    Every step is cast back to int32 (numba widens int32 arithmetic to int64): the loops then vectorise
+    over int32 lanes."""
+    v = np.int32(np.int32(acc + np.int32(1 << 21)) >> np.int32(22))
+    return np.uint8(min(max(v, np.int32(0)), np.int32(255)))
 
 
 @kernel
-def _box_pass(src: np.ndarray, taps: np.ndarray, dst: np.ndarray, axis: int, acc: np.ndarray) -> None:
-    """One Pillow resampling pass along ``axis`` (0: rows, 1: columns) of (H, W, B) uint8 images, batch
-    innermost: dst[..o..] = clip8(sum_t src[..index[o, t]..] * coeff[o, t]) over the non-zero taps of output
-    o (``taps``: the table of :func:`compact_taps`), for each of the B contiguous values. An integer sum
-    (below 2**31, as Pillow's int32), exact in any order; zero taps add nothing."""
-    ksize, b = (taps.shape[1] - 1) // 2, src.shape[2]
-    for o in range(dst.shape[axis]):
-        for other in range(dst.shape[1 - axis]):
-            for k in range(b):
-                acc[k] = 0
-            for t in range(taps[o, 0]):
-                i, cf = taps[o, 1 + t], np.int32(taps[o, 1 + ksize + t])
-                line = src[i, other] if axis == 0 else src[other, i]
-                for k in range(b):
-                    acc[k] += np.int32(line[k]) * cf
-            out = dst[o, other] if axis == 0 else dst[other, o]
-            for k in range(b):
-                out[k] = _clip8(acc[k])
+def _box_rows(src: np.ndarray, taps: np.ndarray, dst: np.ndarray, acc: np.ndarray) -> None:
+    """One Pillow resampling pass along axis 0 of the byte rows ``src`` (R, L): dst[o, :] = clip8(sum_t
+    src[index[o, t], :] * coeff[o, t]) over the non-zero taps of output o (``taps``: a :func:`compact_taps`
+    table), each row a long run of contiguous values. An integer sum in int32 (below 2**31, as Pillow's),
+    exact in any order: taps with one shared coefficient (every BOX output) add the bytes first and multiply
+    once; a single tap of coefficient 2**22 is a copy (clip8 of v * 2**22 is v)."""
+    ksize, n_val = (taps.shape[1] - 1) // 2, src.shape[1]
+    for o in range(dst.shape[0]):    # 2-d indexing, no row views: each view costs reference counting
+        n, cf, ia = taps[o, 0], np.int32(taps[o, 1 + ksize]), taps[o, 1]
+        ib, ic, ie = taps[o, min(2, ksize)], taps[o, min(3, ksize)], taps[o, min(4, ksize)]
+        shared = True
+        for t in range(1, n):
+            shared = shared and taps[o, 1 + ksize + t] == cf
+        if n == 1 and cf == (1 << 22):
+            for k in range(n_val):
+                dst[o, k] = src[ia, k]
+        elif n == 1:
+            for k in range(n_val):
+                dst[o, k] = _clip8(np.int32(np.int32(src[ia, k]) * cf))
+        elif n == 2 and shared:
+            for k in range(n_val):
+                dst[o, k] = _clip8(np.int32(np.int32(np.int32(src[ia, k]) + np.int32(src[ib, k])) * cf))
+        elif n == 3 and shared:
+            for k in range(n_val):
+                sk = np.int32(np.int32(src[ia, k]) + np.int32(src[ib, k]) + np.int32(src[ic, k]))
+                dst[o, k] = _clip8(np.int32(sk * cf))
+        elif n == 4 and shared:
+            for k in range(n_val):
+                sk = np.int32(np.int32(src[ia, k]) + np.int32(src[ib, k]) + np.int32(src[ic, k]) + np.int32(src[ie, k]))
+                dst[o, k] = _clip8(np.int32(sk * cf))
+        else:
+            for k in range(n_val):
+                acc[k] = np.int32(np.int32(src[ia, k]) * cf)
+            for t in range(1, n):
+                it, ct = taps[o, 1 + t], np.int32(taps[o, 1 + ksize + t])
+                for k in range(n_val):
+                    acc[k] = np.int32(acc[k] + np.int32(np.int32(src[it, k]) * ct))
+            for k in range(n_val):
+                dst[o, k] = _clip8(acc[k])
 
 
 @kernel
-def _move_pixels(img: np.ndarray, hwb: np.ndarray, back: bool) -> None:
-    """Copy between img (N, H, W, C) and the batch-innermost hwb (H, W, N*C) (the layout of
-    :func:`corruptions._ops.to_hwb`): img -> hwb, or hwb -> img when ``back``. The three-channel case is
-    written out (a loop over channels costs more than the copy)."""
-    n, h, w, c = img.shape
-    for i in range(n):
+def _is_copy(taps: np.ndarray) -> bool:
+    """Whether every output of a :func:`compact_taps` table is one input with coefficient 2**22 (a copy)."""
+    ksize = (taps.shape[1] - 1) // 2
+    for o in range(taps.shape[0]):
+        if taps[o, 0] != 1 or taps[o, 1 + ksize] != (1 << 22):
+            return False
+    return True
+
+
+@kernel
+def _gather_columns(src: np.ndarray, taps: np.ndarray, dst: np.ndarray) -> None:
+    """A copy pass (:func:`_is_copy`) along axis 2 of packed pixels (R, K, cols): dst[r, k, o] = src[r, k,
+    index[o, 0]]."""
+    for r in range(src.shape[0]):
+        for k in range(src.shape[1]):    # 3-d indexing, no row views (each costs reference counting)
+            for o in range(dst.shape[2]):
+                dst[r, k, o] = src[r, k, np.uintp(taps[o, 1])]    # unsigned: no negative-index wraparound test
+
+
+@kernel
+def _transpose(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst (W, H) = src (H, W) transposed (packed pixels)."""
+    h, w = src.shape
+    for xx in range(w):
+        for y in range(h):
+            dst[xx, y] = src[y, xx]
+
+
+@kernel
+def _transpose_group(src: np.ndarray, dst: np.ndarray) -> None:
+    """dst (B, K, A) = src (A, K, B) with every image k transposed."""
+    for k in range(src.shape[1]):
+        _transpose(src[:, k, :], dst[:, k, :])
+
+
+@kernel
+def _pack(imgs: np.ndarray, c0: int, dst: np.ndarray) -> None:
+    """Channels c0..c0+3 of imgs (K, H, W, C) as 4-byte pixels into the bytes dst (K * H * W * 4); missing
+    channels are 0. The three-channel images are one strided loop (it vectorises)."""
+    kk, h, w, c = imgs.shape
+    if c == 3:
+        flat = imgs.reshape(kk * h * w * 3)
+        for p in range(kk * h * w):
+            dst[4 * p], dst[4 * p + 1], dst[4 * p + 2] = flat[3 * p], flat[3 * p + 1], flat[3 * p + 2]
+            dst[4 * p + 3] = 0
+        return
+    for k in range(kk):
         for y in range(h):
             for xx in range(w):
-                if c == 3 and back:
-                    img[i, y, xx, 0], img[i, y, xx, 1] = hwb[y, xx, 3 * i], hwb[y, xx, 3 * i + 1]
-                    img[i, y, xx, 2] = hwb[y, xx, 3 * i + 2]
-                elif c == 3:
-                    hwb[y, xx, 3 * i], hwb[y, xx, 3 * i + 1] = img[i, y, xx, 0], img[i, y, xx, 1]
-                    hwb[y, xx, 3 * i + 2] = img[i, y, xx, 2]
-                else:
-                    for ch in range(c):
-                        if back:
-                            img[i, y, xx, ch] = hwb[y, xx, i * c + ch]
-                        else:
-                            hwb[y, xx, i * c + ch] = img[i, y, xx, ch]
+                for ch in range(4):
+                    dst[4 * ((k * h + y) * w + xx) + ch] = imgs[k, y, xx, c0 + ch] if c0 + ch < c else 0
 
 
 @kernel
-def _box_passes(x: np.ndarray, bufs: tuple, tables: tuple, out: np.ndarray) -> None:
-    """x (N, H, W, C) -> the batch-innermost bufs[0]; pass p reads bufs[p], writes bufs[p + 1] with
-    tables[p], along columns for even p (horizontal) and rows for odd p (vertical); the last buffer -> out.
-    A pass that keeps the size uses :func:`identity_taps` (an exact copy, where Pillow skips the pass)."""
-    _move_pixels(x, bufs[0], False)
-    acc = np.empty(bufs[0].shape[2], np.int32)
+def _pack_pairs(img: np.ndarray, dst: np.ndarray) -> None:
+    """The three-channel img (H, W, 3), H even, as 4-byte pixels into the bytes dst (H / 2, W, 8): rows 2j and
+    2j + 1 side by side in each 8 bytes (so that a transpose moves two pixels at once)."""
+    h, w, _ = img.shape
+    flat, n = img.reshape(h * w * 3), 3 * w
+    for j in range(h // 2):
+        r0, r1 = flat[2 * j * n:2 * j * n + n], flat[2 * j * n + n:2 * j * n + 2 * n]
+        t = dst[8 * w * j:8 * w * j + 8 * w]
+        for p in range(w):
+            t[8 * p], t[8 * p + 1], t[8 * p + 2], t[8 * p + 3] = r0[3 * p], r0[3 * p + 1], r0[3 * p + 2], 0
+            t[8 * p + 4], t[8 * p + 5], t[8 * p + 6], t[8 * p + 7] = r1[3 * p], r1[3 * p + 1], r1[3 * p + 2], 0
+
+
+@kernel
+def _load(imgs: np.ndarray, c0: int, across: bool, tmp: np.ndarray, dst: np.ndarray) -> None:
+    """Channels c0..c0+3 of imgs (K, H, W, C) packed into dst: (W, K, H) when ``across`` (each image
+    transposed), else (H, K, W); ``tmp``: K * H * W uint32 of scratch. Three-channel images of even height are
+    transposed two pixels (8 bytes) at a time."""
+    kk, h, w, c = imgs.shape
+    if across and c == 3 and h % 2 == 0:
+        pairs, dst64 = tmp[:h * w], dst.reshape(w * kk * h).view(np.uint64).reshape((w, kk, h // 2))
+        for k in range(kk):
+            _pack_pairs(imgs[k], pairs.view(np.uint8))
+            _transpose(pairs.view(np.uint64).reshape((h // 2, w)), dst64[:, k, :])
+        return
+    _pack(imgs, c0, tmp.view(np.uint8))
+    img_major = tmp.reshape((kk, h, w))
+    for k in range(kk):
+        if across:
+            _transpose(img_major[k], dst[:, k, :])
+        else:
+            dst[:, k, :] = img_major[k]
+
+
+@kernel
+def _unpack(src: np.ndarray, c0: int, c: int, dst: np.ndarray) -> None:
+    """Channels c0..c0+3 of the C-channel pixels dst (bytes, P * C) = the 4-byte pixels src (bytes, P * 4).
+    The three-channel case is one strided loop (it vectorises)."""
+    if c == 3:
+        for p in range(src.shape[0] // 4):
+            dst[3 * p], dst[3 * p + 1], dst[3 * p + 2] = src[4 * p], src[4 * p + 1], src[4 * p + 2]
+        return
+    for p in range(src.shape[0] // 4):
+        for ch in range(min(4, c - c0)):
+            dst[p * c + c0 + ch] = src[4 * p + ch]
+
+
+@kernel
+def _unpack_rows(src: np.ndarray, rows: np.ndarray, c0: int, stage: np.ndarray, out: np.ndarray) -> None:
+    """out[k, y, :, c0..c0+3] = the 4-byte pixels src[rows[y], k] of the packed (R, K, OW) buffer: unpacked
+    once into ``stage`` (bytes, at least R * K * OW * C), then whole rows copied (up to 4 channels)."""
+    kk, oh, ow, c = out.shape
+    r, n = src.shape[0], ow * c
+    if c > 4:
+        for k in range(kk):
+            for y in range(oh):
+                _unpack(src[rows[y], k].view(np.uint8), c0, c, out[k, y].reshape(n))
+        return
+    flat, st = out.reshape(kk * oh * n), stage[:r * kk * n]    # one reshape each: every reshape is a call
+    _unpack(src.reshape(r * kk * ow).view(np.uint8), c0, c, st)
+    out2, st2 = flat.reshape((kk * oh, n)), st.reshape((r * kk, n))    # 2-d indexing, no row views
+    for k in range(kk):
+        for y in range(oh):
+            o, i = k * oh + y, rows[y] * kk + k
+            for j in range(n):
+                out2[o, j] = st2[i, j]
+
+
+@kernel
+def _box_group(imgs: np.ndarray, c0: int, tables: tuple, bufs: tuple, acc: np.ndarray, out: np.ndarray) -> None:
+    """The passes of :func:`_box_passes` on channels c0..c0+3 of K images (K, H, W, C) into out (K, OH, OW, C).
+    Pixels travel packed in 4 bytes (bufs: two flat uint32 buffers), the K images side by side, (rows, K,
+    columns): a pass along the rows combines whole rows of all K images (:func:`_box_rows`), a pass along
+    the columns transposes first, or gathers when it is a copy; a final vertical copy is left to the
+    unpacking, which repeats rows."""
+    kk, h, w = imgs.shape[0], imgs.shape[1], imgs.shape[2]
+    a, b = bufs
+    across = not _is_copy(tables[0])    # start with the images' columns as rows, for the first (horizontal) pass
+    rows, cols = (w, h) if across else (h, w)
+    _load(imgs, c0, across, b[:kk * h * w], a[:kk * h * w].reshape((rows, kk, cols)))
+    last = len(tables)
+    if last % 2 == 0 and _is_copy(tables[last - 1]):
+        last -= 1     # vertical copy: done while unpacking
+    for p in range(last):
+        taps = tables[p]
+        n_out = taps.shape[0]
+        if (p % 2 == 0) != across:    # the pass runs along the columns of the buffer
+            if _is_copy(taps):
+                _gather_columns(a[:rows * kk * cols].reshape((rows, kk, cols)), taps,
+                                b[:rows * kk * n_out].reshape((rows, kk, n_out)))
+                a, b, cols = b, a, n_out
+                continue
+            _transpose_group(a[:rows * kk * cols].reshape((rows, kk, cols)),
+                             b[:rows * kk * cols].reshape((cols, kk, rows)))
+            a, b, rows, cols, across = b, a, cols, rows, not across
+        _box_rows(a[:rows * kk * cols].view(np.uint8).reshape((rows, 4 * kk * cols)), taps,
+                  b[:n_out * kk * cols].view(np.uint8).reshape((n_out, 4 * kk * cols)), acc)
+        a, b, rows = b, a, n_out
+    if across:
+        _transpose_group(a[:rows * kk * cols].reshape((rows, kk, cols)),
+                         b[:rows * kk * cols].reshape((cols, kk, rows)))
+        a, b, rows, cols = b, a, cols, rows
+    row_of = tables[len(tables) - 1][:, 1] if last < len(tables) else np.arange(rows).astype(np.int32)
+    _unpack_rows(a[:rows * kk * cols].reshape((rows, kk, cols)), row_of, c0, b.view(np.uint8), out)
+
+
+_GROUP_VALUES = 256  # images side by side: about this many pixels per row of a pass (224 px: one image)
+
+
+@kernel
+def _box_passes(x: np.ndarray, tables: tuple, out: np.ndarray) -> None:
+    """Resampling passes on (N, H, W, C) uint8 images into out: pass p applies tables[p] (:func:`compact_taps`)
+    along columns for even p (horizontal) and rows for odd p (vertical), per group of images side by side
+    (long rows also for small images) and per group of up to 4 channels (:func:`_box_group`). A pass that
+    keeps the size uses :func:`identity_taps` (a copy, where Pillow skips the pass)."""
+    n, h, w, c = x.shape
+    big_h, big_w = h, w
     for p in range(len(tables)):
-        _box_pass(bufs[p], tables[p], bufs[p + 1], 1 - p % 2, acc)
-    _move_pixels(out, bufs[len(tables)], True)
+        if p % 2 == 0:
+            big_w = max(big_w, tables[p].shape[0])
+        else:
+            big_h = max(big_h, tables[p].shape[0])
+    group = max(1, min(n, _GROUP_VALUES // min(h, w)))
+    bufs = (np.empty(group * big_h * big_w, np.uint32), np.empty(group * big_h * big_w, np.uint32))
+    acc = np.empty(4 * group * max(big_h, big_w), np.int32)
+    for i in range(0, n, group):
+        for c0 in range(0, c, 4):
+            _box_group(x[i:i + group], c0, tables, bufs, acc, out[i:i + group])
 
 
 @kernel
 def box_resize_kernel(x: np.ndarray, horizontal: np.ndarray, vertical: np.ndarray, out: np.ndarray) -> None:
     """``Image.resize((OW, OH), Image.BOX)`` of (N, H, W, C) uint8 images into out (N, OH, OW, C), as
     :func:`corruptions.digital.pil_resize_box` (same integer sums): the horizontal pass, then the vertical
-    one, in the batch-innermost layout (H, W, N*C) so that every pass runs along contiguous values.
-    ``horizontal`` / ``vertical``: :func:`compact_taps` tables (one row per output column / row)."""
-    n, h, w, c = x.shape
-    oh, ow = out.shape[1], out.shape[2]
-    b = n * c
-    bufs = (np.empty((h, w, b), np.uint8), np.empty((h, ow, b), np.uint8), np.empty((oh, ow, b), np.uint8))
-    _box_passes(x, bufs, (horizontal, vertical), out)
+    one (:func:`_box_passes`). ``horizontal`` / ``vertical``: :func:`compact_taps` tables (one row per
+    output column / row)."""
+    _box_passes(x, (horizontal, vertical), out)
 
 
 @kernel
@@ -381,25 +550,23 @@ def pixelate_kernel(x: np.ndarray, down_w: np.ndarray, down_h: np.ndarray, up_w:
                     out: np.ndarray) -> None:
     """:func:`box_resize_kernel` to the small size (tables ``down_w``, ``down_h``: as many rows as output
     columns / rows), then back to (H, W) with ``up_w``, ``up_h`` (:func:`corruptions.digital.pixelate`),
-    with one layout change each way."""
-    n, h, w, c = x.shape
-    sh, sw, b = down_h.shape[0], down_w.shape[0], n * c
-    bufs = (np.empty((h, w, b), np.uint8), np.empty((h, sw, b), np.uint8), np.empty((sh, sw, b), np.uint8),
-            np.empty((sh, w, b), np.uint8), np.empty((h, w, b), np.uint8))
-    _box_passes(x, bufs, (down_w, down_h, up_w, up_h), out)
+    without unpacking in between."""
+    _box_passes(x, (down_w, down_h, up_w, up_h), out)
 
 
 def identity_taps(size: int) -> np.ndarray:
     """The :func:`compact_taps` table of a pass that keeps its size: output o = input o (clip8 of v * 2**22
     is v for every byte), the pass Pillow (and :func:`corruptions.digital.pil_resize_box`) skips."""
-    return np.stack([np.ones(size, np.int64), np.arange(size), np.full(size, 1 << 22)], axis=1)
+    ones, index = np.ones(size, np.int32), np.arange(size, dtype=np.int32)
+    return np.stack([ones, index, np.full(size, 1 << 22, np.int32)], axis=1)
 
 
 def compact_taps(index: np.ndarray, coeff: np.ndarray) -> np.ndarray:
-    """One int64 table (out_size, 1 + 2 * ksize) of Pillow's (index, coeff) arrays: per output the count of
-    non-zero taps, then the tap indices and then the coefficients, the non-zero taps first (in order)."""
+    """One int32 table (out_size, 1 + 2 * ksize) of Pillow's (index, coeff) arrays: per output the count of
+    non-zero taps, then the tap indices and then the coefficients, the non-zero taps first (in order). int32
+    (every value fits): the kernels' int32 sums then vectorise over int32 lanes."""
     keep = coeff != 0
     order = np.argsort(~keep, axis=1, kind="stable")
     parts = [keep.sum(axis=1, keepdims=True), np.take_along_axis(index, order, 1),
              np.take_along_axis(coeff, order, 1)]
-    return np.ascontiguousarray(np.concatenate(parts, axis=1).astype(np.int64))
+    return np.ascontiguousarray(np.concatenate(parts, axis=1).astype(np.int32))

@@ -279,8 +279,9 @@ def _pil_resample_pass(x: torch.Tensor, dim: int, out_size: int) -> torch.Tensor
 def pil_resize_box(x: torch.Tensor, out_h: int, out_w: int) -> torch.Tensor:
     """``Image.resize((out_w, out_h), Image.BOX)`` of (N, H, W, C) uint8: horizontal pass, then vertical.
 
-    Integer arithmetic in int32 (sums stay below 255 * 2**22 + 2**21 < 2**31), batch-innermost layout.
-    On the CPU one compiled pass (:func:`corruptions._cpu_color.box_resize_kernel`, same integer sums).
+    Integer arithmetic in int32 (sums stay below 255 * 2**22 + 2**21 < 2**31), exact in any order. The torch
+    path works in the batch-innermost layout; on the CPU one compiled kernel
+    (:func:`corruptions._cpu_color.box_resize_kernel`, same integer sums) works per image on packed pixels.
     """
     if x.device.type == "cpu":
         return _pil_resize_box_cpu(x, out_h, out_w)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 import corruptions as C
 from corruptions import digital, noise, weather
@@ -103,7 +104,7 @@ def test_box_resize_kernel_equals_torch(size):
 
 def test_box_resize_kernel_other_channel_counts():
     g = np.random.default_rng(8)
-    for c in (1, 4):
+    for c in (1, 4, 6):  # 6: two groups of packed channels
         x = torch.from_numpy(g.integers(0, 256, (5, 32, 32, c)).astype(np.uint8))
         assert torch.equal(digital.pil_resize_box(x, 21, 27), digital.pil_resize_box_torch(x, 21, 27))
 
@@ -145,3 +146,38 @@ def test_alias_kernel_decisions_match_the_float_test_at_the_edges():
                     assert (s - (ki << 46) < t) == float_keeps, (p, k, m)
     s = int(_scaled_draw(np.uint64((1 << 53) - 1)))
     assert min(s >> 46, 255) == 255 and s - (255 << 46) >= alias_thresholds(np.array([1.0]))[0]
+
+
+def _pillow_images(n: int, shape, seed: int) -> np.ndarray:
+    """Random bytes with flat black and white blocks (clip8 at both ends)."""
+    x = np.random.default_rng(seed).integers(0, 256, (n, *shape, 3)).astype(np.uint8)
+    x[:, : shape[0] // 3, : shape[1] // 3] = 0
+    x[:, -(shape[0] // 3):, -(shape[1] // 3):] = 255
+    return x
+
+
+@pytest.mark.parametrize("shape", [(37, 53), (53, 37), (224, 224), (64, 64), (32, 32), (31, 224)])
+def test_pixelate_kernel_equals_pillow(shape):
+    """The CPU path against Pillow itself: BOX down to int(size * c), then back, for the severities of every
+    regime, on sizes with odd and unequal sides."""
+    h, w = shape
+    x = _pillow_images(2 if h * w > 10000 else 6, shape, h * w)
+    cs = sorted({c for table in C.CORRUPTIONS["pixelate"].constants.values() for c in table})
+    for c in cs:
+        ours = digital.pixelate(torch.from_numpy(x), c).numpy()
+        pil = np.stack([np.asarray(Image.fromarray(im).resize((int(w * c), int(h * c)), Image.BOX)
+                                   .resize((w, h), Image.BOX)) for im in x])
+        assert np.array_equal(ours, pil), (shape, c)
+
+
+@pytest.mark.parametrize("size_in,size_out", [((37, 53), (20, 61)), ((224, 224), (134, 112)), ((17, 23), (45, 64)),
+                                              ((32, 31), (8, 8)), ((9, 64), (9, 5)), ((40, 28), (40, 28))])
+def test_box_resize_kernel_equals_pillow(size_in, size_out):
+    """``pil_resize_box`` on the CPU against ``Image.resize(..., Image.BOX)``, RGB and grayscale, down and up."""
+    x = _pillow_images(3, size_in, 7)
+    (oh, ow), grey = size_out, np.ascontiguousarray(x[..., :1])
+    ours = digital.pil_resize_box(torch.from_numpy(x), oh, ow).numpy()
+    assert np.array_equal(ours, np.stack([np.asarray(Image.fromarray(im).resize((ow, oh), Image.BOX)) for im in x]))
+    ours = digital.pil_resize_box(torch.from_numpy(grey), oh, ow).numpy()[..., 0]
+    pil = np.stack([np.asarray(Image.fromarray(im[..., 0]).resize((ow, oh), Image.BOX)) for im in grey])
+    assert np.array_equal(ours, pil)
