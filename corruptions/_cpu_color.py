@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ._jit import kernel
+from ._output import output_array
 from .rng import keyed_word, stream_offset
 
 _UNIT64 = np.arange(256) / 255.0  # x / 255. of every byte (IEEE division: the values of u8_to_unit64)
@@ -104,7 +105,7 @@ def hsv_adjust_kernel(x: np.ndarray, unit: np.ndarray, c: float, a: float, b: fl
 def _pixels(x):
     """(N, H, W, 3) uint8 CPU tensor -> contiguous (P, 3) NumPy view and an empty output of that shape."""
     arr = x.contiguous().numpy().reshape(-1, 3)
-    return arr, np.empty_like(arr)
+    return arr, output_array(x.shape).reshape(-1, 3)
 
 
 def brightness_cpu(x, c: float):
@@ -215,7 +216,7 @@ def uniform_threshold(t: float) -> int:
 def alias_sample_cpu(x: torch.Tensor, keyed, stream: int, thr: np.ndarray, pick: np.ndarray) -> torch.Tensor:
     """:func:`alias_keyed_kernel` on a uint8 (N, ...) CPU tensor, draws from the KeyedRandom ``keyed``'s stream."""
     n = x.shape[0]
-    out = torch.empty(x.shape, dtype=torch.uint8)
+    out = torch.from_numpy(output_array(x.shape))
     alias_keyed_kernel(x.contiguous().view(n, -1).numpy(), keyed.keys_u64(), stream_offset(stream), thr, pick,
                        out.view(n, -1).numpy())
     return out
@@ -224,7 +225,7 @@ def alias_sample_cpu(x: torch.Tensor, keyed, stream: int, thr: np.ndarray, pick:
 def impulse_cpu(x: torch.Tensor, keyed, stream: int, c: float) -> torch.Tensor:
     """:func:`impulse_keyed_kernel` on a uint8 (N, ...) CPU tensor, draws from the KeyedRandom ``keyed``."""
     n = x.shape[0]
-    out = torch.empty(x.shape, dtype=torch.uint8)
+    out = torch.from_numpy(output_array(x.shape))
     impulse_keyed_kernel(x.contiguous().view(n, -1).numpy(), keyed.keys_u64(), stream_offset(stream),
                          uniform_threshold(c / 2), uniform_threshold(c), out.view(n, -1).numpy())
     return out
@@ -291,7 +292,7 @@ def contrast_cpu(x: torch.Tensor, c: float) -> torch.Tensor:
     """:func:`contrast_kernel` on an (N, H, W, C) uint8 CPU tensor; returns a tensor of the same shape."""
     n, h, w, nc = x.shape
     arr = x.contiguous().numpy().reshape(n, h * w, nc)
-    out = np.empty_like(arr)
+    out = output_array(x.shape).reshape(arr.shape)
     contrast_kernel(arr, float(c), _UNIT64, out)
     return torch.from_numpy(out).view(x.shape)
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from ._cpu_blur import clipped_zoom_kernel, gaussian_f64_kernel, gaussian_folded_kernel, motion_blur_kernel
+from ._output import output_array
 
 # ----------------------------------------------------------------------------------------------
 # conversions
@@ -449,7 +450,7 @@ def im_motion_blur(x: torch.Tensor, radius: float, sigma: float, angles_deg: np.
         return im_motion_blur_torch(x, radius, sigma, angles_deg)
     k = im_motion_kernel(radius, sigma)
     ox, oy = im_motion_offsets(len(k), np.asarray(angles_deg, dtype=np.float64).reshape(-1))
-    out = np.empty(tuple(x.shape), np.uint8)
+    out = output_array(x.shape)
     motion_blur_kernel(x.contiguous().numpy(), k, ox, oy, out)
     return torch.from_numpy(out)
 

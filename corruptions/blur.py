@@ -25,6 +25,7 @@ from ._ops import (
     u8_to_unit64,
     zoom_geometry,
 )
+from ._output import output_array
 from .rng import KeyedRandom
 
 # ----------------------------------------------------------------------------------------------
@@ -37,7 +38,7 @@ def gaussian_blur(x: torch.Tensor, sigma: float, rng=None) -> torch.Tensor:
     On the CPU one compiled pass (``_cpu_blur.gaussian_blur_kernel``), elsewhere :func:`gaussian_blur_torch`."""
     if x.device.type != "cpu" or x.numel() == 0 or sigma <= 1e-15:
         return gaussian_blur_torch(x, sigma)
-    out = np.empty(tuple(x.shape), np.uint8)
+    out = output_array(x.shape)
     tables = gaussian_tables(float(sigma), 4.0, x.shape[1], x.shape[2], "nearest")
     gaussian_blur_kernel(x.contiguous().numpy(), *tables, out)
     return torch.from_numpy(out)
@@ -106,7 +107,7 @@ def glass_blur_apply(x: torch.Tensor, params, choices: torch.Tensor) -> torch.Te
     sigma, d = params[0], int(params[1])
     if x.device.type != "cpu" or x.numel() == 0 or sigma <= 1e-15:
         return glass_blur_apply_torch(x, params, choices)
-    out = np.empty(tuple(x.shape), np.uint8)
+    out = output_array(x.shape)
     tables = gaussian_tables(float(sigma), 4.0, x.shape[1], x.shape[2], "nearest")
     glass_blur_kernel(x.contiguous().numpy(), *tables, choices.to(torch.int64).contiguous().numpy(), d, out)
     return torch.from_numpy(out)
@@ -317,7 +318,7 @@ def defocus_blur(x: torch.Tensor, params, rng=None) -> torch.Tensor:
     if x.device.type != "cpu" or x.numel() == 0:
         return defocus_blur_torch(x, params)
     n, h, w, c = x.shape
-    out = np.empty((n, h, w, c), np.uint8)
+    out = output_array((n, h, w, c))
     if defocus_is_direct(params, h, w):
         taps = defocus_taps(*params)
         pad = max(max(abs(dy), abs(dx)) for dy, dx, _ in taps)
@@ -452,7 +453,7 @@ _UNIT32 = (np.arange(256) / 255.0).astype(np.float32)  # float32(v / 255.) for e
 def _zoom_blur_cpu(x: torch.Tensor, factors) -> torch.Tensor:
     n, h, w, c = x.shape
     tables = _zoom_cpu_tables(h, w, tuple(float(z) for z in factors))
-    out = np.empty((n, h, w, c), np.uint8)
+    out = output_array((n, h, w, c))
     zoom_blur_kernel(x.contiguous().numpy(), _UNIT32, *tables, np.float32(len(factors) + 1), out)
     return torch.from_numpy(out)
 

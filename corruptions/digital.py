@@ -20,6 +20,7 @@ from ._ops import (
     u8_to_unit32,
     u8_to_unit64,
 )
+from ._output import output_array
 from .rng import KeyedRandom
 
 # ----------------------------------------------------------------------------------------------
@@ -185,7 +186,7 @@ def _jpeg_cv2(arr: np.ndarray, quality: int) -> np.ndarray:
     import cv2
 
     params = [cv2.IMWRITE_JPEG_QUALITY, int(quality)]
-    out = np.empty_like(arr)
+    out = output_array(arr.shape)
     bgr = np.empty_like(arr[0])
     for i in range(arr.shape[0]):
         cv2.cvtColor(np.ascontiguousarray(arr[i]), cv2.COLOR_RGB2BGR, dst=bgr)
@@ -311,7 +312,7 @@ def pixelate(x: torch.Tensor, c: float, rng=None) -> torch.Tensor:
     _, h, w, _ = x.shape
     sh, sw = int(h * c), int(w * c)
     if x.device.type == "cpu":  # both resizes in one compiled pass (same integer sums)
-        out = np.empty(tuple(x.shape), dtype=np.uint8)
+        out = output_array(x.shape)
         _cpu_color.pixelate_kernel(x.contiguous().numpy(), _box_taps(w, sw), _box_taps(h, sh), _box_taps(sw, w),
                                    _box_taps(sh, h), out)
         return torch.from_numpy(out)
@@ -517,7 +518,7 @@ def elastic_apply_cpu(x: torch.Tensor, params, jitter: np.ndarray, ndx, ndy) -> 
         fx = fy = np.zeros((n, 1, 1))
     else:  # the kernel scales them: float32(f * alpha), as elastic_fields
         fx, fy = (f.contiguous().numpy() for f in smoothed_noise(ndx, ndy, sigma))
-    out = np.empty((n, h, w, c), np.uint8)
+    out = output_array((n, h, w, c))
     elastic_kernel(x.contiguous().numpy(), UNIT32, x0, y0, adelta, bdelta, float(alpha), fx, fy, out)
     return torch.from_numpy(out)
 

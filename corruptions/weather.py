@@ -24,6 +24,7 @@ from ._ops import (
     u8_to_unit64,
 )
 from .blur import motion_angles
+from ._output import output_array
 from .rng import KeyedRandom
 
 # ----------------------------------------------------------------------------------------------
@@ -121,7 +122,7 @@ def fog_apply_cpu(x: torch.Tensor, params, rng: KeyedRandom, mapsize: int) -> to
     from .rng import stream_offset
 
     c0, decay = params
-    out = np.empty(tuple(x.shape), np.uint8)
+    out = output_array(x.shape)
     fog_kernel(x.contiguous().numpy(), rng.keys_u64(), stream_offset(_PLASMA_STREAM), mapsize, float(decay),
                float(c0), UNIT64, out)
     return torch.from_numpy(out)
@@ -185,7 +186,7 @@ def frost_apply_cpu(x: torch.Tensor, params, stack: torch.Tensor, idx, r0, c0) -
     from ._cpu_weather import frost_kernel
 
     a, b = params
-    out = np.empty(tuple(x.shape), np.uint8)
+    out = output_array(x.shape)
     frost_kernel(x.contiguous().numpy(), stack.contiguous().numpy(), np.asarray(idx, np.int64),
                  np.asarray(r0, np.int64), np.asarray(c0, np.int64), _frost_table(float(a), float(b), "cpu").numpy(),
                  out)
@@ -278,7 +279,7 @@ def snow_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np
 
     blur_r, blur_s, blend = params[4:7]
     s8 = im_motion_blur(snow_layer_u8_cpu(normal, params), blur_r, blur_s, angles_deg)
-    out = np.empty(tuple(x.shape), np.uint8)
+    out = output_array(x.shape)
     snow_blend_kernel(x.contiguous().numpy(), s8.reshape(s8.shape[:3]).contiguous().numpy(),
                       np.array([_R2Y, _G2Y, _B2Y]), np.array([float(np.float32(blend)), float(np.float32(1 - blend))]),
                       out)
@@ -368,7 +369,7 @@ def spatter_apply_cpu(x: torch.Tensor, params, normal: torch.Tensor) -> torch.Te
     k, mode = params[4], params[5]
     n, h, w, c = x.shape
     xn, liquid = x.contiguous().numpy(), spatter_liquid(normal, params)
-    out = np.empty((n, h, w, c), np.uint8)
+    out = output_array((n, h, w, c))
     if mode == 0:
         l8 = water_layer(liquid).numpy()
         dist = np.stack([_water_distance(a) for a in l8])

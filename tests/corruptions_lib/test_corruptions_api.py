@@ -354,3 +354,36 @@ def test_cpu_chunks_are_sized_by_pixels():
     assert api.chunk_images("cpu", 224, 224) == 10
     assert api.chunk_images("cpu", 4000, 3000) == 1
     assert api.chunk_images("cuda", 224, 224) > 100
+
+
+def test_chunk_results_are_written_in_place_or_copied():
+    # corrupt()'s chunk loop offers each chunk's slice of the output (corruptions._output); a result written into it
+    # stays, any other result (e.g. when an intermediate of the same shape took the slice) is copied over it
+    from corruptions import _output
+
+    x = torch.from_numpy(np.random.default_rng(0).integers(0, 200, (7, 9, 9, 3)).astype(np.uint8))
+    taken = []
+
+    def in_place(xc, param, rng):
+        buf = _output.output_array(tuple(xc.shape))
+        taken.append(buf)
+        buf[...] = xc.numpy() + 2
+        return torch.from_numpy(buf)
+
+    def intermediate_took_it(xc, param, rng):
+        scratch = _output.output_array(tuple(xc.shape))
+        scratch[...] = 99
+        return xc + 1
+
+    for fn, add in ((in_place, 2), (intermediate_took_it, 1)):
+        out = torch.from_numpy(np.zeros((7, 9, 9, 3), np.uint8))
+        api._run_chunks(x, out, fn, None, None, (), torch.device("cpu"))
+        assert torch.equal(out, x + add)
+        if fn is in_place:  # every chunk wrote straight into its slice of the output
+            assert taken and all(np.shares_memory(b, out.numpy()) for b in taken)
+    _output.offer(np.zeros((2, 3), np.uint8))
+    first = _output.output_array((2, 3))
+    assert first.shape == (2, 3) and _output.output_array((2, 3)) is not first  # taken once
+    _output.offer(np.zeros((2, 3), np.uint8))
+    assert _output.output_array((3, 2)).shape == (3, 2)  # another shape: a new array
+    _output.offer(None)
