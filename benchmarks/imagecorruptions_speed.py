@@ -21,6 +21,11 @@ severity) gets one warm-up call before it is timed. Throughput is per image, so 
 numbers of images (imagecorruptions is far slower: ``--n-ic``, ``--ic-budget``). Timings cover the corruption only
 (no decoding of inputs, no JPEG-85 encoding of outputs).
 
+Rounds (``--rounds``, default 3): each round times the suite, then imagecorruptions, at one size; the ratio per
+corruption is the median of the per-round ratios and the img/s columns are medians over rounds. Both sides are
+timed minutes apart within a round, so a machine that changes speed between rounds (a shared VM does) moves both;
+the per-round geometric means are printed beside the median so the spread is visible.
+
 Targets (issue 20): geometric mean of suite/imagecorruptions over the 15 benchmark corruptions >= 20x at 224 px,
 and the full ImageNet-C regeneration (50,000 images x 15 corruptions x 5 severities at 224 px), extrapolated from the
 suite's CPU throughput, <= 12 h. Exit status 1 when a target that could be evaluated is missed, 2 for bad arguments.
@@ -266,19 +271,50 @@ def geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
+def median(values: list[float]) -> float:
+    v = sorted(values)
+    k = len(v) // 2
+    return v[k] if len(v) % 2 else (v[k - 1] + v[k]) / 2
+
+
+def merge_rounds(rounds: list[dict]) -> dict:
+    """One row per corruption from the rows of several rounds: the median images/s, each round's figure kept."""
+    out = {}
+    for name in rounds[0]:
+        rows = [r[name] for r in rounds if "images_per_s" in r.get(name, {})]
+        if len(rows) < len(rounds):
+            out[name] = next((r[name] for r in rounds if "error" in r.get(name, {})), {"error": "missing round"})
+            continue
+        out[name] = {**rows[0], "images_per_s": median([r["images_per_s"] for r in rows]),
+                     "rounds_images_per_s": [r["images_per_s"] for r in rows]}
+    return out
+
+
+def round_ratios(suite_rounds: list[dict], ic_rounds: list[dict]) -> dict:
+    """Per corruption, suite / imagecorruptions within each round (both sides timed minutes apart, not hours)."""
+    out = {}
+    for name in suite_rounds[0]:
+        pairs = [(s[name], i.get(name, {})) for s, i in zip(suite_rounds, ic_rounds)]
+        if all("images_per_s" in a and "images_per_s" in b for a, b in pairs):
+            out[name] = [a["images_per_s"] / b["images_per_s"] for a, b in pairs]
+    return out
+
+
 def summarise(size_res: dict, benchmark: list[str]) -> dict:
-    """Ratios per corruption, their geometric mean over the benchmark corruptions, and the ImageNet-C projection."""
-    ic_rows = size_res.get("imagecorruptions", {}).get("rows", {})
+    """Ratios per corruption (the median of the per-round ratios), their geometric mean over the benchmark
+    corruptions (also per round), and the ImageNet-C projection (from the median suite throughput)."""
     out = {}
     for dev, rows in size_res["suite"].items():
-        ratios = {n: r["images_per_s"] / ic_rows[n]["images_per_s"] for n, r in rows.items()
-                  if "images_per_s" in ic_rows.get(n, {})}
+        per_round = size_res.get("round_ratios", {}).get(dev, {})
+        ratios = {n: median(v) for n, v in per_round.items()}
         bench = [ratios[n] for n in benchmark if n in ratios]
+        rounds = len(next(iter(per_round.values()), []))
+        round_gm = [geomean([per_round[n][r] for n in benchmark if n in per_round]) for r in range(rounds)]
         timed = [n for n in benchmark if n in rows]
         hours = (sum(IMAGENET_C_IMAGES * 5 / rows[n]["images_per_s"] for n in benchmark) / 3600
                  if len(timed) == len(benchmark) else None)
         out[dev] = {"ratios": ratios, "geomean_benchmark": geomean(bench) if bench else None,
-                    "geomean_count": len(bench), "imagenet_c_hours": hours}
+                    "geomean_count": len(bench), "geomean_per_round": round_gm, "imagenet_c_hours": hours}
     return out
 
 
@@ -304,8 +340,10 @@ def print_size(size: int, res: dict, names: list[str], benchmark: list[str]) -> 
     for d in devs:
         s = res["summary"][d]
         gm = f"{s['geomean_benchmark']:.1f}x" if s["geomean_benchmark"] else "n/a"
+        per_round = ", ".join(f"{g:.1f}x" for g in s.get("geomean_per_round", []))
         print(f"geometric mean suite {d} / imagecorruptions over {s['geomean_count']} of the {len(benchmark)} "
-              f"benchmark corruptions at {size} px: {gm}")
+              f"benchmark corruptions at {size} px: {gm} (median ratio per corruption over {res['rounds']} rounds; "
+              f"per round: {per_round or 'n/a'})")
 
 
 def verdict(results: dict, benchmark: list[str]) -> tuple[list[str], bool]:
@@ -346,6 +384,9 @@ def parse_args(argv):
     ap.add_argument("--ic-python", default=None,
                     help="interpreter with imagecorruptions installed (default: this one if it can import it, "
                          "else that side is skipped)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds per size, each timing the suite then imagecorruptions; figures are medians over "
+                         "rounds, a ratio the median of the per-round ratios (default 3)")
     ap.add_argument("--sizes", default="224,64", help="image sizes, from 224 and 64 (default 224,64)")
     ap.add_argument("--constants-64", choices=["tiny-imagenet", "imagenet"], default="tiny-imagenet",
                     help="the suite's constants at 64 px (default tiny-imagenet; imagecorruptions uses imagenet)")
@@ -360,8 +401,8 @@ def parse_args(argv):
     ap.add_argument("--ic-worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--ic-out", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.threads < 1 or args.n < 1 or args.n_ic < 1:
-        ap.error("--threads, --n and --n-ic must be >= 1")
+    if args.threads < 1 or args.n < 1 or args.n_ic < 1 or args.rounds < 1:
+        ap.error("--threads, --n, --n-ic and --rounds must be >= 1")
     try:
         args.size_list = [int(s) for s in args.sizes.split(",")]
         parse_severities_text(args.severities)
@@ -401,13 +442,20 @@ def run_all(args, out) -> dict:
     for size in args.size_list:
         x, used = photographs(size, max(args.n, args.n_ic))
         regime = REGIME_BY_SIZE.get(size, args.constants_64)
-        res = {"regime": regime, "n": args.n, "photographs": used,
-               "suite": {d: suite_time(x[: args.n], names, sevs, regime, d, frost) for d in devices}}
+        suite_rounds, ic_rounds = [], []
+        for _ in range(args.rounds):  # suite, then imagecorruptions, per round: machine drift hits both sides
+            suite_rounds.append({d: suite_time(x[: args.n], names, sevs, regime, d, frost) for d in devices})
+            if ic_python:
+                ic = ic_run(ic_python, x, names, sevs, args)
+                if "error" in ic:
+                    raise RuntimeError(ic["error"])
+                ic_rounds.append(ic)
+        res = {"regime": regime, "n": args.n, "photographs": used, "rounds": args.rounds,
+               "suite": {d: merge_rounds([r[d] for r in suite_rounds]) for d in devices}}
         if ic_python:
-            ic = ic_run(ic_python, x, names, sevs, args)
-            if "error" in ic:
-                raise RuntimeError(ic["error"])
-            res["imagecorruptions"] = {"n": args.n_ic, **ic}
+            res["imagecorruptions"] = {"n": args.n_ic, **ic, "rows": merge_rounds([i["rows"] for i in ic_rounds])}
+            res["round_ratios"] = {d: round_ratios([r[d] for r in suite_rounds], [i["rows"] for i in ic_rounds])
+                                   for d in devices}
             result["versions"]["imagecorruptions_side"] = ic["versions"]
             result["ic_shims"] = ic.get("shims", [])
         res["summary"] = summarise(res, [n for n in C.BENCHMARK])

@@ -61,20 +61,33 @@ def test_json_without_imagecorruptions_skips_that_side(capsys, monkeypatch):
     assert out["machine"]["threads"] == 1 and len(out["loadavg_before"]) == 3
 
 
+def _size_result(mod, suite_rounds: dict, ic_rounds: dict) -> dict:
+    """A size's result as run_all builds it, from per-round images/s of each side."""
+    n = len(next(iter(suite_rounds.values())))
+    srows = [{k: {"images_per_s": v[r]} for k, v in suite_rounds.items()} for r in range(n)]
+    irows = [{k: ({"images_per_s": v[r]} if v else {"error": "boom"}) for k, v in ic_rounds.items()} for r in range(n)]
+    return {"rounds": n, "suite": {"cpu": mod.merge_rounds(srows)},
+            "imagecorruptions": {"rows": mod.merge_rounds(irows)},
+            "round_ratios": {"cpu": mod.round_ratios(srows, irows)}}
+
+
 def test_summary_geomean_projection_and_verdict():
     mod = _module()
     bench = ["a", "b"]
-    res = {"suite": {"cpu": {"a": {"images_per_s": 100.0}, "b": {"images_per_s": 400.0}, "x": {"images_per_s": 1.0}}},
-           "imagecorruptions": {"rows": {"a": {"images_per_s": 10.0}, "b": {"images_per_s": 10.0},
-                                         "x": {"error": "boom"}}}}
+    # a: per-round ratios 10, 5, 20 -> median 10 (the ratio of the medians, 200 / 15, would be 13.3)
+    res = _size_result(mod, {"a": [100.0, 200.0, 300.0], "b": [400.0, 400.0, 400.0], "x": [1.0, 1.0, 1.0]},
+                       {"a": [10.0, 40.0, 15.0], "b": [10.0, 20.0, 10.0], "x": None})
     s = mod.summarise(res, bench)["cpu"]
     assert s["ratios"] == {"a": 10.0, "b": 40.0}
     assert math.isclose(s["geomean_benchmark"], 20.0) and s["geomean_count"] == 2
-    assert math.isclose(s["imagenet_c_hours"], mod.IMAGENET_C_IMAGES * 5 * (1 / 100 + 1 / 400) / 3600)
+    assert [round(g, 6) for g in s["geomean_per_round"]] == [20.0, 10.0, round(math.sqrt(20 * 40), 6)]
+    assert res["suite"]["cpu"]["a"]["rounds_images_per_s"] == [100.0, 200.0, 300.0]
+    assert "error" in res["imagecorruptions"]["rows"]["x"]
+    assert math.isclose(s["imagenet_c_hours"], mod.IMAGENET_C_IMAGES * 5 * (1 / 200 + 1 / 400) / 3600)
     res["summary"] = {"cpu": s}
     lines, missed = mod.verdict({"224": res}, bench)
     assert missed is False and "20.0x -> MET" in lines[0]
-    res["suite"]["cpu"]["b"]["images_per_s"] = 100.0      # geometric mean 10x: the 20x target is missed
-    res["summary"] = mod.summarise(res, bench)
+    res = _size_result(mod, {"a": [100.0] * 3, "b": [100.0] * 3}, {"a": [10.0] * 3, "b": [10.0] * 3})
+    res["summary"] = mod.summarise(res, bench)      # geometric mean 10x: the 20x target is missed
     lines, missed = mod.verdict({"224": res}, bench)
     assert missed is True and "NOT MET" in lines[0]
