@@ -282,52 +282,75 @@ def _wrap_prev(i: int, k: int) -> int:
 
 
 @kernel
-def _plasma_step(m, u, pos: int, step: int, wibble: float) -> int:
-    """One diamond-square step of ``weather.plasma_fractal`` on one map (torus-periodic): squares, then the
-    two edge sets, each value ``arr / 4 + wibble * (-wibble + (wibble - -wibble) * r)`` with the uniforms r
-    taken row-major from ``u[pos:]``, and the sums grouped as the torch rolls group them (``/ 4`` as ``* 0.25``:
-    the same correctly rounded value, without a division). Returns the new pos."""
-    s = m.shape[0]
-    k, hs = s // step, step // 2
-    amp = wibble - -wibble
-    for i in range(k):
-        r0, r1 = i * step, _wrap_next(i, k) * step
-        for j in range(k):
-            c0, c1 = j * step, _wrap_next(j, k) * step
-            sq = (m[r0, c0] + m[r1, c0]) + (m[r0, c1] + m[r1, c1])
-            m[hs + r0, hs + c0] = sq * 0.25 + wibble * (-wibble + amp * u[pos + i * k + j])
-    pos += k * k
-    for i in range(k):
-        up = hs + _wrap_prev(i, k) * step
-        for j in range(k):
-            dr, ul = m[hs + i * step, hs + j * step], m[i * step, j * step]
-            lt = (dr + m[up, hs + j * step]) + (ul + m[i * step, _wrap_next(j, k) * step])
-            m[i * step, hs + j * step] = lt * 0.25 + wibble * (-wibble + amp * u[pos + i * k + j])
-    pos += k * k
-    for i in range(k):
-        down = _wrap_next(i, k) * step
-        for j in range(k):
-            dr, ul = m[hs + i * step, hs + j * step], m[i * step, j * step]
-            tt = (dr + m[hs + i * step, hs + _wrap_prev(j, k) * step]) + (ul + m[down, j * step])
-            m[hs + i * step, j * step] = tt * 0.25 + wibble * (-wibble + amp * u[pos + i * k + j])
-    return pos + k * k
+def plasma_grids(s: int):
+    """Scratch of :func:`_plasma` for side ``s``: two s x s corner grids, and squares / left / top edges."""
+    half = max(s // 2, 1)
+    return (np.empty((s, s)), np.empty((s, s)), np.empty((half, half)), np.empty((half, half)),
+            np.empty((half, half)))
 
 
 @kernel
-def _plasma(u, decay: float, m) -> None:
+def _plasma_squares(c, k: int, u, pos: int, wibble: float, d) -> None:
+    """The square values of one diamond-square step on the k x k grid of corners ``c`` (torus-periodic):
+    d[i, j] = ((c[i, j] + c[i+1, j]) + (c[i, j+1] + c[i+1, j+1])) / 4 + wibble * (-wibble + 2 wibble r) with the
+    uniforms r row-major from ``u[pos:]`` (``/ 4`` as ``* 0.25``: the same correctly rounded value)."""
+    amp = wibble - -wibble
+    for i in range(k):
+        ci, cn, di, base = c[i], c[_wrap_next(i, k)], d[i], pos + i * k
+        for j in range(k - 1):
+            di[j] = ((ci[j] + cn[j]) + (ci[j + 1] + cn[j + 1])) * 0.25 + wibble * (-wibble + amp * u[base + j])
+        j = k - 1
+        di[j] = ((ci[j] + cn[j]) + (ci[0] + cn[0])) * 0.25 + wibble * (-wibble + amp * u[base + j])
+
+
+@kernel
+def _plasma_edges(c, d, k: int, u, pos: int, wibble: float, left, top) -> None:
+    """The two edge sets of one step: left[i, j] (between corners (i, j) and (i, j+1)) =
+    ((d[i, j] + d[i-1, j]) + (c[i, j] + c[i, j+1])) / 4 + noise, uniforms from ``u[pos:]``; then top[i, j] (between
+    (i, j) and (i+1, j)) = ((d[i, j] + d[i, j-1]) + (c[i, j] + c[i+1, j])) / 4 + noise, from ``u[pos + k*k:]``:
+    the groupings of the torch rolls."""
+    amp = wibble - -wibble
+    for i in range(k):
+        ci, di, dp, li, base = c[i], d[i], d[_wrap_prev(i, k)], left[i], pos + i * k
+        for j in range(k - 1):
+            li[j] = ((di[j] + dp[j]) + (ci[j] + ci[j + 1])) * 0.25 + wibble * (-wibble + amp * u[base + j])
+        j = k - 1
+        li[j] = ((di[j] + dp[j]) + (ci[j] + ci[0])) * 0.25 + wibble * (-wibble + amp * u[base + j])
+    pos += k * k
+    for i in range(k):
+        ci, cn, di, ti, base = c[i], c[_wrap_next(i, k)], d[i], top[i], pos + i * k
+        ti[0] = ((di[0] + di[k - 1]) + (ci[0] + cn[0])) * 0.25 + wibble * (-wibble + amp * u[base])
+        for j in range(1, k):
+            ti[j] = ((di[j] + di[j - 1]) + (ci[j] + cn[j])) * 0.25 + wibble * (-wibble + amp * u[base + j])
+
+
+@kernel
+def _plasma(u, decay: float, m, grids) -> None:
     """``weather.plasma_fractal`` of one image into ``m`` (S, S): steps S, S/2, ..., 2 with wibble 100 divided
-    by ``decay`` after each; then m - min(m), divided by the max of that."""
+    by ``decay`` after each; then m - min(m), divided by the max of that.
+
+    Each step works on the compact k x k grid of the current corners (contiguous rows, so the loops vectorise):
+    squares, then the two edge sets (the same values, in the same order, as on the strided map), then the next
+    grid (2k x 2k) interleaves corners, edges and squares. ``grids``: scratch of :func:`plasma_grids`."""
     s = m.shape[0]
-    m[:, :] = 0.0
-    step, wibble, pos = s, 100.0, 0
-    while step >= 2:
-        pos = _plasma_step(m, u, pos, step, wibble)
-        step //= 2
+    c, nxt, d, left, top = grids
+    c[0, 0] = 0.0
+    k, wibble, pos = 1, 100.0, 0
+    while s // k >= 2:
+        _plasma_squares(c, k, u, pos, wibble, d)
+        _plasma_edges(c, d, k, u, pos + k * k, wibble, left, top)
+        pos += 3 * k * k
+        for i in range(k):
+            for j in range(k):
+                nxt[2 * i, 2 * j], nxt[2 * i, 2 * j + 1] = c[i, j], left[i, j]
+                nxt[2 * i + 1, 2 * j], nxt[2 * i + 1, 2 * j + 1] = top[i, j], d[i, j]
+        c, nxt = nxt, c
+        k *= 2
         wibble /= decay
-    lo = m.min()
+    lo = c.min()
     for i in range(s):
         for j in range(s):
-            m[i, j] = m[i, j] - lo
+            m[i, j] = c[i, j] - lo
     hi = m.max()
     for i in range(s):
         for j in range(s):
@@ -352,10 +375,11 @@ def fog_kernel(x, keys, offset, mapsize: int, decay: float, c0: float, lut64, ou
     n, h, w, c = x.shape
     m = np.empty((mapsize, mapsize))
     u = np.empty(plasma_count(mapsize))
+    grids = plasma_grids(mapsize)
     fogrow = np.empty(w * c)
     for i in range(n):
         uniform_row(keys[i], offset, u)
-        _plasma(u, decay, m)
+        _plasma(u, decay, m, grids)
         mv = lut64[_max_byte(x[i])]
         den = mv + c0
         for y in range(h):
