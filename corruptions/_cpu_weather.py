@@ -393,7 +393,8 @@ def fog_kernel(x, keys, offset, mapsize: int, decay: float, c0: float, lut64, ou
 
 @kernel
 def plasma_count(mapsize: int) -> int:
-    """``weather.plasma_uniform_count``: uniforms one plasma map of side ``mapsize`` uses."""
+    """Uniforms one plasma map of side ``mapsize`` uses: 3 per new value over the steps ``mapsize`` .. 2
+    (``weather.plasma_uniform_count`` calls this)."""
     n, step = 0, mapsize
     while step >= 2:
         n += 3 * (mapsize // step) ** 2

@@ -180,8 +180,8 @@ def corrupt(images, name: str | None = None, severity: int = 1, *, constants: st
     three channels first, as imagecorruptions does. At 224 px this uses the ImageNet constants, as
     imagecorruptions does (its elastic_transform differs; see docs/corruptions-imagenet.md).
 
-    On CPU the batch is processed in chunks (64 images at 32 px, 10 at 224 px) by ``torch.get_num_threads()`` worker threads
-    (each single-threaded); results do not depend on the chunking or the number of workers.
+    On CPU the batch is processed in chunks (64 images at 32 px, 10 at 224 px) by ``torch.get_num_threads()``
+    worker threads (each single-threaded); results do not depend on the chunking or the number of workers.
 
     images: uint8 (N, H, W, 3) or (H, W, 3), NumPy array or torch tensor, RGB. Returns the same type and
     shape (uint8): NumPy in, NumPy out; a tensor comes back on its own device unless ``device`` is given.

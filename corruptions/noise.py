@@ -52,7 +52,8 @@ class _LevelSampler:
         self.prob = torch.as_tensor(prob.ravel())
         self.alias = torch.as_tensor(alias.ravel())
         # the CPU kernel's tables: the integer form of the prob test, and (k, alias) pairs
-        self.thresholds, self.pick = _cpu_color.alias_thresholds(prob.ravel()), _cpu_color.alias_pick_table(alias.ravel())
+        self.thresholds = _cpu_color.alias_thresholds(prob.ravel())
+        self.pick = _cpu_color.alias_pick_table(alias.ravel())
         self._dev: dict = {}
 
     def tables(self, device):

@@ -181,15 +181,17 @@ class KeyedRandom:
 
     def uniform_cpu(self, count: int, stream: int = 0) -> np.ndarray:
         """Small per-image draws (angles, offsets, ...) as a float64 NumPy array computed on the CPU."""
-        if self._keys_cpu is None:
-            self._keys_cpu = self.keys.cpu()
-        return uniform_from_keys(self._keys_cpu, count, stream).numpy()
+        return uniform_from_keys(self._cpu_keys(), count, stream).numpy()
 
     def keys_u64(self) -> np.ndarray:
         """The image keys as a uint64 NumPy array (CPU), for kernels that draw inline with :func:`keyed_word`."""
+        return self._cpu_keys().contiguous().numpy().view(np.uint64)
+
+    def _cpu_keys(self) -> torch.Tensor:
+        """The image keys on the CPU (copied once when they live on another device)."""
         if self._keys_cpu is None:
             self._keys_cpu = self.keys.cpu()
-        return self._keys_cpu.contiguous().numpy().view(np.uint64)
+        return self._keys_cpu
 
     def subset(self, sl: slice) -> "KeyedRandom":
         other = object.__new__(KeyedRandom)

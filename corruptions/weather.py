@@ -25,7 +25,7 @@ from ._ops import (
 )
 from .blur import motion_angles
 from ._output import output_array
-from .rng import KeyedRandom
+from .rng import KeyedRandom, stream_offset
 
 # ----------------------------------------------------------------------------------------------
 # brightness (deterministic)
@@ -53,11 +53,10 @@ _PLASMA_STREAM = 0
 
 
 def plasma_uniform_count(mapsize: int) -> int:
-    n, step = 0, mapsize
-    while step >= 2:
-        n += 3 * (mapsize // step) ** 2
-        step //= 2
-    return n
+    """Uniforms one plasma map of side ``mapsize`` uses (3 per new value, over the steps ``mapsize`` .. 2)."""
+    from ._cpu_weather import plasma_count  # the one count, also used inside the compiled fog kernel
+
+    return int(plasma_count(mapsize))
 
 
 def plasma_fractal(u: torch.Tensor, mapsize: int = 32, wibbledecay: float = 3) -> torch.Tensor:
@@ -119,7 +118,6 @@ def fog_apply_cpu(x: torch.Tensor, params, rng: KeyedRandom, mapsize: int) -> to
     """``fog_apply(x, params, plasma_fractal(rng.uniform(plasma_uniform_count(mapsize)), mapsize, params[1]))`` on
     the CPU, compiled (``_cpu_weather.fog_kernel``: same draws, same arithmetic), one image's draws at a time."""
     from ._cpu_weather import UNIT64, fog_kernel
-    from .rng import stream_offset
 
     c0, decay = params
     out = output_array(x.shape)
