@@ -174,12 +174,25 @@ def pixelate_apply(img: np.ndarray, c: float) -> np.ndarray:
     return np.asarray(small.resize((w, h), Image.NEAREST), dtype=np.uint8)
 
 
+def defocus_apply(img: np.ndarray, params) -> np.ndarray:
+    """OpenCV's ``filter2D`` of each float64 channel with the reference's disk kernel, as imagecorruptions calls it
+    (OpenCV switches to a DFT for large kernels, whose rounding the suite's exact sums do not share)."""
+    import cv2
+
+    from .blur import defocus_kernel
+
+    k = defocus_kernel(*params)
+    x = img.astype(np.float64) / 255.0
+    out = np.stack([cv2.filter2D(x[:, :, d], -1, k) for d in range(3)], axis=-1)
+    return np.uint8(np.clip(out, 0, 1) * 255)
+
+
 def frost_size(texture_hw, h: int, w: int) -> tuple[int, int]:
     """(width, height) ``cv2.resize`` gets for a texture of (th, tw) under an h x w image: scale 1 when the texture
     covers the image, else max(h / th, w / tw); times 1.1; rounded up."""
     th, tw = texture_hw
-    s = 1.0 if (th >= h and tw >= w) else max(h / th, w / tw)
-    return int(np.ceil(tw * s * 1.1)), int(np.ceil(th * s * 1.1))
+    s = (1.0 if (th >= h and tw >= w) else max(h / th, w / tw)) * 1.1  # (the product first: as observed)
+    return int(np.ceil(tw * s)), int(np.ceil(th * s))
 
 
 def frost_apply(img: np.ndarray, params, texture: np.ndarray, u_row: float, u_col: float) -> np.ndarray:
@@ -267,7 +280,9 @@ def _snow(img, severity, seed, index):
     return snow_apply(img, CONSTANTS["imagenet"]["snow"][severity - 1], normal, angle)
 
 
-_OWN: dict[str, Callable] = {"frost": _frost, "elastic_transform": _elastic, "snow": _snow,
+_OWN: dict[str, Callable] = {"defocus_blur": lambda img, sev, seed, index: defocus_apply(
+                                 img, CONSTANTS["imagenet"]["defocus_blur"][sev - 1]),
+                             "frost": _frost, "elastic_transform": _elastic, "snow": _snow,
                              "pixelate": lambda img, sev, seed, index: pixelate_apply(
                                  img, CONSTANTS["imagenet"]["pixelate"][sev - 1])}
 _PIL_RESULT = ("pixelate", "jpeg_compression")
