@@ -147,7 +147,7 @@ def _suite(name: str, img: np.ndarray, severity: int, seed: int, index: int) -> 
 
     spec = get_spec(name)
     rng = _keyed(name, severity, seed, index) if spec.random else None
-    x = torch.from_numpy(img[None])
+    x = torch.from_numpy(np.array(img[None]))  # a writable copy
     out = _IMPL[name](x, spec.param(severity, "imagenet"), rng)
     return np.asarray(out[0].cpu().numpy(), dtype=np.uint8)
 

@@ -687,6 +687,9 @@ def load_image_arrays(spec: str, split: str, *, seed: int = 0, classes: Sequence
     path = _array_path(spec, split)
     x, y = readers.read_array_file(path)
     x = readers.check_image_stack(x, str(path))
+    if classes is None and path.suffix.lower() == ".npz":  # an .npz may name its classes (array ``classes``)
+        named = readers.read_npz(path, [], ["classes"]).get("classes")
+        classes = None if named is None else [str(c) for c in np.asarray(named).reshape(-1)]
     if y is None:
         if not unlabeled_ok:
             raise DataError(f"{path} holds no labels; save an .npz with arrays x and y to train or evaluate on it")
