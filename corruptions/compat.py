@@ -11,7 +11,8 @@ What matches imagecorruptions (1.1.2, learnt by running it as a black box; see R
   the frost photograph is scaled by ``max(1, H/h, W/w) * 1.1`` with ``cv2.INTER_CUBIC`` and cropped at random;
   ``clipped_zoom`` crops each axis on its own and keeps the top-left H x W (no centred trim); pixelate goes down
   with PIL BOX and back up with NEAREST; elastic_transform has no affine step (sigma 1 % of each side, displacement
-  noise U(+-0.5 % of the height), alpha 250 x (.05, .065, .085, .1, .12)); snow rounds its layer;
+  noise U(+-0.5 % of the height), alpha 250 x (.05, .065, .085, .1, .12)); motion blur in float without
+  ImageMagick's 8-bit quantisation, stopping at a shift as large as the image; snow rounds its blurred layer;
 * the exception types for bad input: ``AttributeError`` for a wrong type, dtype, shape, size or severity,
   ``KeyError`` for an unknown name, ``IndexError`` / ``TypeError`` for a bad ``corruption_number``, ``ValueError``
   when no corruption is named, ``TypeError`` for a non-integral severity such as 2.0 (the classes here subclass
@@ -31,9 +32,9 @@ imagecorruptions distribution's photographs, found without importing it, else th
 with its warning).
 
 What differs on purpose: random corruptions draw other numbers than imagecorruptions (no global NumPy stream);
-motion_blur and snow's streaks use ImageMagick's kernel and 8-bit quantisation (the reference generators'),
-which imagecorruptions' NumPy port misses by one level in a few values per thousand; fog's plasma is float64 (the
-reference generators'), imagecorruptions' float32.
+fog's plasma is float64 (the reference generators'), imagecorruptions' float32. Given imagecorruptions' own draws,
+elastic_transform, frost and snow are byte-identical, motion_blur up to float summation order (a few values in
+10^4 by one level).
 
 The rest of the suite (``corruptions.corrupt``, the writers, evaluation) is unchanged and keyed by image size.
 """
@@ -248,23 +249,46 @@ def _elastic(img, severity, seed, index):
     return elastic_apply(img, ELASTIC_ALPHA[severity - 1], *fields)
 
 
+def motion_blur_float(a: np.ndarray, radius: float, sigma: float, angle: float) -> np.ndarray:
+    """imagecorruptions' motion blur in float64: the one-sided Gaussian line kernel of ImageMagick (width
+    2 ceil(radius) + 1) along ``angle`` with edge replication, without ImageMagick's 8-bit quantisation; the sum
+    stops at the first tap whose shift reaches the image's height or width (as observed)."""
+    from ._ops import im_motion_kernel, im_motion_offsets
+
+    k = im_motion_kernel(radius, sigma)
+    ox, oy = im_motion_offsets(len(k), np.array([float(angle)]))
+    h, w = a.shape[:2]
+    out = np.zeros(a.shape, np.float64)
+    for i in range(len(k)):
+        dy, dx = int(oy[0, i]), int(ox[0, i])
+        if abs(dy) >= h or abs(dx) >= w:
+            break
+        rows = np.clip(np.arange(h) + dy, 0, h - 1)
+        cols = np.clip(np.arange(w) + dx, 0, w - 1)
+        out += k[i] * a[rows][:, cols]
+    return out
+
+
+def _motion(img, severity, seed, index):
+    radius, sigma = CONSTANTS["imagenet"]["motion_blur"][severity - 1]
+    angle = -45.0 + 90.0 * float(_keyed("motion_blur", severity, seed, index).uniform_cpu(1)[0, 0])
+    return np.uint8(np.clip(motion_blur_float(img.astype(np.float64), radius, sigma, angle), 0, 255))
+
+
 def snow_apply(img: np.ndarray, params, normal: np.ndarray, angle: float) -> np.ndarray:
     """imagecorruptions' snow given its standard-normal field (H x W) and streak angle (degrees): the layer
-    N(mean, std) zoomed by :func:`clipped_zoom`, thresholded, rounded to 8 bits, motion blurred, added with its
-    180-degree rotation to the brightened image."""
+    N(mean, std) zoomed by :func:`clipped_zoom`, thresholded, clipped, motion blurred in float
+    (:func:`motion_blur_float`) and rounded to 8 bits, added with its 180-degree rotation to the brightened
+    image."""
     import cv2
-    import torch
-
-    from ._ops import im_motion_blur
 
     mean, std, zoom, thr, radius, sigma, blend = params
     h, w = img.shape[:2]
     x = img.astype(np.float32) / 255.0
-    layer = clipped_zoom((mean + std * normal)[..., None], zoom)
+    layer = clipped_zoom(mean + std * normal, zoom)
     layer[layer < thr] = 0
-    layer8 = np.round(np.clip(layer, 0, 1) * 255).astype(np.uint8)
-    streaks = im_motion_blur(torch.from_numpy(np.ascontiguousarray(layer8[None])), radius, sigma,
-                             np.array([angle]))[0].numpy().astype(np.float64) / 255.0
+    streaks = np.round(motion_blur_float(np.clip(layer, 0, 1), radius, sigma, angle) * 255) / 255
+    streaks = streaks[..., None]
     gray = cv2.cvtColor(x, cv2.COLOR_RGB2GRAY).reshape(h, w, 1)
     x = blend * x + (1 - blend) * np.maximum(x, gray * 1.5 + 0.5)
     return np.uint8(np.clip(x + streaks + np.rot90(streaks, k=2), 0, 1) * 255)
@@ -282,7 +306,7 @@ def _snow(img, severity, seed, index):
 
 _OWN: dict[str, Callable] = {"defocus_blur": lambda img, sev, seed, index: defocus_apply(
                                  img, CONSTANTS["imagenet"]["defocus_blur"][sev - 1]),
-                             "frost": _frost, "elastic_transform": _elastic, "snow": _snow,
+                             "frost": _frost, "motion_blur": _motion, "elastic_transform": _elastic, "snow": _snow,
                              "pixelate": lambda img, sev, seed, index: pixelate_apply(
                                  img, CONSTANTS["imagenet"]["pixelate"][sev - 1])}
 _PIL_RESULT = ("pixelate", "jpeg_compression")

@@ -3,7 +3,8 @@ writes the outputs (or the exception type of each call) to a result .npz. Shims 
 (np.float_, skimage's multichannel keyword), as benchmarks/imagecorruptions_speed.py does. Used by test_compat.py.
 
 request: image (H, W[, C]) uint8, calls: JSON list of [label, kwargs] for corrupt(image, **kwargs);
-optional seeded: JSON list of [label, name, severity, seed] (np.random.seed(seed) first; records the draws).
+optional seeded: JSON list of [label, name, severity, seed(, image key)] (np.random.seed(seed) first; records the
+draws of np.random.uniform / normal / randint as <label>/draw<k>/<kind>).
 """
 import json
 import sys
@@ -50,10 +51,10 @@ def main(req_path: str, out_path: str) -> None:
             meta[label] = "ok"
         except Exception as e:  # noqa: BLE001 - the type is what is compared
             meta[label] = type(e).__name__
-    for label, name, severity, seed in json.loads(str(req["seeded"])) if "seeded" in req else ():
+    for label, name, severity, seed, *key in json.loads(str(req["seeded"])) if "seeded" in req else ():
         np.random.seed(seed)
         _draws.clear()
-        out[label] = imagecorruptions.corrupt(image, severity=severity, corruption_name=name)
+        out[label] = imagecorruptions.corrupt(req[key[0]] if key else image, severity=severity, corruption_name=name)
         for k, (kind, arr) in enumerate(_draws):
             out[f"{label}/draw{k}/{kind}"] = arr
         meta[label] = "ok"

@@ -82,8 +82,11 @@ def ic_results(tmp_path_factory):
     calls += [[f"bad/{k}", dict(kw, **({"image": im} if im else {}))] for k, (im, kw) in BAD_CALLS.items()]
     seeded = [[f"elastic/{s}", "elastic_transform", s, 11 + s] for s in (1, 5)]
     seeded += [[f"frost/{s}", "frost", s, 5 + s] for s in (1, 4)]
+    seeded += [[f"snow/{s}", "snow", s, 20 + s] for s in (1, 3, 5)]
+    seeded += [[f"motion/{s}", "motion_blur", s, 30 + s] for s in (1, 5)]
+    seeded += [[f"motion_small/{k}", "motion_blur", 5, 40 + k, "small_img"] for k in range(4)]
     d = tmp_path_factory.mktemp("ic")
-    np.savez(d / "req.npz", image=img, gray=img[..., 0], calls=np.array(json.dumps(calls)),
+    np.savez(d / "req.npz", image=img, gray=img[..., 0], calls=np.array(json.dumps(calls)), small_img=_photo(32, 40, 5),
              seeded=np.array(json.dumps(seeded)), **_bad_images(img))
     subprocess.run([py, str(WORKER), str(d / "req.npz"), str(d / "res.npz")], check=True, capture_output=True)
     res = np.load(d / "res.npz")
@@ -114,6 +117,23 @@ def test_elastic_and_frost_equal_imagecorruptions_given_its_draws(ic_results):
         ours = compat.frost_apply(img, compat.CONSTANTS["imagenet"]["frost"][s - 1], photos[idx],
                                   (r0 + 0.5) / (th - H), (c0 + 0.5) / (tw - W))
         assert np.array_equal(ours, res[f"frost/{s}"])
+
+
+def test_snow_and_motion_blur_equal_imagecorruptions_given_its_draws(ic_results):
+    img, res, _ = ic_results
+    for s in (1, 3, 5):
+        p = compat.CONSTANTS["imagenet"]["snow"][s - 1]
+        normal = (res[f"snow/{s}/draw0/normal"] - p[0]) / p[1]  # its N(loc, scale) field, standardised
+        angle = float(res[f"snow/{s}/draw1/uniform"])
+        assert np.array_equal(compat.snow_apply(img, p, normal, angle), res[f"snow/{s}"]), s
+    small = _photo(32, 40, 5)  # a kernel longer than the image: the sum stops where a shift reaches its side
+    cases = [(img, f"motion/{s}", s) for s in (1, 5)] + [(small, f"motion_small/{k}", 5) for k in range(4)]
+    for image, label, s in cases:
+        radius, sigma = compat.CONSTANTS["imagenet"]["motion_blur"][s - 1]
+        angle = float(res[f"{label}/draw0/uniform"])
+        ours = np.uint8(np.clip(compat.motion_blur_float(image.astype(np.float64), radius, sigma, angle), 0, 255))
+        differ = np.abs(ours.astype(int) - res[label])
+        assert differ.max() <= 1 and (differ > 0).sum() <= 5, (label, int((differ > 0).sum()))  # summation order
 
 
 def test_grayscale_shape_dtype_and_exception_types_match_imagecorruptions(ic_results):
@@ -170,6 +190,9 @@ def test_seeding_is_keyed_and_follows_numpys_global_stream():
 
 
 def test_size_handling_per_imagecorruptions():
+    from corruptions.weather import fog_mapsize
+    # fog: the plasma map is the next power of two >= the longer side (imagecorruptions: 64 at 40x50, 128 at 120x60)
+    assert (fog_mapsize(40, 50), fog_mapsize(120, 60), fog_mapsize(1200, 602)) == (64, 128, 2048)
     # frost: the photograph is scaled to cover the image with a 1.1 margin (frost5 is 495 x 660)
     assert compat.frost_size((495, 660), 40, 50) == (727, 545)
     assert compat.frost_size((495, 660), 1200, 602) == (1761, 1321)
