@@ -33,8 +33,8 @@ with its warning).
 
 What differs on purpose: random corruptions draw other numbers than imagecorruptions (no global NumPy stream);
 fog's plasma is float64 (the reference generators'), imagecorruptions' float32. Given imagecorruptions' own draws,
-elastic_transform, frost and snow are byte-identical, motion_blur up to float summation order (a few values in
-10^4 by one level).
+elastic_transform, frost, snow, glass_blur and spatter are byte-identical, motion_blur up to float summation order
+(a few values in 10^4 by one level); tests/corruptions_lib/test_compat.py checks this.
 
 The rest of the suite (``corruptions.corrupt``, the writers, evaluation) is unchanged and keyed by image size.
 """

@@ -85,6 +85,8 @@ def ic_results(tmp_path_factory):
     seeded += [[f"snow/{s}", "snow", s, 20 + s] for s in (1, 3, 5)]
     seeded += [[f"motion/{s}", "motion_blur", s, 30 + s] for s in (1, 5)]
     seeded += [[f"motion_small/{k}", "motion_blur", 5, 40 + k, "small_img"] for k in range(4)]
+    seeded += [[f"glass/{s}", "glass_blur", s, 50 + s, "small_img"] for s in (1, 5)]
+    seeded += [[f"spatter/{s}", "spatter", s, 60 + s, "small_img"] for s in (2, 4)]
     d = tmp_path_factory.mktemp("ic")
     np.savez(d / "req.npz", image=img, gray=img[..., 0], calls=np.array(json.dumps(calls)), small_img=_photo(32, 40, 5),
              seeded=np.array(json.dumps(seeded)), **_bad_images(img))
@@ -134,6 +136,30 @@ def test_snow_and_motion_blur_equal_imagecorruptions_given_its_draws(ic_results)
         ours = np.uint8(np.clip(compat.motion_blur_float(image.astype(np.float64), radius, sigma, angle), 0, 255))
         differ = np.abs(ours.astype(int) - res[label])
         assert differ.max() <= 1 and (differ > 0).sum() <= 5, (label, int((differ > 0).sum()))  # summation order
+
+
+def test_glass_blur_and_spatter_equal_imagecorruptions_given_its_draws(ic_results):
+    """The suite's implementations (which compat uses for them) fed imagecorruptions' own draws."""
+    import torch
+
+    from corruptions.blur import glass_blur_apply
+    from corruptions.weather import spatter_apply_cpu
+    _, res, _ = ic_results
+    small = _photo(32, 40, 5)
+    x = torch.from_numpy(small[None].copy())
+    h, w = small.shape[:2]
+    for s in (1, 5):
+        p = compat.CONSTANTS["imagenet"]["glass_blur"][s - 1]
+        _, d, iterations = p
+        n = iterations * (h - 2 * d) * (w - 2 * d)
+        draws = np.stack([res[f"glass/{s}/draw{k}/randint"] for k in range(n)])  # (dx, dy) per pixel, scan order
+        choice = (d - 1 - draws[:, 0]) + 2 * d * (d - 1 - draws[:, 1])
+        choice = choice.astype(np.int64).reshape(iterations, h - 2 * d, w - 2 * d)[:, ::-1, ::-1].copy()
+        assert np.array_equal(glass_blur_apply(x, p, torch.from_numpy(choice)[None])[0].numpy(), res[f"glass/{s}"])
+    for s in (2, 4):  # water, mud
+        p = compat.CONSTANTS["imagenet"]["spatter"][s - 1]
+        normal = (res[f"spatter/{s}/draw0/normal"] - p[0]) / p[1]
+        assert np.array_equal(spatter_apply_cpu(x, p, torch.from_numpy(normal)[None])[0].numpy(), res[f"spatter/{s}"])
 
 
 def test_grayscale_shape_dtype_and_exception_types_match_imagecorruptions(ic_results):
