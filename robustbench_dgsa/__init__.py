@@ -103,21 +103,21 @@ class _TimmImportHook:
         import sys
         if fullname != "timm":
             return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        for finder in sys.meta_path:
-            spec = finder.find_spec(fullname, path, target) if hasattr(finder, "find_spec") else None
-            if spec is not None:
-                break
-        else:
-            return None
-        loader = spec.loader
+        spec = None
+        for finder in sys.meta_path:  # the finders after this one (a find_spec without an import keeps the hook)
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        loader = getattr(spec, "loader", None)
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
         original = loader.exec_module
 
         def exec_module(module: Any) -> None:
             original(module)
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
             _register_with_timm()
 
         loader.exec_module = exec_module

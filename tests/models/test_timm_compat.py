@@ -22,7 +22,8 @@ ZOO = "dgvit_zoo_patch4_32"
 
 
 def test_registration_is_lazy_and_runs_when_timm_is_imported():
-    code = ("import robustbench_dgsa, sys; lazy = 'timm' not in sys.modules; import timm; "
+    code = ("import robustbench_dgsa, sys, importlib.util; lazy = 'timm' not in sys.modules; "
+            "importlib.util.find_spec('timm'); import timm; "
             "print(lazy, sorted(timm.list_models('*_zoo_*')), timm.list_models(pretrained=True, filter='dgvit_zoo*'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ("True ['dgvit_zoo_patch4_32', 'dvit_zoo_patch4_32', 'vit_zoo_patch4_32'] "
