@@ -45,6 +45,13 @@ def _cfg(model_cfg: Any, mean, std, file: Path | None, description: str) -> dict
                 classifier="head.fc2", license="apache-2.0", description=description)
 
 
+def zoo_pretrained_cfg(card: Any, model_cfg: Any, preprocess: dict[str, Any]) -> dict[str, Any]:
+    """The ``pretrained_cfg`` of a shipped image model (no timm needed): what ``load_pretrained`` sets on it too,
+    so ``timm.data.resolve_model_data_config`` is right however the model was loaded."""
+    return _cfg(model_cfg, preprocess["mean"], preprocess["std"], card.weights_path,
+                f"dgsa-bench zoo model {card.name} ({card.dataset})")
+
+
 def _specs() -> list[tuple[str, Any, Path | None, str, dict[str, Any]]]:
     """(timm name, model config, checkpoint or None, suite name, pretrained cfg) of every zoo and registered
     image model."""
@@ -59,9 +66,7 @@ def _specs() -> list[tuple[str, Any, Path | None, str, dict[str, Any]]]:
         name = f"{card.model}_zoo_patch{cfg.patch_size}_{cfg.image_size}".replace("-", "_")
         if any(o[0] == name for o in out):
             name = f"{name}_{card.dataset}".replace("-", "_")
-        out.append((name, cfg, card.weights_path, card.model,
-                    _cfg(cfg, pre["mean"], pre["std"], card.weights_path,
-                         f"dgsa-bench zoo model {card.name} ({card.dataset})")))
+        out.append((name, cfg, card.weights_path, card.model, zoo_pretrained_cfg(card, cfg, pre)))
     for n in model_names():
         cfg = get_model_config(n)
         if cfg.modality != "image":

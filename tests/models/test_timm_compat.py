@@ -46,6 +46,7 @@ def test_create_model_pretrained_is_the_shipped_model_offline_with_its_data_conf
     assert cfg["mean"] == pytest.approx(pre.mean) and cfg["std"] == pytest.approx(pre.std)
     assert cfg["mean"] != pytest.approx((0.485, 0.456, 0.406))  # not ImageNet's defaults
     assert timm.models.get_pretrained_cfg(ZOO).file == model.pretrained_cfg["file"]
+    assert timm.data.resolve_model_data_config(ext.model) == cfg  # load_pretrained's model carries it too
     # timm's own evaluation transform of the data config = the suite's preprocessing of the checkpoint
     from PIL import Image
     img = np.random.default_rng(0).integers(0, 256, (32, 32, 3), dtype=np.uint8)
