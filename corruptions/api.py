@@ -178,7 +178,8 @@ def corrupt(images, name: str | None = None, severity: int = 1, *, constants: st
     ``corrupt(image, corruption_number=9, severity=3)`` (position in :data:`~corruptions.registry.ALL`) or
     positionally ``corrupt(image, 3, "fog")``; in that style a grayscale (H, W) or (H, W, 1) image is stacked to
     three channels first, as imagecorruptions does. At 224 px this uses the ImageNet constants, as
-    imagecorruptions does (its elastic_transform differs; see docs/corruptions-imagenet.md).
+    imagecorruptions does (its elastic_transform differs; see docs/corruptions-imagenet.md). imagecorruptions'
+    own behaviour at any size >= 32 px (its size handling, exception types): :mod:`corruptions.compat`.
 
     On CPU the batch is processed in chunks (64 images at 32 px, 10 at 224 px) by ``torch.get_num_threads()``
     worker threads (each single-threaded); results do not depend on the chunking or the number of workers.

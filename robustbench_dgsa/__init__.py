@@ -12,6 +12,10 @@ The public Python API (imported lazily, so ``import robustbench_dgsa`` stays lig
     load_weights                                                   safetensors or .pth (weights_only) into a model
     robustbench_dgsa.robustbench.benchmark                         RobustBench's own call shape
     export_robustbench                                             RobustBench model_info files
+
+Where timm is installed, the zoo and the registered image models are also timm models (``timm.create_model(
+"dgvit_zoo_patch4_32", pretrained=True)``): they are registered when timm is imported (at once if it already is),
+so this import does not load timm (:mod:`robustbench_dgsa.models.timm_compat`).
 """
 from __future__ import annotations
 
@@ -81,3 +85,51 @@ def compare(results: Any, **options: Any):
         options.setdefault("store_label", str(results))
         results = load_results(results)
     return run_compare(results, **options)
+
+
+def _register_with_timm() -> None:
+    try:
+        from robustbench_dgsa.models.timm_compat import register_timm_models
+        register_timm_models()
+    except Exception as e:  # noqa: BLE001 - never break `import timm` (or this package) over the extra names
+        import warnings
+        warnings.warn(f"dgsa-bench models not registered with timm: {e}", RuntimeWarning, stacklevel=2)
+
+
+class _TimmImportHook:
+    """A meta-path finder that lets ``import timm`` finish, then registers the suite's models with it (once)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        import sys
+        if fullname != "timm":
+            return None
+        spec = None
+        for finder in sys.meta_path:  # the finders after this one (a find_spec without an import keeps the hook)
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+            _register_with_timm()
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _install_timm_hook() -> None:
+    import sys
+    if "timm" in sys.modules:
+        _register_with_timm()
+    elif not any(isinstance(f, _TimmImportHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TimmImportHook())
+
+
+_install_timm_hook()

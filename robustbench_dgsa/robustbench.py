@@ -1,4 +1,28 @@
-"""RobustBench's own call, run by this suite's evaluation core (common corruptions only).
+"""RobustBench's own calls: ``benchmark`` run by this suite's evaluation core (common corruptions only), and
+RobustBench's helpers with its signatures, return types and order, reading local files only (nothing is
+downloaded; every file is opened by the suite's data readers):
+
+    from robustbench_dgsa.robustbench import clean_accuracy, load_cifar10, load_cifar10c, load_model
+    model = load_model("DGViT", dataset="cifar10", threat_model="corruptions")   # a shipped zoo model
+    x, y = load_cifar10c(n_examples=1000, severity=5, data_dir="./data")          # float32 NCHW [0, 1], int64
+    acc = clean_accuracy(model, x, y, batch_size=100)
+
+* ``clean_accuracy(model, x, y, batch_size=100, device=None)``: top-1 accuracy (a float) of ``model(x)``,
+  batch by batch under ``torch.no_grad()`` on ``device`` (default: x's).
+* ``load_cifar10`` / ``load_cifar100(n_examples=None, data_dir='./data', transforms_test=None)``: the first
+  n test images (all when None) in test-set order. ``load_clean_dataset(dataset, n_examples, data_dir,
+  prepr='none')`` picks one of them by name.
+* ``load_cifar10c`` / ``load_cifar100c(n_examples, severity=5, data_dir='./data', shuffle=False,
+  corruptions=CORRUPTIONS)``: from ``<data_dir>/CIFAR-10-C`` (``CIFAR-100-C``; official or regenerated), the first
+  ceil(n / len(corruptions)) images of the severity block of each corruption in the given order, concatenated,
+  permuted with ``np.random.permutation`` when ``shuffle``, cut to n. ``load_imagenetc(n_examples=5000,
+  severity=5, data_dir='./data', shuffle=False, corruptions=CORRUPTIONS, prepr='Res256Crop224')`` does the same
+  from ``<data_dir>/ImageNet-C/<corruption>/<severity>/<wnid>/`` (sorted wnids, sorted files).
+  All return ``(x, y)``: x float32 (N, C, H, W) in [0, 1], y int64 (RobustBench's -C loaders give uint8 labels;
+  int64 compares equal and works in a loss).
+* ``load_model(model_name, model_dir='./models', dataset='cifar10', threat_model='corruptions')``: a shipped zoo
+  model by a RobustBench-style name (``ViT``, ``DViT``, ``DGViT``) or its zoo name (``dgvit-cifar10``), in eval
+  mode, taking [0, 1] images as RobustBench's models do (the normalisation is inside).
 
     from robustbench_dgsa.robustbench import benchmark
     clean_acc, robust_acc = benchmark(model, n_examples=1000, dataset="cifar10", threat_model="corruptions",
@@ -28,10 +52,14 @@ Arguments RobustBench uses for adversarial threat models (``eps``, ``log_path``,
 """
 from __future__ import annotations
 
+import math
 import tempfile
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
+import numpy as np
+import torch
 from torch import nn
 
 from robustbench_dgsa.util.errors import UserError
@@ -42,8 +70,22 @@ MAX_EXAMPLES = 10_000
 _ADVERSARIAL_ONLY = ("eps", "log_path", "aa_state_path", "preprocessing")
 
 
+# RobustBench's corruption list (robustbench.data.CORRUPTIONS), in its order: the order load_cifar10c concatenates
+CORRUPTIONS = ("shot_noise", "motion_blur", "snow", "pixelate", "gaussian_noise", "defocus_blur", "brightness", "fog",
+               "zoom_blur", "frost", "glass_blur", "impulse_noise", "contrast", "jpeg_compression",
+               "elastic_transform")
+CLEAN_DATASETS = ("cifar10", "cifar100")
+IMAGENET_C_FOLDER = "ImageNet-C"
+
+
 class BenchmarkArgumentError(UserError, ValueError):
-    """A wrong argument to the RobustBench-shaped :func:`benchmark` (a ValueError, as RobustBench raises)."""
+    """A wrong argument to the RobustBench-shaped :func:`benchmark` or helpers (a ValueError, as RobustBench
+    raises): an unknown dataset or model, a severity out of range, missing files."""
+
+
+class ModelModeWarning(UserWarning):
+    """The model given to :func:`benchmark` is in train mode (RobustBench warns the same way); it is evaluated in
+    eval mode."""
 
 
 def benchmark(model: nn.Module, n_examples: int = MAX_EXAMPLES, dataset: Any = "cifar10",
@@ -53,17 +95,27 @@ def benchmark(model: nn.Module, n_examples: int = MAX_EXAMPLES, dataset: Any = "
               preprocessing: Any = None, aa_state_path: Any = None, *, timm_norm: bool = False,
               **unknown: Any) -> tuple[float, float]:
     """``robustbench.eval.benchmark``'s call for common corruptions; returns ``(clean_acc, robust_acc)``. See the
-    module docstring."""
-    ds, n = _check_arguments(model, n_examples, dataset, threat_model, to_disk, model_name, device, batch_size,
+    module docstring. ``dataset`` may also be in-memory data: ``(x, y)`` tensors (x float (N, C, H, W) in [0, 1])
+    or a torch ``Dataset`` of (image, label) pairs; its corruptions are then made on the fly (keyed, CIFAR
+    constants at 32 px) and ``n_examples`` is capped at its length."""
+    from robustbench_dgsa.data.memory import is_in_memory
+    in_memory = is_in_memory(dataset)
+    if in_memory and to_disk:
+        raise BenchmarkArgumentError("to_disk=True needs a named dataset (cifar10 / cifar100), not in-memory data")
+    ds, n = _check_arguments(model, n_examples, "cifar10" if in_memory else dataset, threat_model, to_disk,
+                             model_name, device, batch_size,
                              dict(eps=eps, log_path=log_path, preprocessing=preprocessing,
                                   aa_state_path=aa_state_path), unknown)
-    cdir = Path(corruptions_data_dir or data_dir) / CORRUPTION_FOLDERS[ds]
-    if not cdir.is_dir():
+    cdir = None if in_memory else Path(corruptions_data_dir or data_dir) / CORRUPTION_FOLDERS[ds]
+    if cdir is not None and not cdir.is_dir():
         raise BenchmarkArgumentError(f"corrupted data not found: {cdir} (put the official {CORRUPTION_FOLDERS[ds]} "
                                      "files there, or regenerate them with `dgsa-bench corrupt`; nothing is "
                                      "downloaded)")
     if getattr(model, "training", False):
-        log("warning: the given model is *not* in eval mode; it is evaluated in eval mode")
+        warnings.warn("The given model is *not* in eval mode; it is evaluated in eval mode", ModelModeWarning,
+                      stacklevel=2)
+    if in_memory:
+        ds, n = dataset, min(n, _length(dataset))
     from robustbench_dgsa.report.export import ROBUSTBENCH_CORRUPTIONS
     from robustbench_dgsa.engine.benchmark import benchmark as run_benchmark
     with tempfile.TemporaryDirectory(prefix="dgsa-robustbench-") as store:
@@ -118,3 +170,265 @@ def _check_arguments(model: Any, n_examples: Any, dataset: Any, threat_model: An
 
 def _device(device: Any) -> str:
     return "cpu" if device is None else str(device)
+
+
+def _length(data: Any) -> int:
+    return len(data[1]) if isinstance(data, (tuple, list)) else len(data)
+
+
+# --- RobustBench's helpers -------------------------------------------------------------------------------------
+
+
+def clean_accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 100,
+                   device: Any = None) -> float:
+    """RobustBench's ``clean_accuracy``: the fraction of ``x`` whose argmax of ``model(x)`` equals ``y``, in batches
+    of ``batch_size`` moved to ``device`` (default: x's device), under ``torch.no_grad()``. The model is used as it
+    is (mode and device unchanged)."""
+    if not isinstance(model, nn.Module) and not callable(model):
+        raise BenchmarkArgumentError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise BenchmarkArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if len(x) != len(y) or len(x) == 0:
+        raise BenchmarkArgumentError(f"x and y must hold the same, non-zero number of examples ({len(x)} vs {len(y)})")
+    dev = x.device if device is None else torch.device(device)
+    correct = 0.0
+    with torch.no_grad():
+        for k in range(math.ceil(x.shape[0] / batch_size)):
+            xb = x[k * batch_size:(k + 1) * batch_size].to(dev)
+            yb = y[k * batch_size:(k + 1) * batch_size].to(dev)
+            correct += (model(xb).max(1)[1] == yb).float().sum().item()
+    return correct / x.shape[0]
+
+
+def _dataset_name(dataset: Any, valid: Sequence[str]) -> str:
+    ds = str(getattr(dataset, "value", dataset)).lower()
+    if ds not in valid:
+        raise BenchmarkArgumentError(f"unknown dataset {dataset!r}; valid: {', '.join(valid)}")
+    return ds
+
+
+def _check_n(n_examples: Any, *, optional: bool = False) -> int | None:
+    if optional and n_examples is None:
+        return None
+    if isinstance(n_examples, bool) or not isinstance(n_examples, (int, np.integer)) or n_examples < 1:
+        raise BenchmarkArgumentError(f"n_examples must be a positive integer, got {n_examples!r}")
+    return int(n_examples)
+
+
+def _to_tensors(x_uint8: np.ndarray, y: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """uint8 (N, H, W, C) -> float32 (N, C, H, W) / 255, and int64 labels."""
+    x = torch.from_numpy(np.ascontiguousarray(x_uint8.transpose(0, 3, 1, 2))).to(torch.float32).div_(255.0)
+    return x, torch.from_numpy(np.asarray(y, dtype=np.int64).copy())
+
+
+def _clean_test(dataset: str, n: int | None, data_dir: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The first n test images of cifar10 / cifar100 (uint8) from local files: CIFAR-10's exact subset where it
+    covers n, else the official batches, else (with a warning, by the data reader's source note) its JPEG copy."""
+    from robustbench_dgsa.data.registry import load_dataset
+    from robustbench_dgsa.util.errors import DataError
+    data = None
+    if dataset == "cifar10" and n is not None and n <= 1017:
+        try:
+            data = load_dataset("cifar10", "test-exact", data_root=data_dir)
+        except DataError:
+            data = None
+    if data is None:
+        try:
+            data = load_dataset(dataset, "test", data_root=data_dir)
+        except DataError as e:
+            raise BenchmarkArgumentError(f"{dataset} test set not found under {data_dir} (nothing is downloaded): "
+                                         f"{e}") from None
+    if "JPEG" in data.source or "jpeg" in data.source:
+        warnings.warn(f"{dataset}: read from a JPEG copy ({data.source}); not the exact test pixels", UserWarning,
+                      stacklevel=3)
+    return (data.x, data.y) if n is None else (data.x[:n], data.y[:n])
+
+
+def _apply_transforms(x_uint8: np.ndarray, y: np.ndarray, transforms_test: Callable | None):
+    if transforms_test is None:
+        return _to_tensors(x_uint8, y)
+    from PIL import Image
+    xs = torch.stack([torch.as_tensor(transforms_test(Image.fromarray(im))) for im in x_uint8])
+    return xs, torch.from_numpy(np.asarray(y, dtype=np.int64).copy())
+
+
+def load_cifar10(n_examples: int | None = None, data_dir: str | Path = "./data",
+                 transforms_test: Callable | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """RobustBench's ``load_cifar10``: the first ``n_examples`` CIFAR-10 test images (all when None), as float32
+    (N, 3, 32, 32) in [0, 1] and int64 labels; ``transforms_test`` (a torchvision transform of a PIL image)
+    replaces the default ToTensor. Local files only (``data_dir`` as RobustBench's, or the suite's layouts)."""
+    return _apply_transforms(*_clean_test("cifar10", _check_n(n_examples, optional=True), data_dir),
+                             transforms_test)
+
+
+def load_cifar100(n_examples: int | None = None, data_dir: str | Path = "./data",
+                  transforms_test: Callable | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """RobustBench's ``load_cifar100``: as :func:`load_cifar10`, CIFAR-100's test set (fine labels)."""
+    return _apply_transforms(*_clean_test("cifar100", _check_n(n_examples, optional=True), data_dir),
+                             transforms_test)
+
+
+def load_clean_dataset(dataset: Any, n_examples: int | None, data_dir: str | Path,
+                       prepr: str | None = "none") -> tuple[torch.Tensor, torch.Tensor]:
+    """RobustBench's ``load_clean_dataset``: :func:`load_cifar10` or :func:`load_cifar100` by name (or a
+    ``BenchmarkDataset``); ``prepr`` must be ``"none"`` (or None) for these 32 px sets."""
+    ds = _dataset_name(dataset, CLEAN_DATASETS)
+    if prepr not in (None, "none"):
+        raise BenchmarkArgumentError(f"prepr {prepr!r} applies to ImageNet only; {ds} takes prepr='none'")
+    return (load_cifar10 if ds == "cifar10" else load_cifar100)(n_examples, data_dir)
+
+
+def _check_corruption_request(n_examples: Any, severity: Any, corruptions: Any) -> tuple[int, int, list[str]]:
+    from corruptions.registry import CORRUPTIONS as KNOWN
+    n = _check_n(n_examples)
+    if isinstance(severity, bool) or not isinstance(severity, (int, np.integer)) or not 1 <= severity <= 5:
+        raise BenchmarkArgumentError(f"severity must be an integer in 1..5, got {severity!r}")
+    names = [corruptions] if isinstance(corruptions, str) else list(corruptions)
+    unknown = [c for c in names if c not in KNOWN]
+    if not names or unknown:
+        raise BenchmarkArgumentError(f"unknown corruption(s) {unknown or names!r}; valid: {', '.join(KNOWN)}")
+    return n, int(severity), names
+
+
+def _load_c(folder: str, n_examples: Any, severity: Any, data_dir: Any, shuffle: bool, corruptions: Any):
+    from corruptions.errors import CorruptionError
+    from corruptions.layout import load_corrupted
+    n, sev, names = _check_corruption_request(n_examples, severity, corruptions)
+    cdir = Path(data_dir) / folder
+    if not cdir.is_dir():
+        raise BenchmarkArgumentError(f"{cdir} not found (the official {folder} files, or a set regenerated by "
+                                     "`dgsa-bench corrupt`; nothing is downloaded)")
+    per = int(math.ceil(n / len(names)))
+    xs, ys = [], []
+    for c in names:
+        try:
+            x, y = load_corrupted(cdir, c, sev)
+        except CorruptionError as e:
+            raise BenchmarkArgumentError(str(e)) from None
+        if y is None:
+            raise BenchmarkArgumentError(f"{cdir}: no labels (a set regenerated without labels)")
+        xs.append(x[:per])
+        ys.append(y[:per])
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    if shuffle:
+        order = np.random.permutation(np.arange(len(x)))
+        x, y = x[order], y[order]
+    return _to_tensors(x[:n], y[:n])
+
+
+def load_cifar10c(n_examples: int, severity: int = 5, data_dir: str | Path = "./data", shuffle: bool = False,
+                  corruptions: Sequence[str] = CORRUPTIONS) -> tuple[torch.Tensor, torch.Tensor]:
+    """RobustBench's ``load_cifar10c`` from ``<data_dir>/CIFAR-10-C`` (see the module docstring)."""
+    return _load_c(CORRUPTION_FOLDERS["cifar10"], n_examples, severity, data_dir, shuffle, corruptions)
+
+
+def load_cifar100c(n_examples: int, severity: int = 5, data_dir: str | Path = "./data", shuffle: bool = False,
+                   corruptions: Sequence[str] = CORRUPTIONS) -> tuple[torch.Tensor, torch.Tensor]:
+    """RobustBench's ``load_cifar100c`` from ``<data_dir>/CIFAR-100-C``."""
+    return _load_c(CORRUPTION_FOLDERS["cifar100"], n_examples, severity, data_dir, shuffle, corruptions)
+
+
+_IMAGENET_PREPR = ("Res256Crop224", "Crop224", "none")
+
+
+def _imagenet_image(path: Path, prepr: str) -> np.ndarray:
+    from PIL import Image
+
+    from corruptions.imagenet import imagenet_input
+    from robustbench_dgsa.data.readers import read_image, to_rgb
+    im = to_rgb(read_image(path))
+    if prepr == "none":
+        return im
+    pil = Image.fromarray(im)
+    if prepr == "Res256Crop224":
+        return imagenet_input(pil)
+    w, h = pil.size
+    top, left = int(round((h - 224) / 2.0)), int(round((w - 224) / 2.0))
+    return np.asarray(pil.crop((left, top, left + 224, top + 224)), dtype=np.uint8)
+
+
+def load_imagenetc(n_examples: int = 5000, severity: int = 5, data_dir: str | Path = "./data",
+                   shuffle: bool = False, corruptions: Sequence[str] = CORRUPTIONS,
+                   prepr: str = "Res256Crop224") -> tuple[torch.Tensor, torch.Tensor]:
+    """RobustBench's ``load_imagenetc`` from ``<data_dir>/ImageNet-C/<corruption>/<severity>/<wnid>/``: per
+    corruption the first ceil(n / len(corruptions)) files (sorted wnids, then sorted files; labels = the wnid's
+    position among the sorted class folders), ``prepr`` ``Res256Crop224`` (RobustBench's default), ``Crop224`` or
+    ``none``."""
+    from corruptions.errors import CorruptionError
+    from corruptions.layout import condition_files
+    n, sev, names = _check_corruption_request(n_examples, severity, corruptions)
+    if prepr not in _IMAGENET_PREPR:
+        raise BenchmarkArgumentError(f"prepr must be one of {', '.join(_IMAGENET_PREPR)}, got {prepr!r}")
+    root = Path(data_dir) / IMAGENET_C_FOLDER
+    if not root.is_dir():
+        raise BenchmarkArgumentError(f"{root} not found (nothing is downloaded)")
+    per = int(math.ceil(n / len(names)))
+    xs, ys = [], []
+    for c in names:
+        try:
+            files, wnids = condition_files(root, c, sev)
+        except CorruptionError as e:
+            raise BenchmarkArgumentError(str(e)) from None
+        classes = sorted(set(wnids))
+        xs += [_imagenet_image(root / c / str(sev) / f, prepr) for f in files[:per]]
+        ys += [classes.index(w) for w in wnids[:per]]
+    if shuffle:
+        order = np.random.permutation(np.arange(len(xs)))
+        xs, ys = [xs[i] for i in order], [ys[i] for i in order]
+    return _to_tensors(np.stack(xs[:n]), np.array(ys[:n]))
+
+
+class _Normalized(nn.Module):
+    """A zoo model taking [0, 1] images, as RobustBench's models do: resize (when the model wants another size),
+    then the model's own normalisation, then the model."""
+
+    def __init__(self, model: nn.Module, mean: Sequence[float], std: Sequence[float], image_size: int | None):
+        super().__init__()
+        self.model, self.image_size = model, image_size
+        self.register_buffer("mean", torch.tensor(list(mean), dtype=torch.float32).view(1, -1, 1, 1))
+        self.register_buffer("std", torch.tensor(list(std), dtype=torch.float32).view(1, -1, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.image_size is not None and tuple(x.shape[-2:]) != (self.image_size, self.image_size):
+            x = nn.functional.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear",
+                                          antialias=True, align_corners=False)
+        return self.model((x - self.mean) / self.std)
+
+
+def _zoo_card(model_name: str, dataset: str):
+    from robustbench_dgsa.models.zoo import list_pretrained
+    cards = [c for c in list_pretrained("image") if c.dataset == dataset]
+    key = str(model_name).strip().lower()
+    for c in cards:
+        if key in (c.name, c.model):
+            return c
+    valid = ", ".join(f"{_rb_name(c.model)} ({c.name})" for c in cards) or "none"
+    raise BenchmarkArgumentError(f"unknown model {model_name!r} for {dataset} / corruptions; shipped: {valid}")
+
+
+def _rb_name(model: str) -> str:
+    """RobustBench-style spelling of a zoo model: vit -> ViT, dvit -> DViT, dgvit -> DGViT."""
+    head = model[:-3].upper() if model.endswith("vit") else model.upper()
+    return f"{head}ViT" if model.endswith("vit") else head
+
+
+def load_model(model_name: str, model_dir: str | Path = "./models", dataset: Any = "cifar10",
+               threat_model: Any = "corruptions", custom_checkpoint: str = "", norm: Any = None) -> nn.Module:
+    """RobustBench's ``load_model`` for the shipped zoo: ``model_name`` ``ViT`` / ``DViT`` / ``DGViT`` (any case) or
+    a zoo name (``dgvit-cifar10``); ``dataset`` cifar10; ``threat_model`` corruptions (the zoo has no adversarial
+    models; ``norm`` is RobustBench's old name for it). Returns the float32 model in eval mode on the CPU, taking
+    [0, 1] images (N, 3, H, W). ``model_dir`` is accepted and unused: the weights ship with the package."""
+    from robustbench_dgsa.models.zoo import load_pretrained
+    tm = str(getattr(norm if norm is not None else threat_model, "value", norm or threat_model))
+    if tm != "corruptions":
+        raise BenchmarkArgumentError(f"threat_model {tm!r}: the shipped zoo holds common-corruption models only "
+                                     "(threat_model='corruptions')")
+    if custom_checkpoint:
+        raise BenchmarkArgumentError("custom_checkpoint is not supported: load a suite checkpoint with "
+                                     "robustbench_dgsa.models.checkpoint.load_checkpoint")
+    ds = _dataset_name(dataset, CLEAN_DATASETS)
+    card = _zoo_card(model_name, ds)
+    ext = load_pretrained(card.name)
+    pre = ext.preprocess
+    wrapped = _Normalized(ext.model, pre.mean, pre.std, pre.image_size) if pre is not None else ext.model
+    return wrapped.eval()

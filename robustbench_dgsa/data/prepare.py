@@ -51,7 +51,9 @@ def preprocess_record(data: Any, model_config: Any, vocab: Any = None) -> dict[s
 def prepare_images(x_uint8: np.ndarray, preprocess: dict[str, Any]) -> torch.Tensor:
     """uint8 (N,H,W[,C]) -> normalised float (N,C,H,W), resized / channel-replicated as the model expects."""
     return to_model_input(np.asarray(x_uint8), preprocess["mean"], preprocess["std"],
-                          image_size=preprocess.get("image_size"), in_chans=int(preprocess.get("in_chans", 3)))
+                          image_size=preprocess.get("image_size"), in_chans=int(preprocess.get("in_chans", 3)),
+                          crop_pct=preprocess.get("crop_pct"),
+                          interpolation=preprocess.get("interpolation", "bilinear"))
 
 
 _VOCAB_CACHE: dict[int, Any] = {}

@@ -134,7 +134,7 @@ class ImageData:
 # --- preprocessing ---------------------------------------------------------------------------------------------
 
 def to_model_input(x_uint8, mean: Sequence[float], std: Sequence[float], *, image_size: int | None = None,
-                   in_chans: int = 3):
+                   in_chans: int = 3, crop_pct: float | None = None, interpolation: str = "bilinear"):
     """uint8 images (N, H, W, C) (or (N, H, W) grayscale; numpy or torch) -> float32 tensor (N, C, H, W).
 
     Steps: scale to [0, 1]; replicate a single channel to 3 when ``in_chans == 3`` (mean/std of length 1 are
@@ -142,6 +142,11 @@ def to_model_input(x_uint8, mean: Sequence[float], std: Sequence[float], *, imag
     (``torch.nn.functional.interpolate(..., mode="bilinear", antialias=True, align_corners=False)``) when the size
     differs; then ``(x - mean) / std`` per channel. Three-channel data cannot feed a one-channel model
     (UserError). Memory: the result is float32, 12 bytes per RGB pixel; convert large arrays in chunks.
+
+    ``crop_pct`` (timm's data config; needs ``image_size``): instead of the plain resize, timm's evaluation
+    transform: the shorter side to floor(image_size / crop_pct) (the longer one in proportion) with
+    ``interpolation`` (bilinear or bicubic with antialiasing, clipped to [0, 1]; or nearest), then the centre
+    image_size x image_size crop.
     """
     x = x_uint8 if isinstance(x_uint8, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(x_uint8))
     if x.dtype != torch.uint8:
@@ -168,12 +173,40 @@ def to_model_input(x_uint8, mean: Sequence[float], std: Sequence[float], *, imag
                 mean_t, std_t = mean_t.repeat(3), std_t.repeat(3)
         else:
             raise UserError(f"the model expects {in_chans}-channel images but the data has {c} channels")
-    if image_size is not None and (x.shape[-2] != image_size or x.shape[-1] != image_size):
+    if crop_pct is not None and image_size is not None:
+        x = resize_center_crop(x, int(image_size), float(crop_pct), interpolation)
+    elif image_size is not None and (x.shape[-2] != image_size or x.shape[-1] != image_size):
         x = F.interpolate(x, size=(int(image_size), int(image_size)), mode="bilinear", antialias=True,
                           align_corners=False)
     else:
         x = x.contiguous()
     return (x - mean_t.view(1, -1, 1, 1)) / std_t.view(1, -1, 1, 1)
+
+
+INTERPOLATIONS = ("bilinear", "bicubic", "nearest")
+
+
+def resize_center_crop(x, size: int, crop_pct: float, interpolation: str = "bilinear"):
+    """timm's evaluation resize and crop of float (N, C, H, W) in [0, 1]: the shorter side to
+    floor(size / crop_pct), the longer one to int(that * long / short) (torchvision ``Resize(int)``), then the
+    centre ``size`` x ``size`` crop (offsets round((side - size) / 2))."""
+    import math
+
+    if interpolation not in INTERPOLATIONS:
+        raise UserError(f"interpolation must be one of {', '.join(INTERPOLATIONS)}, got {interpolation!r}")
+    h, w = int(x.shape[-2]), int(x.shape[-1])
+    scale = int(math.floor(size / crop_pct))
+    new = (scale, int(scale * w / h)) if h <= w else (int(scale * h / w), scale)
+    if new != (h, w):
+        smooth = interpolation != "nearest"
+        x = F.interpolate(x, size=new, mode=interpolation, antialias=smooth,
+                          **({"align_corners": False} if smooth else {}))
+        if interpolation == "bicubic":
+            x = x.clamp(0.0, 1.0)
+    if min(new) < size:
+        raise UserError(f"crop of {size} px from images resized to {new[0]}x{new[1]}")
+    top, left = int(round((new[0] - size) / 2.0)), int(round((new[1] - size) / 2.0))
+    return x[..., top:top + size, left:left + size].contiguous()
 
 
 def channel_stats(x: np.ndarray, chunk: int = 4096) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -687,6 +720,9 @@ def load_image_arrays(spec: str, split: str, *, seed: int = 0, classes: Sequence
     path = _array_path(spec, split)
     x, y = readers.read_array_file(path)
     x = readers.check_image_stack(x, str(path))
+    if classes is None and path.suffix.lower() == ".npz":  # an .npz may name its classes (array ``classes``)
+        named = readers.read_npz(path, [], ["classes"]).get("classes")
+        classes = None if named is None else [str(c) for c in np.asarray(named).reshape(-1)]
     if y is None:
         if not unlabeled_ok:
             raise DataError(f"{path} holds no labels; save an .npz with arrays x and y to train or evaluate on it")

@@ -54,6 +54,9 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
               frost_dir: str | Path | None = None, progress: bool = False) -> pd.DataFrame:
     """Evaluate ``model`` on ``dataset`` clean and under every corruption × severity; returns its store rows.
 
+    ``dataset``: a name (see :func:`robustbench_dgsa.load_dataset`), or in-memory data as RobustBench passes it:
+    ``(x, y)`` tensors (x float (N, C, H, W) in [0, 1]) or a torch ``Dataset`` of (image, label) pairs (stored as
+    8-bit images, corrupted on the fly).
     ``corruption``: a spec as ``resolve_corruptions`` takes it ("benchmark" = the 15, "all", a group, "fog,snow",
     a list) or None for clean only; ignored (must stay the default) for text datasets. ``severity``: 3, "1-5",
     [1, 3]. ``corruption_dir``: an official or regenerated CIFAR-C folder (default: corrupt on the fly, keyed by
@@ -78,6 +81,7 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
     module = ext.model if ext is not None else model
     if not isinstance(module, nn.Module):
         raise UserError(f"benchmark needs a torch.nn.Module, got {type(module).__name__}")
+    dataset, _tmp = _in_memory_source(dataset, module)  # (x, y) / a torch Dataset: a temporary .npz, gone on return
     info = dataset_info(dataset)
     if tokenizer is None and ext is not None:
         tokenizer = ext.tokenizer
@@ -102,6 +106,38 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
     rows.attrs.update(run_id=res.run_id, store=str(store) if store is not None else None, table=res.table,
                       examples=res.examples, dataset_family=res.dataset_family)
     return rows
+
+
+def _in_memory_source(dataset: Any, module: nn.Module) -> tuple[Any, Any]:
+    """``(dataset name, keep-alive)``: a name as it is; ``(x, y)`` tensors or a torch ``Dataset`` (RobustBench's
+    in-memory data, :mod:`robustbench_dgsa.data.memory`) written to a temporary ``.npz`` that the array reader
+    serves, removed when the returned directory object is dropped. Its classes: as many as the model has logits
+    (asked on the first image), at least max label + 1."""
+    from robustbench_dgsa.data.memory import image_arrays, is_in_memory, write_arrays_dataset
+    if not is_in_memory(dataset):
+        return dataset, None
+    x, y = image_arrays(dataset)
+    tmp = tempfile.TemporaryDirectory(prefix="dgsa-data-")
+    return write_arrays_dataset(x, y, tmp.name, _logit_count(module, x[:1])), tmp
+
+
+def _logit_count(module: nn.Module, x_uint8) -> int:
+    """The model's number of logits on one raw [0, 1] image; 0 where that input does not suit it."""
+    was_training = module.training
+    try:
+        dev = next(module.parameters()).device
+    except StopIteration:
+        dev = torch.device("cpu")
+    xb = torch.from_numpy(x_uint8).permute(0, 3, 1, 2).float().div(255.0).to(dev)
+    try:
+        module.eval()
+        with torch.no_grad():
+            out = module(xb)
+        return int(out.shape[1]) if isinstance(out, torch.Tensor) and out.ndim == 2 else 0
+    except Exception:  # noqa: BLE001 - a model that wants other input: the labels decide
+        return 0
+    finally:
+        module.train(was_training)
 
 
 def _choose_preprocess(module: nn.Module, ext: ExternalModel | None, preprocess, timm_norm: bool):

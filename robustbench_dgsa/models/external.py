@@ -50,6 +50,8 @@ class Preprocess:
     std: tuple[float, ...] = (1.0, 1.0, 1.0)
     image_size: int | None = None
     in_chans: int = 3
+    crop_pct: float | None = None      # timm's data config: resize to size / crop_pct, centre crop (None: no crop)
+    interpolation: str = "bilinear"
 
     def __post_init__(self) -> None:
         if len(self.mean) != len(self.std) or len(self.mean) not in (1, 3):
@@ -58,18 +60,27 @@ class Preprocess:
             raise UserError(f"preprocess std must be positive, got {self.std}")
         if self.image_size is not None and int(self.image_size) < 1:
             raise UserError(f"preprocess image_size must be positive, got {self.image_size}")
+        if self.crop_pct is not None and (self.image_size is None or not 0 < float(self.crop_pct) <= 4):
+            raise UserError(f"preprocess crop_pct needs an image_size and a value in (0, 4], got {self.crop_pct}")
+        if self.interpolation not in ("bilinear", "bicubic", "nearest"):
+            raise UserError(f"preprocess interpolation must be bilinear, bicubic or nearest, got "
+                            f"{self.interpolation!r}")
 
     def to_record(self) -> dict[str, Any]:
         """The ``preprocess`` dict :mod:`robustbench_dgsa.engine.predict` works with."""
-        return {"modality": "image", "mean": [float(v) for v in self.mean], "std": [float(v) for v in self.std],
-                "image_size": None if self.image_size is None else int(self.image_size),
-                "in_chans": int(self.in_chans)}
+        rec = {"modality": "image", "mean": [float(v) for v in self.mean], "std": [float(v) for v in self.std],
+               "image_size": None if self.image_size is None else int(self.image_size),
+               "in_chans": int(self.in_chans)}
+        if self.crop_pct is not None:  # only then: records without a crop stay as they were
+            rec.update(crop_pct=float(self.crop_pct), interpolation=str(self.interpolation))
+        return rec
 
     @classmethod
     def from_timm(cls, model: nn.Module) -> "Preprocess":
-        """mean/std from timm's data config of ``model``; the input size the model was built for (a ViT's
+        """timm's whole data config of ``model``: mean/std, crop_pct and interpolation (timm's evaluation transform:
+        resize to size / crop_pct, centre crop), and the input size the model was built for (a ViT's
         ``patch_embed.img_size``, which timm's pretrained config does not update when ``img_size`` is changed),
-        else the data config's. Resize only: no crop (CIFAR-sized images are not cropped)."""
+        else the data config's."""
         timm = _import_timm()
         cfg = timm.data.resolve_model_data_config(model)
         size = getattr(getattr(model, "patch_embed", None), "img_size", None)
@@ -77,8 +88,10 @@ class Preprocess:
             size = size[0] if len(set(size)) == 1 else None
         if size is None:
             size = int(cfg["input_size"][-1])
+        interp = str(cfg.get("interpolation") or "bilinear")
         return cls(tuple(float(v) for v in cfg["mean"]), tuple(float(v) for v in cfg["std"]), int(size),
-                   int(cfg["input_size"][0]))
+                   int(cfg["input_size"][0]), float(cfg.get("crop_pct") or 1.0),
+                   interp if interp in ("bilinear", "bicubic", "nearest") else "bicubic")
 
 
 @dataclass

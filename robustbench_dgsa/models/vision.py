@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from ..config import ModelConfig, validate_model
 from robustbench_dgsa.util.errors import UserError
-from .blocks import ClassifierBase
+from .blocks import ClassifierBase, ClassifierHead
 
 
 class VisionTransformer(ClassifierBase):
@@ -40,6 +40,19 @@ class VisionTransformer(ClassifierBase):
         """x: float (B, C, H, W), already normalised. ``key_padding_mask`` (B, num_patches), True = ignore
         (rarely needed for images). Returns logits (B, C), or (logits, per-layer maps) with
         ``return_attention=True`` (see ``robustbench_dgsa.models.attention``)."""
+        tokens = self._embed(x)
+        B = tokens.shape[0]
+        mask = None
+        if key_padding_mask is not None:
+            if key_padding_mask.shape != (B, self.num_patches):
+                raise UserError(f"{self.config.name}: key_padding_mask must be (B, {self.num_patches}), "
+                                f"got {tuple(key_padding_mask.shape)}")
+            cls_col = torch.zeros(B, 1, dtype=torch.bool, device=key_padding_mask.device)
+            mask = torch.cat([cls_col, key_padding_mask.bool()], dim=1)
+        return self._encode(tokens, mask, return_attention)
+
+    def _embed(self, x: Tensor) -> Tensor:
+        """Checked images -> CLS + patch tokens + positions, after the positional dropout (B, 1 + P, D)."""
         cfg = self.config
         if x.ndim != 4:
             raise UserError(f"{cfg.name}: expected images (B, C, H, W), got shape {tuple(x.shape)}")
@@ -53,12 +66,59 @@ class VisionTransformer(ClassifierBase):
         B = x.shape[0]
         tokens = self.patch_embed(x).flatten(2).transpose(1, 2)          # (B, P, D)
         tokens = torch.cat([self.cls_token.expand(B, -1, -1), tokens], dim=1) + self.pos_embed
-        tokens = self.pos_drop(tokens)
-        mask = None
-        if key_padding_mask is not None:
-            if key_padding_mask.shape != (B, self.num_patches):
-                raise UserError(f"{cfg.name}: key_padding_mask must be (B, {self.num_patches}), "
-                                f"got {tuple(key_padding_mask.shape)}")
-            cls_col = torch.zeros(B, 1, dtype=torch.bool, device=key_padding_mask.device)
-            mask = torch.cat([cls_col, key_padding_mask.bool()], dim=1)
-        return self._encode(tokens, mask, return_attention)
+        return self.pos_drop(tokens)
+
+    # --- timm's model protocol (as timm's VisionTransformer has it) ---------------------------------------------
+    global_pool = "token"
+    num_prefix_tokens = 1
+
+    @property
+    def num_features(self) -> int:
+        """Width of :meth:`forward_features`' tokens (timm's ``num_features``; no final norm here)."""
+        return int(self.config.dim)
+
+    @property
+    def head_hidden_size(self) -> int:
+        """Width of ``forward_head(x, pre_logits=True)``: the CLS vector."""
+        return int(self.config.dim)
+
+    @property
+    def embed_dim(self) -> int:
+        return int(self.config.dim)
+
+    @property
+    def num_classes(self) -> int:
+        """Logits of the classifier (0 after ``reset_classifier(0)``)."""
+        return 0 if isinstance(self.head, nn.Identity) else int(self.head.fc2.out_features)
+
+    def forward_features(self, x: Tensor) -> Tensor:
+        """Normalised images -> every token after the last block (B, 1 + P, D): CLS first, as timm's ViT."""
+        tokens = self._embed(x)
+        for blk in self.blocks:
+            tokens = blk(tokens, None, False)
+        return tokens
+
+    def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
+        """Tokens from :meth:`forward_features` -> logits from the CLS token (its vector with ``pre_logits``)."""
+        cls = x[:, 0]
+        return cls if pre_logits else self.head(cls)
+
+    def get_classifier(self) -> nn.Module:
+        return self.head
+
+    def reset_classifier(self, num_classes: int, global_pool: str | None = None) -> None:
+        """A new, freshly initialised output layer for ``num_classes`` (the head's hidden layer is kept); 0 removes
+        the head (the model then returns the CLS vector), as in timm."""
+        if global_pool not in (None, "token"):
+            raise UserError(f"{self.config.name}: global_pool must be 'token' (the CLS token), got {global_pool!r}")
+        num_classes = int(num_classes)
+        if num_classes < 0:
+            raise UserError(f"num_classes must be >= 0, got {num_classes}")
+        if num_classes == 0:
+            self.head = nn.Identity()
+            return
+        if isinstance(self.head, nn.Identity):
+            self.head = ClassifierHead(dataclasses.replace(self.config, num_classes=num_classes))
+        else:
+            self.head.fc2 = nn.Linear(self.head.fc2.in_features, num_classes)
+        self.config = dataclasses.replace(self.config, num_classes=num_classes)

@@ -144,6 +144,8 @@ def load_pretrained(name: str, *, device: str = "cpu", zoo_dir: Path | None = No
         return ExternalModel(model, card.name, f"pretrained:{card.name}", str(path), False, None, info,
                              tokenizer=tokenizer)
     preprocess = Preprocess(tuple(pre["mean"]), tuple(pre["std"]), int(pre["image_size"]), int(pre["in_chans"]))
+    from robustbench_dgsa.models.timm_compat import zoo_pretrained_cfg
+    model.pretrained_cfg = model.default_cfg = zoo_pretrained_cfg(card, model.config, pre)  # as timm's
     return ExternalModel(model, card.name, f"pretrained:{card.name}", str(path), False, preprocess, info)
 
 

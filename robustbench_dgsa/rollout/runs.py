@@ -130,11 +130,12 @@ class ImageRollout:
 
 def _prepare_images(images: np.ndarray, preprocess: dict[str, Any], model) -> torch.Tensor:
     """Channels fixed by :mod:`robustbench_dgsa.data.readers`' policy (alpha composited over white; RGB ->
-    luma for one-channel models); resizing and grayscale replication are left to
+    luma for one-channel models); resizing (never cropping) and grayscale replication are left to
     :func:`robustbench_dgsa.engine.predict.prepare_images`, the same path as training."""
     chans = int(preprocess.get("in_chans") or model.config.in_chans)
+    # no centre crop (timm's crop_pct): the heatmap must cover the whole image it is drawn over
     pre = {**preprocess, "image_size": int(preprocess.get("image_size") or model.config.image_size),
-           "in_chans": chans}
+           "in_chans": chans, "crop_pct": None}
     imgs = np.asarray(images)
     if imgs.ndim == 3:  # (K,H,W) grayscale stack
         imgs = imgs[..., None]

@@ -29,14 +29,20 @@ def _resnet():
     return tv.ResNet(tv.BasicBlock, [1, 1, 1, 1], num_classes=6)
 
 
-def _hand_accuracy(model, x_uint8, y, mean, std, size):
-    """Independent loop: uint8 -> [0,1] -> resize -> normalise -> model -> argmax, 8 at a time."""
+def _hand_accuracy(model, x_uint8, y, mean, std, size, crop=None):
+    """Independent loop: uint8 -> [0,1] -> resize (timm's resize + centre crop when ``crop`` = (crop_pct,
+    interpolation)) -> normalise -> model -> argmax, 8 at a time."""
     model.eval()
     correct = 0
     with torch.no_grad():
         for s in range(0, len(x_uint8), 8):
             xb = torch.from_numpy(np.ascontiguousarray(x_uint8[s:s + 8])).permute(0, 3, 1, 2).float() / 255.0
-            if size is not None and xb.shape[-1] != size:
+            if crop is not None:
+                scale = int(np.floor(size / crop[0]))
+                xb = F.interpolate(xb, size=(scale, scale), mode=crop[1], antialias=True, align_corners=False)
+                top = int(round((scale - size) / 2.0))
+                xb = xb.clamp(0, 1)[..., top:top + size, top:top + size]
+            elif size is not None and xb.shape[-1] != size:
                 xb = F.interpolate(xb, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
             xb = (xb - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
             correct += int((model(xb).argmax(1).numpy() == y[s:s + 8]).sum())
@@ -69,11 +75,12 @@ def test_on_the_fly_equals_hand_loop(which, test_split, tmp_path):
                      name=which, seed=5, store=tmp_path / "store", device="cpu", batch_size=16)
     acc = rows[rows.metric == "accuracy"].set_index(["condition", "severity"])["value"]
     x, y = test_split
-    assert acc[("clean", 0)] == pytest.approx(_hand_accuracy(model, x, y, pre.mean, pre.std, pre.image_size))
+    crop = (pre.crop_pct, pre.interpolation) if pre.crop_pct is not None else None  # timm's whole data config
+    assert acc[("clean", 0)] == pytest.approx(_hand_accuracy(model, x, y, pre.mean, pre.std, pre.image_size, crop))
     for c in CORR:
         for s in SEVS:
             xc = corrupt(x, c, s, seed=5, indices=np.arange(N))
-            assert acc[(c, s)] == pytest.approx(_hand_accuracy(model, xc, y, pre.mean, pre.std, pre.image_size))
+            assert acc[(c, s)] == pytest.approx(_hand_accuracy(model, xc, y, pre.mean, pre.std, pre.image_size, crop))
     # one schema, named by the caller, identified by a weights hash; predictions stored like the suite's own
     assert list(rows.columns) == list(store.COLUMNS)
     assert set(rows.kind) == {"eval"} and set(rows.model) == {which} and set(rows.seed) == {-1}

@@ -126,9 +126,17 @@ def test_same_number_on_every_route(cifar_like, tmp_path, monkeypatch):
         assert rec["examples"] == f"all {N}"
 
 
-def _hand_preds(model, x_uint8, mean, std):
-    """Independent of the suite: uint8 -> [0, 1] -> (x - mean) / std -> model -> argmax."""
+def _hand_preds(model, x_uint8, mean, std, crop=None):
+    """Independent of the suite: uint8 -> [0, 1] -> (timm's eval resize + centre crop: ``crop`` = (size,
+    crop_pct, interpolation)) -> (x - mean) / std -> model -> argmax."""
     xb = torch.from_numpy(np.ascontiguousarray(x_uint8)).permute(0, 3, 1, 2).float() / 255.0
+    if crop is not None:
+        size, crop_pct, mode = crop
+        scale = int(np.floor(size / crop_pct))
+        xb = torch.nn.functional.interpolate(xb, size=(scale, scale), mode=mode, antialias=True,
+                                             align_corners=False).clamp(0, 1)
+        top = int(round((scale - size) / 2.0))
+        xb = xb[..., top:top + size, top:top + size]
     xb = (xb - torch.tensor(mean).view(1, 3, 1, 1)) / torch.tensor(std).view(1, 3, 1, 1)
     with torch.no_grad():
         return torch.cat([model(xb[s:s + BATCH]) for s in range(0, len(xb), BATCH)]).argmax(1).numpy()
@@ -156,7 +164,8 @@ def test_timm_normalisation_is_opt_in_and_the_same_on_every_route(cifar_like, tm
     x = np.asarray(load_dataset("cifar10", "test", data_root=root).x)[:N]
     y = np.asarray(load_dataset("cifar10", "test", data_root=root).y)[:N]
     pre = rb.Preprocess.from_timm(vit.model)
-    want_norm = _hand_preds(vit.model, x, pre.mean, pre.std)
+    assert (pre.crop_pct, pre.interpolation) == (0.9, "bicubic")  # timm's data config of this ViT, followed whole
+    want_norm = _hand_preds(vit.model, x, pre.mean, pre.std, (pre.image_size, pre.crop_pct, pre.interpolation))
     want_raw = _hand_preds(vit.model, x, (0.0, 0.0, 0.0), (1.0, 1.0, 1.0))
     assert not np.array_equal(want_norm, want_raw)  # the two conventions really differ on this model
     for k in ("api", "timm", "module"):

@@ -68,7 +68,7 @@ def test_image_rollout_of_timm_vit_equals_core_rollout():
     r = image_rollout_full(vit, images, pre, device="cpu")
     assert r.heatmaps.shape == (4, 32, 32) and r.relevance.shape == (4, 4, 4) and r.spec.mode == "positive"
     from robustbench_dgsa.engine.predict import prepare_images
-    x = prepare_images(images, pre)
+    x = prepare_images(images, {**pre, "crop_pct": None})  # rollout resizes, never crops (heatmaps cover the image)
     want = image_heatmaps(rollout(_manual_maps(vit, x), mode="positive"), 32)
     assert np.allclose(r.heatmaps, want.numpy(), atol=1e-5)
     with torch.no_grad():
