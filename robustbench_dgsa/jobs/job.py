@@ -385,10 +385,12 @@ class _Guard:
 
 
 class JobLock:
-    """An exclusive lock file in a job's folder (see the module docstring); refreshed while held."""
+    """An exclusive lock file in a job's folder (see the module docstring); refreshed while held. ``busy``: what
+    the refusal says runs there (default: the job); ``dgsa-bench train`` locks its output folder with it too."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, busy: str | None = None) -> None:
         self.folder, self.path = Path(folder), Path(folder) / LOCK
+        self.busy = busy
         self.me = {"host": socket.gethostname(), "pid": os.getpid(), "start": process_start(os.getpid()),
                    "boot": _boot_id(), "token": uuid.uuid4().hex, "since": time.time()}
         self._stop = threading.Event()
@@ -408,8 +410,11 @@ class JobLock:
             info, mtime = self._read()
             if info is not None and owner_alive(info, mtime):
                 since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(info.get("since") or mtime)))
-                raise JobLocked(f"job {self.folder.name} is being run by pid {info.get('pid')} on "
-                                f"{info.get('host')} since {since} ({self.path}); if that process is gone "
+                who = f"pid {info.get('pid')} on {info.get('host')} since {since} ({self.path})"
+                if self.busy is not None:
+                    raise JobLocked(f"{self.busy} ({who}); nothing was run: wait for it, or if that process is gone "
+                                    "for good, delete the lock file")
+                raise JobLocked(f"job {self.folder.name} is being run by {who}; if that process is gone "
                                 "for good, delete the lock file")
             if info is not None:
                 log(f"[job] taking over the stale lock of pid {info.get('pid')} on {info.get('host')}: {self.path}")

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -470,3 +471,94 @@ def test_hand_edited_job_with_unknown_model_is_refused_on_load(fx, tmp_path, run
     (sd / "jobs.jsonl").write_text("\n".join(lines) + "\n")
     line = _run(run_main, fx, tmp_path, ["sweep", "run", "sw"], USAGE)
     assert "jobs.jsonl line 1" in line and "nope" in line
+
+
+# --------------------------------------------------------------------------------------------- issue 35, items 4-10
+
+_TINY_TRAIN = ["train", "--model", "vit", "--dataset", "synthetic-vision", "--preset", "tiny", "--epochs", "1",
+               "--device", "cpu", *TINY_SET, "--quiet"]
+
+
+def _without_progress(err: str) -> str:
+    """stderr without train's progress lines (``[train] ...``, printed also under --quiet)."""
+    return "\n".join(ln for ln in err.splitlines() if not ln.startswith("[train]"))
+
+
+def _safetensors_disk_full(*args, **kwargs):
+    """What safetensors raises when the disk fills while it writes (after writing part of the file)."""
+    from safetensors import SafetensorError
+    Path(args[1]).write_bytes(b"\0" * 1000)
+    raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+
+def _oserror_disk_full(*args, **kwargs):
+    import errno
+    Path(args[1]).write_bytes(b"\0" * 1000)
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("writer", [_safetensors_disk_full, _oserror_disk_full], ids=["safetensors", "oserror"])
+@pytest.mark.parametrize("at", ["checkpoint", "state"])
+def test_disk_full_during_train_is_one_line_and_leaves_no_run_folder(writer, at, tmp_path, run_main, monkeypatch):
+    """Item 5: ENOSPC while train writes its checkpoint or its state (safetensors wraps it in its own error): the
+    one disk-full line, exit 1, and no half-made run folder or temporary file."""
+    import safetensors.torch
+
+    from robustbench_dgsa.models import checkpoint
+    if at == "checkpoint":
+        monkeypatch.setattr(checkpoint, "save_file", writer)
+    else:
+        monkeypatch.setattr(safetensors.torch, "save_file", writer)
+    code, out, err = run_main([*_TINY_TRAIN, "--out", "run"], tmp_path)
+    line = _one_error(code, out, _without_progress(err), RUN)
+    assert "no space left on the device" in line and "internal error" not in line, line
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [], "a half-made run folder was left"
+
+
+_HELD_TRAIN = """
+import sys, time
+from pathlib import Path
+from robustbench_dgsa.engine import train as engine
+release = Path(sys.argv[1])
+first_epoch = engine._run_epoch
+
+def held_epoch(run, epoch, progress):      # this run holds its folder until the test releases it
+    Path(str(release) + ".started").write_text("x")
+    deadline = time.monotonic() + 120
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first_epoch(run, epoch, progress)
+
+engine._run_epoch = held_epoch
+from robustbench_dgsa.cli import main
+sys.argv = ["dgsa-bench", *sys.argv[2:]]
+main()
+"""
+
+
+def test_two_trains_into_one_folder_the_second_stops_with_one_line(tmp_path):
+    """Item 4: two real ``train`` processes into one --out at once: the first trains and records one run, the
+    second stops at once with one ``error:`` line (exit 2, as ``sweep run-one`` on a locked job) and records
+    nothing."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    release = tmp_path / "release"
+    args = [*_TINY_TRAIN, "--out", "run"]
+    first = subprocess.Popen([sys.executable, "-c", _HELD_TRAIN, str(release), *args], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not Path(str(release) + ".started").exists():
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.1)
+        second = subprocess.run([sys.executable, "-m", "robustbench_dgsa", *args], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=300)
+        line = _one_error(second.returncode, second.stdout, _without_progress(second.stderr), USAGE)
+        assert "another train is running into run" in line, line
+    finally:
+        release.write_text("go")
+        out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    store = tmp_path / "run" / "store"
+    assert len(list((store / "runs").glob("train-*.json"))) == 1, "two run records for one checkpoint"
+    assert len(list((store / "rows").glob("train-*.jsonl"))) == 1
+    assert not (tmp_path / "run" / "job.lock").exists(), "the lock outlived the run"
