@@ -317,13 +317,46 @@ def _train_and_evaluate(root: Path, job: Job, ev: EvalSettings, *, device: str, 
     tr = train(cfg, job.seed, out, store_dir=store_dir, resume=True, progress=progress)
     distributed.finish()   # a data-parallel job: the ranks leave together; rank 0 evaluates alone
     image = cfg.model.modality == "image"  # a mixed sweep: corruptions for images, noise for text
-    res = evaluate(tr.checkpoint, store_dir=store_dir, corruptions=(ev.corruptions or None) if image else None,
-                   severities=ev.severities, corruption_dir=ev.corruption_dir if image else None,
-                   text_noise=None if image else (ev.text_noise or None), corruption_seed=ev.corruption_seed,
-                   batch_size=ev.batch_size, device=device or "auto", progress=progress)
+    asked = dict(corruptions=(ev.corruptions or None) if image else None, severities=ev.severities,
+                 corruption_dir=ev.corruption_dir if image else None,
+                 text_noise=None if image else (ev.text_noise or None), corruption_seed=ev.corruption_seed)
+    res = earlier_evaluation(store_dir, tr.checkpoint, tr.run_id, asked)
+    if res is None:
+        res = evaluate(tr.checkpoint, store_dir=store_dir, batch_size=ev.batch_size, device=device or "auto",
+                       progress=progress, **asked)
+    else:
+        log(f"[job] {job.id}: evaluation {res.run_id} of this checkpoint is already in the store (an earlier "
+            "attempt stopped before its record); not evaluated again")
     return {"job": job.to_dict(), "train_run_id": tr.run_id, "eval_run_id": res.run_id,
             "checkpoint": str(tr.checkpoint), "final": tr.final, "evaluation": res.summary(),
             "seconds": round(time.monotonic() - t0, 3), "host": socket.gethostname(), "pid": os.getpid()}
+
+
+def earlier_evaluation(store_dir: Path, checkpoint: Path, train_run_id: str, asked: dict[str, Any]) -> Any:
+    """The complete evaluation run (:func:`robustbench_dgsa.engine.evaluate.recorded_result`) that an earlier,
+    killed attempt of this job recorded for this very checkpoint (its hash and training run) with the conditions
+    ``asked`` (evaluate's corruptions, severities, corruption_dir, text_noise, corruption_seed), else None. The job
+    runner checks this under the job's lock before it evaluates, so a job records its evaluation once however
+    often it is restarted (check, then write; the readers' rule that the latest run of a cell counts stays for
+    evaluations run on purpose again)."""
+    from robustbench_dgsa import store
+    from robustbench_dgsa.engine.evaluate import recorded_result
+    from robustbench_dgsa.util.provenance import sha256_file
+    want = {"train_run_id": train_run_id, "corruptions": list(asked["corruptions"] or []),
+            "severities": sorted(set(int(s) for s in asked["severities"])),
+            "corruption_dir": str(asked["corruption_dir"] or ""), "corruption_seed": int(asked["corruption_seed"]),
+            "text_noise": list(asked["text_noise"] or [])}
+    sha = None
+    for rid, rec in sorted(store.load_runs(store_dir).items(), reverse=True):   # the latest first
+        if rec.get("kind") != "eval" or rec.get("train_run_id") != train_run_id:
+            continue
+        got = {**{k: rec.get(k) for k in want}, "severities": sorted(set(rec.get("severities") or []))}
+        sha = sha or sha256_file(checkpoint)
+        if got == want and rec.get("checkpoint_sha256") == sha:
+            found = recorded_result(store_dir, rid)
+            if found is not None:
+                return found
+    return None
 
 
 # --- locks -------------------------------------------------------------------------------------------------

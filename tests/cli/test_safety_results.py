@@ -562,3 +562,58 @@ def test_two_trains_into_one_folder_the_second_stops_with_one_line(tmp_path):
     assert len(list((store / "runs").glob("train-*.json"))) == 1, "two run records for one checkpoint"
     assert len(list((store / "rows").glob("train-*.jsonl"))) == 1
     assert not (tmp_path / "run" / "job.lock").exists(), "the lock outlived the run"
+
+
+def _dead_owner_token() -> str:
+    """An owner token (host, pid, start) of a process that has ended: what a killed writer's leftovers carry."""
+    from corruptions.atomic import _host_tag
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    return f"{_host_tag()}-{gone.pid}-12345-abcdef"
+
+
+def test_resume_removes_the_temporary_files_a_killed_train_left(tmp_path, run_main):
+    """Item 7: kill -9 during an atomic write leaves ``.train_state.safetensors.<owner>.tmp``; the next --resume
+    removes a dead writer's temporary files (and keeps a live writer's)."""
+    from corruptions.atomic import owner_token
+    code, _, err = run_main([*_TINY_TRAIN, "--out", "run"], tmp_path)
+    assert code == 0, err
+    run = tmp_path / "run"
+    left = [run / f".train_state.safetensors.{_dead_owner_token()}.tmp",
+            run / f".checkpoint.safetensors.{_dead_owner_token()}.tmp"]
+    for p in left:
+        p.write_bytes(b"\0" * 512)                          # a half-written state, as the kill left it
+    live = run / f".checkpoint.safetensors.{owner_token()}.tmp"   # this (live) process is writing it
+    live.write_bytes(b"\0" * 512)
+    code, _, err = run_main([*_TINY_TRAIN, "--out", "run", "--resume"], tmp_path)
+    assert code == 0, err
+    assert not any(p.exists() for p in left), "a killed run's temporary files survived the resume"
+    assert live.exists(), "a live writer's temporary file was removed"
+
+
+def test_a_job_restarted_after_its_evaluation_records_it_once(swapped_sweep, tmp_path):
+    """Item 7: a job killed after its evaluation was stored but before its record (``job_done.json``, the store's
+    finished record) is run again: its evaluation is found in the store under the job's lock and reused, not
+    recorded a second time (check, then write)."""
+    from robustbench_dgsa import store
+    from robustbench_dgsa.jobs.sweep import is_finished, load_jobs, run
+    sd = tmp_path / "sw"
+    shutil.copytree(swapped_sweep, sd)
+    job = load_jobs(sd)[0]
+    jdir = sd / "runs" / job.id
+    for j in load_jobs(sd):                                   # undo the fixture's swap: the jobs are whole again
+        (sd / "runs" / j.id / "job_done.json").unlink()
+    a, b = (sd / "runs" / j.id / "checkpoint.safetensors" for j in load_jobs(sd))
+    a.rename(a.with_name("swap.tmp"))
+    b.rename(a)
+    a.with_name("swap.tmp").rename(b)
+    evals = lambda: sorted(r for r, rec in store.load_runs(sd / "store").items() if rec["kind"] == "eval")  # noqa
+    before = evals()
+    for name in (f.name for f in store.finished_dir(sd / "store").glob("*.json")):
+        store.finished_dir(sd / "store").joinpath(name).unlink()   # as a kill before the records leaves it
+    summary = run(sd, workers=1)
+    assert not summary["failed"] and all(is_finished(sd, j) for j in load_jobs(sd))
+    assert evals() == before, "an evaluation was recorded twice"
+    done = json.loads((jdir / "job_done.json").read_text())
+    assert done["eval_run_id"] in before and done["evaluation"]["clean_accuracy"] is not None
+    assert [row["condition"] for row in done["evaluation"]["table"]] == ["clean", "contrast"]
