@@ -524,9 +524,29 @@ def _jsonl_rows(path: Path, text: str) -> Table:
             raise DataError(f"{path} line {k}: not JSON ({e})") from None
         if not isinstance(obj, dict):
             raise DataError(f"{path} line {k}: each line must be a JSON object")
+        _check_unicode(obj, f"{path} line {k}")
         rows.append(obj)
         lines.append(k)
     return Table(path, list(rows[0]) if rows else [], rows, lines)
+
+
+def _check_unicode(obj: Any, where: str) -> None:
+    """DataError when a text of ``obj`` (keys and values, nested) holds a lone surrogate (a ``\\ud800`` escape
+    without its pair): JSON decodes it, but it is no Unicode character and no text file can hold it."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise DataError(f"{where}: the text holds a lone surrogate \\u{ord(item[e.start]):04x} (half of a "
+                                "UTF-16 pair), which is not a character; fix or remove that escape") from None
 
 
 def read_table(path: str | Path, fmt: str | None = None, *, encoding: str = "utf-8") -> Table:
@@ -546,4 +566,6 @@ def read_table(path: str | Path, fmt: str | None = None, *, encoding: str = "utf
         raise DataError(f"{p}: not JSON ({e})") from None
     if not isinstance(obj, list) or not all(isinstance(r, dict) for r in obj):
         raise DataError(f"{p} must hold a JSON list of objects")
+    for i, r in enumerate(obj, 1):
+        _check_unicode(r, f"{p} item {i}")
     return Table(p, list(obj[0]) if obj else [], obj, list(range(1, len(obj) + 1)))
