@@ -438,3 +438,16 @@ def test_frost_photographs_too_small_for_the_crop_are_refused_before_any_work(si
     line = _one_error_line(code, err)
     assert says in line, line
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("shape", [(1, 200, 3), (200, 1, 3)], ids=["1-pixel-high", "1-pixel-wide"])
+def test_rollout_of_a_one_pixel_strip_draws_its_figure(shape, tmp_path, run_main):
+    """Item 6: the grey outline of a 1-pixel-high or -wide image is drawn on its strip repeated to two samples
+    (was an internal error from matplotlib's contour: ``Input z must be at least a (2, 2) shaped array``)."""
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)).save(tmp_path / "strip.png")
+    code, out, err = run_main(["rollout", "strip.png", "--model", "vit", "--out", "r.png", "--quiet"], tmp_path)
+    assert code == 0, err
+    assert "error" not in err, err
+    with Image.open(tmp_path / "r.png") as im:
+        assert im.size[0] > 100 and im.size[1] > 100
+    assert np.load(tmp_path / "r.npy").shape[:2] == shape[:2]
