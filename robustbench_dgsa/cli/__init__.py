@@ -68,7 +68,9 @@ def _os_message(e: OSError) -> str:
         import errno
         hint = {errno.ENOSPC: DISK_FULL,
                 errno.EROFS: "read-only file system; choose a writable location"}.get(e.errno, e.strerror or str(e))
-    return f"{' -> '.join(paths)}: {hint}" if paths else f"{e.strerror or e}: {hint}"
+    if not paths:
+        return hint if hint == DISK_FULL else f"{e.strerror or e}: {hint}"
+    return f"{' -> '.join(paths)}: {hint}"
 
 
 _STDOUT_MESSAGE = "cannot write the output: standard output is closed or a broken pipe"

@@ -314,7 +314,7 @@ def _npy_header(f: Any, where: str) -> tuple[tuple[int, ...], np.dtype, int]:
         read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
         shape, _, dtype = read(f)
     except (ValueError, OSError, EOFError, SyntaxError, zipfile.BadZipFile) as e:
-        raise DataError(f"{where}: not a readable .npy array ({' '.join(str(e).split())[:200]})") from None
+        raise DataError(f"{where}: cannot read as a .npy array ({' '.join(str(e).split())[:200]})") from None
     if dtype.hasobject:
         raise DataError(f"{where}: holds Python objects (a pickle), which are never read; save plain arrays")
     size = int(np.prod(shape, dtype=object)) * dtype.itemsize

@@ -36,7 +36,6 @@ def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: s
     from robustbench_dgsa.engine.predict import dataset_info
     from robustbench_dgsa.engine.train import train
     from robustbench_dgsa.models import get_model_config
-    from robustbench_dgsa.util.paths import safe_name
 
     out = Path(out)
     file_ov = load_config_file(config_file) if config_file else None
@@ -59,6 +58,7 @@ def _train_all(train: Any, cfgs: list[tuple[str, Any]], models: Sequence[str], s
                preset: str, store: str | Path | None, resume: bool, progress: bool,
                data_workers: int | None) -> dict[str, Any]:
     """Each (model, seed) of the checked configs ``cfgs``, one after another (see :func:`train_runs`)."""
+    from robustbench_dgsa.util.paths import safe_name
     store_dir = Path(store) if store is not None else out / "store"
     several = len(seeds) * len(cfgs) > 1
     runs = []
