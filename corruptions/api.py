@@ -203,7 +203,7 @@ def corrupt(images, name: str | None = None, severity: int = 1, *, constants: st
     batch = images[None] if single else images
     idx = _check_indices(indices, batch.shape[0])
     dev = _resolve_device(device, images)
-    extra = (_frost_for(frost, regime),) if spec.name == "frost" else ()
+    extra = (_frost_for(frost, regime, h, w),) if spec.name == "frost" else ()
     x = torch.from_numpy(np.ascontiguousarray(batch)) if isinstance(batch, np.ndarray) else batch.detach()
     # on the CPU a NumPy allocation: NumPy asks for transparent huge pages for large arrays (fewer page faults)
     out = (torch.from_numpy(np.empty(tuple(x.shape), np.uint8)) if dev.type == "cpu"
@@ -218,14 +218,16 @@ def corrupt(images, name: str | None = None, severity: int = 1, *, constants: st
     return out if device is not None else out.to(images.device)
 
 
-def _frost_for(frost, regime):
-    """The frost textures (default: :func:`load_frost_textures`) as ``regime``'s generator resizes them."""
+def _frost_for(frost, regime, h: int, w: int):
+    """The frost textures (default: :func:`load_frost_textures`) as ``regime``'s generator resizes them, checked
+    to be larger than the ``h`` x ``w`` images first (:meth:`~corruptions.frost.FrostTextures.check_fits`)."""
     from .frost import FrostTextures, load_frost_textures
 
     if frost is None:
         frost = load_frost_textures()
     elif not isinstance(frost, FrostTextures):
         raise CorruptionError(f"frost must be a FrostTextures object, got {type(frost).__name__}")
+    frost.check_fits(h, w, regime.frost_scale)
     return frost.at_scale(regime.frost_scale)
 
 

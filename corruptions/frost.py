@@ -69,6 +69,24 @@ class FrostTextures:
                                                     dict(self.file_sha256), scale, self.originals)
         return self._scaled[scale]
 
+    def check_fits(self, h: int, w: int, scale: float) -> None:
+        """CorruptionError unless every texture, resized by ``scale`` (OpenCV's rounding), is larger than an
+        ``h`` x ``w`` image: the random crop needs a spare row and column. Checked before any resize or crop."""
+        if self.is_procedural:
+            return
+        if self.originals is not None:
+            shapes = tuple((int(np.rint(o.shape[0] * scale)), int(np.rint(o.shape[1] * scale)))
+                           for o in self.originals) if scale != 1.0 else tuple(o.shape[:2] for o in self.originals)
+        elif float(scale) == self.scale:
+            shapes = self.shapes
+        else:
+            return                                    # at_scale refuses these with its own line
+        small = [f"{b}x{a}" for a, b in shapes if a <= h or b <= w]
+        if small:
+            raise CorruptionError(f"frost: {w}x{h} images need textures larger than that after resizing "
+                                  f"x{scale:g}; the textures of {self.source} are then "
+                                  + ", ".join(f"{b}x{a}" for a, b in shapes))
+
     @property
     def shapes(self) -> tuple:
         return tuple(t.shape[:2] for t in self.textures)
@@ -119,6 +137,22 @@ def _resize(rgb: np.ndarray, scale: float) -> np.ndarray:
     return np.ascontiguousarray(cv2.resize(rgb, (0, 0), fx=scale, fy=scale))
 
 
+def min_photo_side() -> int:
+    """The smallest side a frost photograph may have: resized as the generator of the smallest regime does
+    (CIFAR: x0.2), it must still be larger than that regime's images (the random crop needs a spare row and
+    column); 163 px. Smaller photographs serve no regime and are refused when loaded."""
+    from .registry import REGIMES
+    return min(int(np.ceil((r.size + 0.5) / r.frost_scale)) for r in REGIMES.values())
+
+
+def _check_photo(img: np.ndarray, where: str) -> None:
+    side = min_photo_side()
+    if min(img.shape[:2]) < side:
+        raise CorruptionError(f"frost texture {where} is {img.shape[1]}x{img.shape[0]} pixels; the corruption "
+                              f"crops image-sized pieces from it after resizing (x0.2 for 32x32 images), so each "
+                              f"side must be at least {side} pixels")
+
+
 def _from_files(paths: dict, source: str) -> FrostTextures:
     originals, sums = [], {}
     for name in FROST_FILES:
@@ -128,6 +162,7 @@ def _from_files(paths: dict, source: str) -> FrostTextures:
             raise CorruptionError(f"frost texture {paths[name]} cannot be read: {e.strerror or e}") from None
         sums[name] = hashlib.sha256(data).hexdigest()
         originals.append(_decode(data, str(paths[name])))
+        _check_photo(originals[-1], str(paths[name]))
     textures = tuple(_resize(o, _CIFAR_SCALE) for o in originals)
     return FrostTextures(source=source, textures=textures, file_sha256=sums, originals=tuple(originals))
 

@@ -62,12 +62,15 @@ _OS_HINTS = {
 
 def _os_message(e: OSError) -> str:
     paths = [str(p) for p in (e.filename, e.filename2) if p is not None]
+    from robustbench_dgsa.util.errors import DISK_FULL
     hint = _OS_HINTS.get(type(e).__name__)
     if hint is None:
         import errno
-        hint = {errno.ENOSPC: "no space left on the device; free space or choose another location",
+        hint = {errno.ENOSPC: DISK_FULL,
                 errno.EROFS: "read-only file system; choose a writable location"}.get(e.errno, e.strerror or str(e))
-    return f"{' -> '.join(paths)}: {hint}" if paths else f"{e.strerror or e}: {hint}"
+    if not paths:
+        return hint if hint == DISK_FULL else f"{e.strerror or e}: {hint}"
+    return f"{' -> '.join(paths)}: {hint}"
 
 
 _STDOUT_MESSAGE = "cannot write the output: standard output is closed or a broken pipe"
@@ -137,9 +140,13 @@ def _classify(e: BaseException) -> tuple[str, int] | None:
     """(one-line message, exit code) for an expected failure; None for a bug."""
     from typer import Abort
 
+    from robustbench_dgsa.util.errors import DISK_FULL, disk_full
+
     from .options import ClickException, Truncated, flag_message
     if _stdout_failure(e):
         return _STDOUT_MESSAGE, FAILURE
+    if disk_full(e) and not isinstance(e, OSError):   # a library's wrapper of ENOSPC (safetensors' os error 28)
+        return DISK_FULL, FAILURE
     if isinstance(e, _user_error_types()):
         return flag_message(e), USAGE
     if isinstance(e, _failure_types()):

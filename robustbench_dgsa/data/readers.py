@@ -26,7 +26,12 @@ Image policy (``IMAGE_POLICY_VERSION`` 1; the result is always uint8, (H, W) gra
   every resize here is Pillow's antialiased bilinear filter.
 
 Arrays: ``.npy`` (one uint8 array) and ``.npz`` (``x`` uint8 (N, H, W[, C]) and optionally ``y`` integer
-labels), always read with ``allow_pickle=False``. Stacks must be uint8; (N, H, W) is grayscale.
+labels), always read with ``allow_pickle=False``. Stacks must be uint8; (N, H, W) is grayscale. Before any data
+is read or decompressed, each array's header (shape × item size) is checked (:func:`check_array_file`): at most
+:data:`MAX_ARRAY_BYTES`; a ``.npy`` must hold the bytes its header declares (a truncated file or a header
+declaring a huge shape is one line, not an allocation); an ``.npz`` member (its header read from the first
+decompressed bytes only) must match the archive's record of its size and may not inflate more than
+:data:`MAX_INFLATION` times its stored size once over :data:`INFLATION_FLOOR` bytes (a decompression bomb).
 
 Text tables: ``.csv`` / ``.tsv`` (header row; quoting as in Python's ``csv`` module, strict: an unterminated
 quote is an error naming the file and the line where the field opened, and so is a row with more or fewer
@@ -292,10 +297,78 @@ def stack_images(decoded: Sequence[DecodedImage], where: str) -> tuple[np.ndarra
 
 # --- arrays --------------------------------------------------------------------------------------------------
 
-def read_npz(path: str | Path, required: Sequence[str], optional: Sequence[str] = ()) -> dict[str, np.ndarray]:
-    """The named arrays of an ``.npz`` (no pickles): every ``required`` one, and the ``optional`` ones present."""
+#: the most bytes one array may declare (shape × item size): 16 GiB, twice ImageNet's 50,000 validation images
+#: at 224 px as uint8; checked from the header before anything is allocated, read or decompressed
+MAX_ARRAY_BYTES = 2**34
+#: an .npz member over INFLATION_FLOOR bytes that inflates more than this many times its stored size is refused
+#: as a decompression bomb (deflate shrinks real image arrays by far less; zeros shrink ~1000 times)
+MAX_INFLATION = 100
+INFLATION_FLOOR = 64 << 20
+
+
+def _npy_header(f: Any, where: str) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, dtype, declared data bytes) from the ``.npy`` header at the start of stream ``f``."""
+    from numpy.lib import format as npy_format
+    try:
+        version = npy_format.read_magic(f)
+        read = npy_format.read_array_header_1_0 if version == (1, 0) else npy_format.read_array_header_2_0
+        shape, _, dtype = read(f)
+    except (ValueError, OSError, EOFError, SyntaxError, zipfile.BadZipFile) as e:
+        raise DataError(f"{where}: cannot read as a .npy array ({' '.join(str(e).split())[:200]})") from None
+    if dtype.hasobject:
+        raise DataError(f"{where}: holds Python objects (a pickle), which are never read; save plain arrays")
+    size = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if size > MAX_ARRAY_BYTES:
+        raise DataError(f"{where}: its header declares a {dtype} array of shape {tuple(shape)} ({size:,} bytes), "
+                        f"over the limit of {MAX_ARRAY_BYTES:,} bytes ({MAX_ARRAY_BYTES >> 30} GiB)")
+    return tuple(shape), dtype, size
+
+
+def _check_npz_member(zf: zipfile.ZipFile, name: str, where: str) -> None:
+    """The header checks of member ``name`` (``x`` -> ``x.npy``) of an open ``.npz``, decompressing only its
+    header."""
+    info = zf.getinfo(f"{name}.npy")
+    with zf.open(info) as f:
+        shape, dtype, size = _npy_header(f, f"{where} array {name!r}")
+        header = f.tell()
+    if header + size != info.file_size:
+        raise DataError(f"{where}: array {name!r} declares shape {shape} {dtype} ({size:,} bytes) but the archive "
+                        f"stores {max(0, info.file_size - header):,} bytes for it; the file is damaged or truncated")
+    if size > INFLATION_FLOOR and info.file_size > MAX_INFLATION * max(1, info.compress_size):
+        raise DataError(f"{where}: array {name!r} would inflate from {info.compress_size:,} to {info.file_size:,} "
+                        f"bytes (over {MAX_INFLATION} times); refused as a decompression bomb")
+
+
+def check_array_file(path: str | Path, names: Sequence[str] = ("x", "y")) -> None:
+    """DataError unless the ``.npy`` file, or the ``names`` arrays an ``.npz`` holds, pass the header checks of
+    the module docstring (size bound, declared = stored bytes, no decompression bomb); reads headers only."""
     p = Path(path).expanduser()
     _check_file(p)
+    if p.suffix.lower() != ".npz":
+        try:
+            with open(p, "rb") as f:
+                _, _, size = _npy_header(f, str(p))
+                have = p.stat().st_size - f.tell()
+        except OSError as e:
+            raise DataError(f"{p}: cannot read ({e.strerror or e})") from None
+        if have < size:
+            raise DataError(f"{p}: its header declares {size:,} bytes of data but the file holds {have:,}; it is "
+                            "truncated or damaged")
+        return
+    try:
+        with zipfile.ZipFile(p) as zf:
+            present = {n[:-4] for n in zf.namelist() if n.endswith(".npy")}
+            for name in (n for n in names if n in present):
+                _check_npz_member(zf, name, str(p))
+    except (OSError, zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError) as e:
+        raise DataError(f"{p}: cannot read as a .npz archive ({' '.join(str(e).split())})") from None
+
+
+def read_npz(path: str | Path, required: Sequence[str], optional: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """The named arrays of an ``.npz`` (no pickles): every ``required`` one, and the ``optional`` ones present;
+    their headers checked first (:func:`check_array_file`)."""
+    p = Path(path).expanduser()
+    check_array_file(p, (*required, *optional))
     try:
         with np.load(p, allow_pickle=False) as z:
             missing = [n for n in required if n not in z.files]
@@ -324,7 +397,7 @@ def read_array_file(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
         return z["x"], z.get("y")
     if suffix != ".npy":
         raise DataError(f"{p}: arrays must be a .npy or .npz file")
-    _check_file(p)
+    check_array_file(p)
     try:
         return np.load(p, allow_pickle=False), None
     except (OSError, ValueError, EOFError) as e:
@@ -451,9 +524,29 @@ def _jsonl_rows(path: Path, text: str) -> Table:
             raise DataError(f"{path} line {k}: not JSON ({e})") from None
         if not isinstance(obj, dict):
             raise DataError(f"{path} line {k}: each line must be a JSON object")
+        _check_unicode(obj, f"{path} line {k}")
         rows.append(obj)
         lines.append(k)
     return Table(path, list(rows[0]) if rows else [], rows, lines)
+
+
+def _check_unicode(obj: Any, where: str) -> None:
+    """DataError when a text of ``obj`` (keys and values, nested) holds a lone surrogate (a ``\\ud800`` escape
+    without its pair): JSON decodes it, but it is no Unicode character and no text file can hold it."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise DataError(f"{where}: the text holds a lone surrogate \\u{ord(item[e.start]):04x} (half of a "
+                                "UTF-16 pair), which is not a character; fix or remove that escape") from None
 
 
 def read_table(path: str | Path, fmt: str | None = None, *, encoding: str = "utf-8") -> Table:
@@ -473,4 +566,6 @@ def read_table(path: str | Path, fmt: str | None = None, *, encoding: str = "utf
         raise DataError(f"{p}: not JSON ({e})") from None
     if not isinstance(obj, list) or not all(isinstance(r, dict) for r in obj):
         raise DataError(f"{p} must hold a JSON list of objects")
+    for i, r in enumerate(obj, 1):
+        _check_unicode(r, f"{p} item {i}")
     return Table(p, list(obj[0]) if obj else [], obj, list(range(1, len(obj) + 1)))

@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from robustbench_dgsa.util.errors import DataError, UserError
-from . import imagenet, synthetic, text, vision
+from . import imagenet, readers, synthetic, text, vision
 from .locate import resolve_root
 from .imagenet import ImageFiles
 from .text import TextData
@@ -164,18 +164,30 @@ def get_info(name: str) -> DatasetInfo:
                        f"{kind[1]} with columns text,label (CSV header row, or JSONL objects)")
 
 
-def check_source_exists(name: str) -> None:
-    """A one-line error unless ``name`` is a registered dataset or a generic source whose path exists now
-    (``folder:`` / ``npz:`` / ``csv:`` ... paths are otherwise only checked when the data is loaded)."""
+def check_source_exists(name: str, splits: tuple[str, ...] = ("train", "test")) -> None:
+    """A one-line error unless ``name`` is a registered dataset or a generic source whose files are there now in
+    its layout, for each of ``splits`` (what training reads): the path exists; an image folder has the split
+    folders, each with class folders (:func:`.vision.check_image_folder`); an array source has each split's
+    ``.npz`` / ``.npy`` file, whose header is readable and within bounds (:func:`.readers.check_array_file`).
+    ``folder:`` / ``npz:`` / ``csv:`` ... paths are otherwise only checked when the data is loaded."""
     if name in DATASETS:
         return
     kind = _classify_generic(name)
     if kind is None:
         raise UserError(f"unknown dataset {name!r} (valid: {valid_names_line()})")
     spec = kind[1]
-    for path in ([spec.replace("{split}", s) for s in ("train", "test")] if "{split}" in spec else [spec]):
+    for path in ([spec.replace("{split}", s) for s in splits] if "{split}" in spec else [spec]):
         if not Path(path).expanduser().exists():
             raise DataError(f"dataset {name!r}: {path} does not exist")
+    try:
+        if kind[0] == "folder":
+            for split in splits:
+                vision.check_image_folder(spec, split, classes=True)
+        elif kind[0] == "arrays":
+            for split in splits:
+                readers.check_array_file(vision.array_path(spec, split))
+    except DataError as e:
+        raise DataError(f"dataset {name!r}: {e}") from None
 
 
 def check_files(name: str, data_root: str | os.PathLike | None) -> None:

@@ -652,6 +652,27 @@ def _read_folder_split(folder: Path, split: str | None, *, order: str = "name", 
     return x, y, list(classes), nums, list(cache.load_json(entry, "notes.json"))
 
 
+def check_image_folder(folder: str | os.PathLike, split: str | None, *, classes: bool = False) -> list[str]:
+    """The sub-folders of image folder ``folder`` (its splits); a DataError unless it is a folder with the split
+    folder ``split`` (when given) that, with ``classes``, holds class folders: what :func:`load_image_folder`
+    checks first, and what ``sweep plan`` checks for each split a job reads before any job runs."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise DataError(f"image folder {folder} does not exist; expected {folder}/<split>/<class>/*.png|jpg")
+    try:
+        splits = _class_dirs(folder)
+        if split is not None and split not in splits:
+            raise DataError(f"image folder {folder} has no split folder {split!r} (found: "
+                            f"{', '.join(splits[:8]) or 'none'}{', ...' if len(splits) > 8 else ''}); expected "
+                            f"{folder}/{split}/<class>/*.png|jpg")
+        if split is not None and classes and not _class_dirs(folder / split):
+            raise DataError(f"image folder {folder / split} has no class folders; expected "
+                            f"{folder}/{split}/<class>/*.png|jpg")
+    except PermissionError:
+        raise DataError(f"image folder {folder}: cannot read it (permission denied)") from None
+    return splits
+
+
 def load_image_folder(folder: str | os.PathLike, split: str, *, image_size: int | None = None,
                       order: str = "name", split_optional: bool = False, unlabeled_ok: bool = False) -> ImageData:
     """Images in ``<folder>/<split>/<class>/**/*.{png,jpg,jpeg,bmp,gif,webp,tif,tiff}``, read by the policy of
@@ -669,12 +690,7 @@ def load_image_folder(folder: str | os.PathLike, split: str, *, image_size: int 
     folder = Path(folder).expanduser()
     if order not in ("name", "number"):
         raise UserError(f"image folder: order must be name or number, got {order!r}")
-    if not folder.is_dir():
-        raise DataError(f"image folder {folder} does not exist; expected {folder}/<split>/<class>/*.png|jpg")
-    splits = _class_dirs(folder)
-    if split not in splits and not split_optional:
-        raise DataError(f"image folder {folder} has no split folder {split!r} (found: {', '.join(splits) or 'none'}); "
-                        f"expected {folder}/{split}/<class>/*.png|jpg")
+    splits = check_image_folder(folder, None if split_optional else split)
     sub: str | None = split if split in splits else None
     classes = None
     if sub is not None and "train" in splits and sub != "train":
@@ -695,7 +711,8 @@ def load_image_folder(folder: str | os.PathLike, split: str, *, image_size: int 
 
 # --- image arrays (.npy / .npz) --------------------------------------------------------------------------------
 
-def _array_path(spec: str, split: str) -> Path:
+def array_path(spec: str, split: str) -> Path:
+    """The file of ``split`` in an array source ``spec`` (a file, a ``{split}`` pattern or a folder)."""
     if "{split}" in spec:
         return Path(spec.replace("{split}", split)).expanduser()
     p = Path(spec).expanduser()
@@ -717,7 +734,7 @@ def load_image_arrays(spec: str, split: str, *, seed: int = 0, classes: Sequence
     instead. ``classes``: the class names (default ``"0" .. "K-1"``). Without ``y`` the data has no labels, an
     error unless ``unlabeled_ok``. ``mean``/``std`` are computed from the data (the train file of a pattern).
     """
-    path = _array_path(spec, split)
+    path = array_path(spec, split)
     x, y = readers.read_array_file(path)
     x = readers.check_image_stack(x, str(path))
     if classes is None and path.suffix.lower() == ".npz":  # an .npz may name its classes (array ``classes``)
@@ -743,6 +760,6 @@ def load_image_arrays(spec: str, split: str, *, seed: int = 0, classes: Sequence
     else:
         x_train = x
         if "{split}" in spec and split != "train" and Path(spec.replace("{split}", "train")).expanduser().is_file():
-            x_train = readers.check_image_stack(readers.read_array_file(_array_path(spec, "train"))[0], spec)
+            x_train = readers.check_image_stack(readers.read_array_file(array_path(spec, "train"))[0], spec)
     mean, std = channel_stats(x_train)
     return ImageData(x, y, names, f"arrays:{spec}", source, mean=mean, std=std)

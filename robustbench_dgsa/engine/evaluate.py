@@ -333,6 +333,35 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
     return EvalResult(run_id, out, store_dir, data.examples, dataset_family(plan.dataset, plan.corruption_dir))
 
 
+def recorded_result(store_dir: str | Path, run_id: str) -> EvalResult | None:
+    """The :class:`EvalResult` of evaluation run ``run_id`` as the store holds it (its run record and every row
+    written whole: :func:`_write_run` writes the record first, then all rows at once), None when it is not
+    there complete. What a job reuses instead of evaluating its checkpoint a second time."""
+    import json
+    store_dir = Path(store_dir)
+    rows_file = store.rows_path(store_dir, run_id)
+    try:
+        record = json.loads(store.run_record_path(store_dir, run_id).read_text(encoding="utf-8"))
+        raw = rows_file.read_bytes()
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not raw.endswith(b"\n") or not isinstance(record, dict) or record.get("kind") != "eval":
+        return None                                  # rows torn by a kill, or not an evaluation
+    table: dict[tuple[str, int], dict[str, Any]] = {}
+    for row in store.load_results(store_dir).query("run_id == @run_id").to_dict(orient="records"):
+        cell = table.setdefault((row["condition"], int(row["severity"])), {
+            "condition": row["condition"], "severity": int(row["severity"]), "accuracy": np.nan, "n": -1,
+            "cer": np.nan, "wer": np.nan, "source": row["source"]})
+        if row["metric"] in ("accuracy", "cer", "wer"):
+            cell[row["metric"]] = float(row["value"])
+        if row["metric"] == "accuracy":
+            cell["n"] = int(row["n"])
+    if not table or ("clean", 0) not in table:
+        return None
+    out = pd.DataFrame(list(table.values()), columns=TABLE_COLUMNS)
+    return EvalResult(run_id, out, store_dir, str(record.get("examples") or ""), record.get("dataset_family"))
+
+
 def _input_words(pre: dict[str, Any]) -> str:
     """The input convention of an image preprocess record, in words (run records, reports, errors)."""
     if pre.get("modality") != "image":

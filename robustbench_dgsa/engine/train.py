@@ -80,11 +80,16 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
     """Train ``cfg.model`` on ``cfg.data.dataset`` with ``seed``; see the module docstring. ``data_workers``:
     DataLoader worker processes of a streamed dataset (default min(8, CPUs per process); 0: the main process).
 
-    A run that fails (an error, divergence, Ctrl-C) removes its rows and provenance from the store, which it
-    thus leaves as it found it; its checkpoint and state stay in ``out_dir`` (without ``done.json``) so that
-    ``resume`` can continue, and resuming rebuilds the rows from the state.
+    A run that fails (an error, divergence, Ctrl-C, a full disk) removes its rows and provenance from the store,
+    which it thus leaves as it found it; its checkpoint and state stay in ``out_dir`` (without ``done.json``) so
+    that ``resume`` can continue, and resuming rebuilds the rows from the state. A fresh run that fails before its
+    first epoch is saved whole (checkpoint and state) removes the checkpoint it wrote: nothing half-made stays.
+    Temporary files that a killed run's atomic writes left (``.checkpoint.safetensors.<owner>.tmp``) are removed
+    when the next run of the folder starts (:func:`robustbench_dgsa.util.atomic.remove_dead_temps`).
     """
     opened: list[store.RunWriter] = []
+    out_dir = Path(out_dir)
+    fresh = not (out_dir / CHECKPOINT_NAME).exists() and not (out_dir / STATE_NAME).exists()
     try:
         with distributed.peer_failures(f"{out_dir} keeps the last finished epoch: resume the run to continue"):
             return _train(cfg, seed, out_dir, store_dir=store_dir, resume=resume, progress=progress,
@@ -92,6 +97,8 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
     except BaseException:
         for writer in opened:
             writer.discard()
+        if fresh and not (out_dir / STATE_NAME).exists():
+            (out_dir / CHECKPOINT_NAME).unlink(missing_ok=True)    # no epoch saved whole: nothing to resume
         raise
 
 
@@ -101,6 +108,9 @@ def _train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | P
     out_dir = Path(out_dir)
     store_dir = Path(store_dir) if store_dir is not None else out_dir / "store"
     validate(cfg, data_modality=dataset_info(cfg.data.dataset).modality)  # before any file is read or written
+    for name in (CHECKPOINT_NAME, STATE_NAME, DONE_NAME):
+        for left in atomic.remove_dead_temps(out_dir / name):    # a killed run's temporary files
+            log(f"[train] removed {left}, left by a killed run")
     state, finished = _previous_run(out_dir, resume, cfg, seed)
     if finished is not None:
         return finished

@@ -317,13 +317,46 @@ def _train_and_evaluate(root: Path, job: Job, ev: EvalSettings, *, device: str, 
     tr = train(cfg, job.seed, out, store_dir=store_dir, resume=True, progress=progress)
     distributed.finish()   # a data-parallel job: the ranks leave together; rank 0 evaluates alone
     image = cfg.model.modality == "image"  # a mixed sweep: corruptions for images, noise for text
-    res = evaluate(tr.checkpoint, store_dir=store_dir, corruptions=(ev.corruptions or None) if image else None,
-                   severities=ev.severities, corruption_dir=ev.corruption_dir if image else None,
-                   text_noise=None if image else (ev.text_noise or None), corruption_seed=ev.corruption_seed,
-                   batch_size=ev.batch_size, device=device or "auto", progress=progress)
+    asked = dict(corruptions=(ev.corruptions or None) if image else None, severities=ev.severities,
+                 corruption_dir=ev.corruption_dir if image else None,
+                 text_noise=None if image else (ev.text_noise or None), corruption_seed=ev.corruption_seed)
+    res = earlier_evaluation(store_dir, tr.checkpoint, tr.run_id, asked)
+    if res is None:
+        res = evaluate(tr.checkpoint, store_dir=store_dir, batch_size=ev.batch_size, device=device or "auto",
+                       progress=progress, **asked)
+    else:
+        log(f"[job] {job.id}: evaluation {res.run_id} of this checkpoint is already in the store (an earlier "
+            "attempt stopped before its record); not evaluated again")
     return {"job": job.to_dict(), "train_run_id": tr.run_id, "eval_run_id": res.run_id,
             "checkpoint": str(tr.checkpoint), "final": tr.final, "evaluation": res.summary(),
             "seconds": round(time.monotonic() - t0, 3), "host": socket.gethostname(), "pid": os.getpid()}
+
+
+def earlier_evaluation(store_dir: Path, checkpoint: Path, train_run_id: str, asked: dict[str, Any]) -> Any:
+    """The complete evaluation run (:func:`robustbench_dgsa.engine.evaluate.recorded_result`) that an earlier,
+    killed attempt of this job recorded for this very checkpoint (its hash and training run) with the conditions
+    ``asked`` (evaluate's corruptions, severities, corruption_dir, text_noise, corruption_seed), else None. The job
+    runner checks this under the job's lock before it evaluates, so a job records its evaluation once however
+    often it is restarted (check, then write; the readers' rule that the latest run of a cell counts stays for
+    evaluations run on purpose again)."""
+    from robustbench_dgsa import store
+    from robustbench_dgsa.engine.evaluate import recorded_result
+    from robustbench_dgsa.util.provenance import sha256_file
+    want = {"train_run_id": train_run_id, "corruptions": list(asked["corruptions"] or []),
+            "severities": sorted(set(int(s) for s in asked["severities"])),
+            "corruption_dir": str(asked["corruption_dir"] or ""), "corruption_seed": int(asked["corruption_seed"]),
+            "text_noise": list(asked["text_noise"] or [])}
+    sha = None
+    for rid, rec in sorted(store.load_runs(store_dir).items(), reverse=True):   # the latest first
+        if rec.get("kind") != "eval" or rec.get("train_run_id") != train_run_id:
+            continue
+        got = {**{k: rec.get(k) for k in want}, "severities": sorted(set(rec.get("severities") or []))}
+        sha = sha or sha256_file(checkpoint)
+        if got == want and rec.get("checkpoint_sha256") == sha:
+            found = recorded_result(store_dir, rid)
+            if found is not None:
+                return found
+    return None
 
 
 # --- locks -------------------------------------------------------------------------------------------------
@@ -385,10 +418,12 @@ class _Guard:
 
 
 class JobLock:
-    """An exclusive lock file in a job's folder (see the module docstring); refreshed while held."""
+    """An exclusive lock file in a job's folder (see the module docstring); refreshed while held. ``busy``: what
+    the refusal says runs there (default: the job); ``dgsa-bench train`` locks its output folder with it too."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, busy: str | None = None) -> None:
         self.folder, self.path = Path(folder), Path(folder) / LOCK
+        self.busy = busy
         self.me = {"host": socket.gethostname(), "pid": os.getpid(), "start": process_start(os.getpid()),
                    "boot": _boot_id(), "token": uuid.uuid4().hex, "since": time.time()}
         self._stop = threading.Event()
@@ -408,8 +443,11 @@ class JobLock:
             info, mtime = self._read()
             if info is not None and owner_alive(info, mtime):
                 since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(info.get("since") or mtime)))
-                raise JobLocked(f"job {self.folder.name} is being run by pid {info.get('pid')} on "
-                                f"{info.get('host')} since {since} ({self.path}); if that process is gone "
+                who = f"pid {info.get('pid')} on {info.get('host')} since {since} ({self.path})"
+                if self.busy is not None:
+                    raise JobLocked(f"{self.busy} ({who}); nothing was run: wait for it, or if that process is gone "
+                                    "for good, delete the lock file")
+                raise JobLocked(f"job {self.folder.name} is being run by {who}; if that process is gone "
                                 "for good, delete the lock file")
             if info is not None:
                 log(f"[job] taking over the stale lock of pid {info.get('pid')} on {info.get('host')}: {self.path}")

@@ -2,11 +2,17 @@
 
 Every model's config is resolved (and so checked) before the first run starts; each (model, seed) is one call
 of :func:`robustbench_dgsa.engine.train.train`, with its checkpoint in its own folder when there are several.
+
+The output folder is locked while the runs train (:class:`robustbench_dgsa.jobs.job.JobLock`, the lock a sweep job
+takes: ``job.lock`` in the folder), so a second ``train`` into the same folder stops at once with one line instead of
+training and recording the same run twice. One process takes it: the only one, the launcher of ``nproc``
+processes, or rank 0 of a torchrun / srun launch.
 """
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 
 def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: str | Path, *, preset: str = "tiny",
@@ -30,7 +36,6 @@ def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: s
     from robustbench_dgsa.engine.predict import dataset_info
     from robustbench_dgsa.engine.train import train
     from robustbench_dgsa.models import get_model_config
-    from robustbench_dgsa.util.paths import safe_name
 
     out = Path(out)
     file_ov = load_config_file(config_file) if config_file else None
@@ -41,9 +46,19 @@ def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: s
             cfg.data.data_root = str(data_root)
         validate(cfg, data_modality=dataset_info(cfg.data.dataset).modality, processes=nproc or 1)
         cfgs.append((m, cfg))
-    if nproc is not None and nproc > 1:
-        _launch(nproc, relaunch or [])
-        return None
+    with _out_lock(out):
+        if nproc is not None and nproc > 1:
+            _launch(nproc, relaunch or [])
+            return None
+        return _train_all(train, cfgs, models, seeds, out, preset=preset, store=store, resume=resume,
+                          progress=progress, data_workers=data_workers)
+
+
+def _train_all(train: Any, cfgs: list[tuple[str, Any]], models: Sequence[str], seeds: Sequence[int], out: Path, *,
+               preset: str, store: str | Path | None, resume: bool, progress: bool,
+               data_workers: int | None) -> dict[str, Any]:
+    """Each (model, seed) of the checked configs ``cfgs``, one after another (see :func:`train_runs`)."""
+    from robustbench_dgsa.util.paths import safe_name
     store_dir = Path(store) if store is not None else out / "store"
     several = len(seeds) * len(cfgs) > 1
     runs = []
@@ -58,6 +73,39 @@ def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: s
     distributed.finish()  # under torchrun / srun: every rank leaves the group together
     return {"model": ",".join(models), "dataset": cfgs[0][1].data.dataset, "preset": preset,
             "store": str(store_dir), "runs": runs}
+
+
+@contextlib.contextmanager
+def _out_lock(out: Path) -> Iterator[None]:
+    """Hold ``out``'s lock (see the module docstring) unless another process of this launch holds it."""
+    import os
+
+    from robustbench_dgsa.engine.distributed import LAUNCHED_ENV, env_world
+    from robustbench_dgsa.jobs.job import JobLock
+    world = env_world()
+    if os.environ.get(LAUNCHED_ENV) == "1" or (world is not None and world[0] != 0):
+        yield                                  # the launcher (nproc) or rank 0 holds it for every rank
+        return
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with JobLock(out, busy=f"another train is running into {out}"):
+            yield
+    finally:
+        if made:
+            _remove_if_bare(out)
+
+
+def _remove_if_bare(out: Path) -> None:
+    """Remove the folder this run made when it holds nothing but the lock's guard file (the run stopped before
+    writing anything: bad data, say), so that a refused run leaves nothing behind."""
+    from robustbench_dgsa.jobs.job import LOCK_GUARD
+    try:
+        if {p.name for p in out.iterdir()} <= {LOCK_GUARD}:
+            (out / LOCK_GUARD).unlink(missing_ok=True)
+            out.rmdir()
+    except OSError:
+        pass                                   # another process wrote there meanwhile: it is that run's folder
 
 
 def is_main_process() -> bool:

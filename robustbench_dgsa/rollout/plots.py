@@ -97,6 +97,8 @@ def image_outline(ax, image: np.ndarray, extent) -> None:
     lum = gaussian_filter(img[::step, ::step], 0.6 if step == 1 else 1.0)
     if max(h, w) < 96:                                       # small images: smooth lines on a finer grid
         lum = zoom(lum, 4, order=1)
+    # a strip one sample high or wide (a 1-pixel axis): repeated to two, its iso-lines cross the strip
+    lum = np.repeat(np.repeat(lum, 2 if lum.shape[0] < 2 else 1, axis=0), 2 if lum.shape[1] < 2 else 1, axis=1)
     if np.ptp(lum) < 1e-6:
         return
     levels = np.quantile(lum, np.linspace(0.2, 0.8, OUTLINE_LEVELS))

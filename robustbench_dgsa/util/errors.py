@@ -32,3 +32,24 @@ class DataError(UserError):
 class RunFailure(_Neutral):
     """A failure found while running on valid input (e.g. a model whose outputs are NaN): the CLI prints the
     message as one line and exits 1; nothing is stored as a result."""
+
+
+#: the one line for a full disk (the CLI prints it after the path: ``<path>: <DISK_FULL>``)
+DISK_FULL = "no space left on the device; free space or choose another location"
+
+
+def disk_full(e: BaseException) -> bool:
+    """Whether ``e`` is a full disk: an ``OSError`` with errno ENOSPC, or one that a library wrapped in its own
+    type (safetensors' ``SafetensorError: ... No space left on device (os error 28)``), also as the cause or
+    context of ``e``."""
+    import errno
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            return True
+        text = str(e)
+        if not isinstance(e, OSError) and ("os error 28" in text or "No space left on device" in text):
+            return True
+        e = e.__cause__ or e.__context__
+    return False

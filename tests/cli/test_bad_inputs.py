@@ -396,3 +396,58 @@ def test_the_suite_is_broad():
     assert commands >= {"models", "corrupt", "corrupt-text", "train", "evaluate", "rollout", "compare", "report",
                         "export", "reproduce", "sweep plan", "sweep run", "sweep run-one", "sweep slurm",
                         "sweep status"}
+
+
+# --------------------------------------------------------------------------------------------- issue 35, items 6, 8
+
+def _one_error_line(code: int, err: str, expected: int = USAGE) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert code == expected, f"exit {code}, expected {expected}; stderr:\n{err}"
+    assert len(lines) == 1 and lines[0].startswith("error:"), f"expected one 'error:' line, got:\n{err}"
+    return lines[0]
+
+
+def test_corrupt_text_refuses_a_lone_surrogate_naming_file_and_line(tmp_path, run_main):
+    """Item 8: a ``\\ud800`` escape (half a UTF-16 pair) in a JSONL decodes to a lone surrogate that no output can
+    hold; refused on read, naming the file and line (was an internal UnicodeEncodeError while writing)."""
+    src = tmp_path / "reviews.jsonl"
+    src.write_text('{"text": "a fine film", "label": 1}\n{"text": "bad \\ud800 half", "label": 0}\n',
+                   encoding="utf-8")
+    code, _, err = run_main(["corrupt-text", "--input", str(src), "--out", "o"], tmp_path)
+    line = _one_error_line(code, err)
+    assert "reviews.jsonl line 2" in line and "surrogate" in line, line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("side, size, says", [(1, 32, "at least 163 pixels"), (200, 64, "need textures larger")],
+                         ids=["1x1-photos", "too-small-for-64px"])
+def test_frost_photographs_too_small_for_the_crop_are_refused_before_any_work(side, size, says, tmp_path,
+                                                                             run_main):
+    """Item 8: a frost folder of 1 x 1 PNGs passed the entry check and then failed inside OpenCV (``!dsize.empty()``);
+    photographs too small for any regime are refused when loaded, and ones too small for the images at hand
+    (200 px photos resized x0.3 for 64 px images) before anything is corrupted."""
+    from corruptions.frost import FROST_FILES
+    frost = tmp_path / "frost"
+    frost.mkdir()
+    for name in FROST_FILES:
+        Image.fromarray(np.full((side, side, 3), 230, np.uint8)).save(frost / name)
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).integers(0, 256, (2, size, size, 3), dtype=np.uint8))
+    code, _, err = run_main(["corrupt", "--input", "x.npy", "--corruption", "frost", "--severity", "1",
+                             "--frost-dir", str(frost), "--out", "o", "--quiet"], tmp_path)
+    line = _one_error_line(code, err)
+    assert says in line, line
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("shape", [(1, 200, 3), (200, 1, 3)], ids=["1-pixel-high", "1-pixel-wide"])
+def test_rollout_of_a_one_pixel_strip_draws_its_figure(shape, tmp_path, run_main):
+    """Item 6: the grey outline of a 1-pixel-high or -wide image is drawn on its strip repeated to two samples
+    (was an internal error from matplotlib's contour: ``Input z must be at least a (2, 2) shaped array``)."""
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)).save(tmp_path / "strip.png")
+    code, out, err = run_main(["rollout", "strip.png", "--model", "vit", "--out", "r.png", "--quiet"], tmp_path)
+    assert code == 0, err
+    assert "error" not in err, err
+    with Image.open(tmp_path / "r.png") as im:
+        assert im.size[0] > 100 and im.size[1] > 100
+    assert np.load(tmp_path / "r.npy").shape[:2] == shape[:2]

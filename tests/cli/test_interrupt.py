@@ -36,7 +36,11 @@ def _files(root: Path) -> dict[str, int]:
 
 
 def _no_temporaries(root: Path) -> None:
-    left = [p for p in _files(root) if p.endswith((".partial", ".tmp")) or Path(p).name.startswith(".")]
+    """No temporary, partial or other hidden file; the run folder's lock guard (an empty file filelock keeps, as in
+    every job folder: ``train`` locks its --out with the job runner's lock) is a lock, not a half-written file."""
+    from robustbench_dgsa.jobs.job import LOCK_GUARD
+    left = [p for p in _files(root) if p.endswith((".partial", ".tmp"))
+            or (Path(p).name.startswith(".") and Path(p).name != LOCK_GUARD)]
     assert not left, f"temporary files left behind: {left}"
 
 

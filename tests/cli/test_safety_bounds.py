@@ -350,3 +350,98 @@ def test_json_config_case_is_really_deep(inp):
     """The deep-config case means what it says: plain json cannot read the file."""
     with pytest.raises(RecursionError):
         json.loads(inp["deep_json"].read_text())
+
+
+# --------------------------------------------------------------------------------------------- issue 35, items 9, 10
+
+def _one_line(code: int, err: str, expected: int = USAGE) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert code == expected, f"exit {code}; stderr:\n{err}"
+    assert len(lines) == 1 and lines[0].startswith("error:"), f"expected one 'error:' line, got:\n{err}"
+    return lines[0]
+
+
+def _npy_header_only(path: Path, shape: tuple[int, ...], data: bytes = b"") -> Path:
+    """A .npy whose header declares ``shape`` (uint8) followed by ``data`` only (230 bytes in the issue)."""
+    from numpy.lib import format as npy_format
+    with open(path, "wb") as f:
+        npy_format.write_array_header_1_0(f, {"descr": "|u1", "fortran_order": False, "shape": shape})
+        f.write(data)
+    return path
+
+
+def _npz_lying_member(path: Path, shape: tuple[int, ...]) -> Path:
+    """An .npz whose ``x.npy`` member declares ``shape`` but stores a few bytes of data."""
+    import io
+    import zipfile
+    from numpy.lib import format as npy_format
+    buf = io.BytesIO()
+    npy_format.write_array_header_1_0(buf, {"descr": "|u1", "fortran_order": False, "shape": shape})
+    buf.write(b"\0" * 64)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("x.npy", buf.getvalue())
+    return path
+
+
+@pytest.mark.parametrize("case", ["npy-huge-shape", "npz-member-lies", "npz-bomb"])
+def test_array_headers_are_checked_before_reading_or_decompressing(case, tmp_path, run_main, monkeypatch):
+    """Item 9: a 230-byte .npy declaring a huge shape, an .npz member declaring more than it stores, and an .npz
+    whose array inflates far beyond its stored size (a decompression bomb; the floor lowered so the test stays
+    small) are refused from their headers with one line, before any allocation or decompression."""
+    from robustbench_dgsa.data import readers
+    src = tmp_path / "in"
+    src.mkdir()
+    if case == "npy-huge-shape":
+        f = _npy_header_only(src / "huge.npy", (10**6, 4096, 4096, 3))
+        assert f.stat().st_size < 300
+        says = "header declares"
+    elif case == "npz-member-lies":
+        f = _npz_lying_member(src / "lies.npz", (2000, 256, 256, 3))
+        says = "the archive stores"
+    else:
+        f = src / "bomb.npz"
+        np.savez_compressed(f, x=np.zeros((64, 256, 256, 3), np.uint8))   # 12 MiB that deflate ~1000 times
+        monkeypatch.setattr(readers, "INFLATION_FLOOR", 1 << 20)
+        says = "decompression bomb"
+    code, _, err = run_main(["corrupt", "--input", str(f), "--corruption", "contrast", "--severity", "1",
+                             "--out", "o"], tmp_path)
+    line = _one_line(code, err)
+    assert says in line and f.name in line, line
+    assert "out of memory" not in line
+    assert not (tmp_path / "o").exists()
+
+
+def _image_folder(root: Path, splits: tuple[str, ...], classes: bool = True) -> Path:
+    from PIL import Image
+    for split in splits:
+        d = root / split / "cat" if classes else root / split
+        d.mkdir(parents=True)
+        if classes:
+            Image.new("RGB", (32, 32), (200, 10, 10)).save(d / "a.png")
+    return root
+
+
+@pytest.mark.parametrize("layout, says", [
+    ("root", "has no split folder 'train'"),
+    ("train-only", "has no split folder 'test'"),
+    ("no-classes", "has no class folders"),
+    ("npz-lies", "the archive stores"),
+    ("good", None),
+])
+def test_sweep_plan_checks_each_datasets_layout_as_train_would(layout, says, tmp_path, run_main):
+    """Item 10: ``sweep plan -d folder:/`` planned without a word; the plan now checks each dataset's layout (its
+    split and class folders, its array headers) for the splits a job reads, before writing jobs.jsonl."""
+    data = {"root": "folder:/",
+            "train-only": f"folder:{_image_folder(tmp_path / 'f1', ('train',))}",
+            "no-classes": f"folder:{_image_folder(tmp_path / 'f2', ('train', 'test'), classes=False)}",
+            "npz-lies": f"npz:{_npz_lying_member(tmp_path / 'lies.npz', (2000, 256, 256, 3))}",
+            "good": f"folder:{_image_folder(tmp_path / 'f3', ('train', 'test'))}"}[layout]
+    code, _, err = run_main(["sweep", "plan", "sw", "-m", "vit", "-d", data, *TINY], tmp_path)
+    if says is None:
+        assert code == 0, err
+        assert (tmp_path / "sw" / "jobs.jsonl").is_file()
+        return
+    line = _one_line(code, err)
+    assert says in line, line
+    assert not (tmp_path / "sw").exists()

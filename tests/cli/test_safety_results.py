@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -470,3 +471,149 @@ def test_hand_edited_job_with_unknown_model_is_refused_on_load(fx, tmp_path, run
     (sd / "jobs.jsonl").write_text("\n".join(lines) + "\n")
     line = _run(run_main, fx, tmp_path, ["sweep", "run", "sw"], USAGE)
     assert "jobs.jsonl line 1" in line and "nope" in line
+
+
+# --------------------------------------------------------------------------------------------- issue 35, items 4-10
+
+_TINY_TRAIN = ["train", "--model", "vit", "--dataset", "synthetic-vision", "--preset", "tiny", "--epochs", "1",
+               "--device", "cpu", *TINY_SET, "--quiet"]
+
+
+def _without_progress(err: str) -> str:
+    """stderr without train's progress lines (``[train] ...``, printed also under --quiet)."""
+    return "\n".join(ln for ln in err.splitlines() if not ln.startswith("[train]"))
+
+
+def _safetensors_disk_full(*args, **kwargs):
+    """What safetensors raises when the disk fills while it writes (after writing part of the file)."""
+    from safetensors import SafetensorError
+    Path(args[1]).write_bytes(b"\0" * 1000)
+    raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+
+def _oserror_disk_full(*args, **kwargs):
+    import errno
+    Path(args[1]).write_bytes(b"\0" * 1000)
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.mark.parametrize("writer", [_safetensors_disk_full, _oserror_disk_full], ids=["safetensors", "oserror"])
+@pytest.mark.parametrize("at", ["checkpoint", "state"])
+def test_disk_full_during_train_is_one_line_and_leaves_no_run_folder(writer, at, tmp_path, run_main, monkeypatch):
+    """Item 5: ENOSPC while train writes its checkpoint or its state (safetensors wraps it in its own error): the
+    one disk-full line, exit 1, and no half-made run folder or temporary file."""
+    import safetensors.torch
+
+    from robustbench_dgsa.models import checkpoint
+    if at == "checkpoint":
+        monkeypatch.setattr(checkpoint, "save_file", writer)
+    else:
+        monkeypatch.setattr(safetensors.torch, "save_file", writer)
+    code, out, err = run_main([*_TINY_TRAIN, "--out", "run"], tmp_path)
+    line = _one_error(code, out, _without_progress(err), RUN)
+    assert "no space left on the device" in line and "internal error" not in line, line
+    assert sorted(p.name for p in tmp_path.rglob("*")) == [], "a half-made run folder was left"
+
+
+_HELD_TRAIN = """
+import sys, time
+from pathlib import Path
+from robustbench_dgsa.engine import train as engine
+release = Path(sys.argv[1])
+first_epoch = engine._run_epoch
+
+def held_epoch(run, epoch, progress):      # this run holds its folder until the test releases it
+    Path(str(release) + ".started").write_text("x")
+    deadline = time.monotonic() + 120
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first_epoch(run, epoch, progress)
+
+engine._run_epoch = held_epoch
+from robustbench_dgsa.cli import main
+sys.argv = ["dgsa-bench", *sys.argv[2:]]
+main()
+"""
+
+
+def test_two_trains_into_one_folder_the_second_stops_with_one_line(tmp_path):
+    """Item 4: two real ``train`` processes into one --out at once: the first trains and records one run, the
+    second stops at once with one ``error:`` line (exit 2, as ``sweep run-one`` on a locked job) and records
+    nothing."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    release = tmp_path / "release"
+    args = [*_TINY_TRAIN, "--out", "run"]
+    first = subprocess.Popen([sys.executable, "-c", _HELD_TRAIN, str(release), *args], cwd=tmp_path, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not Path(str(release) + ".started").exists():
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.1)
+        second = subprocess.run([sys.executable, "-m", "robustbench_dgsa", *args], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=300)
+        line = _one_error(second.returncode, second.stdout, _without_progress(second.stderr), USAGE)
+        assert "another train is running into run" in line, line
+    finally:
+        release.write_text("go")
+        out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, err
+    store = tmp_path / "run" / "store"
+    assert len(list((store / "runs").glob("train-*.json"))) == 1, "two run records for one checkpoint"
+    assert len(list((store / "rows").glob("train-*.jsonl"))) == 1
+    assert not (tmp_path / "run" / "job.lock").exists(), "the lock outlived the run"
+
+
+def _dead_owner_token() -> str:
+    """An owner token (host, pid, start) of a process that has ended: what a killed writer's leftovers carry."""
+    from corruptions.atomic import _host_tag
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    return f"{_host_tag()}-{gone.pid}-12345-abcdef"
+
+
+def test_resume_removes_the_temporary_files_a_killed_train_left(tmp_path, run_main):
+    """Item 7: kill -9 during an atomic write leaves ``.train_state.safetensors.<owner>.tmp``; the next --resume
+    removes a dead writer's temporary files (and keeps a live writer's)."""
+    from corruptions.atomic import owner_token
+    code, _, err = run_main([*_TINY_TRAIN, "--out", "run"], tmp_path)
+    assert code == 0, err
+    run = tmp_path / "run"
+    left = [run / f".train_state.safetensors.{_dead_owner_token()}.tmp",
+            run / f".checkpoint.safetensors.{_dead_owner_token()}.tmp"]
+    for p in left:
+        p.write_bytes(b"\0" * 512)                          # a half-written state, as the kill left it
+    live = run / f".checkpoint.safetensors.{owner_token()}.tmp"   # this (live) process is writing it
+    live.write_bytes(b"\0" * 512)
+    code, _, err = run_main([*_TINY_TRAIN, "--out", "run", "--resume"], tmp_path)
+    assert code == 0, err
+    assert not any(p.exists() for p in left), "a killed run's temporary files survived the resume"
+    assert live.exists(), "a live writer's temporary file was removed"
+
+
+def test_a_job_restarted_after_its_evaluation_records_it_once(swapped_sweep, tmp_path):
+    """Item 7: a job killed after its evaluation was stored but before its record (``job_done.json``, the store's
+    finished record) is run again: its evaluation is found in the store under the job's lock and reused, not
+    recorded a second time (check, then write)."""
+    from robustbench_dgsa import store
+    from robustbench_dgsa.jobs.sweep import is_finished, load_jobs, run
+    sd = tmp_path / "sw"
+    shutil.copytree(swapped_sweep, sd)
+    job = load_jobs(sd)[0]
+    jdir = sd / "runs" / job.id
+    for j in load_jobs(sd):                                   # undo the fixture's swap: the jobs are whole again
+        (sd / "runs" / j.id / "job_done.json").unlink()
+    a, b = (sd / "runs" / j.id / "checkpoint.safetensors" for j in load_jobs(sd))
+    a.rename(a.with_name("swap.tmp"))
+    b.rename(a)
+    a.with_name("swap.tmp").rename(b)
+    evals = lambda: sorted(r for r, rec in store.load_runs(sd / "store").items() if rec["kind"] == "eval")  # noqa
+    before = evals()
+    for name in (f.name for f in store.finished_dir(sd / "store").glob("*.json")):
+        store.finished_dir(sd / "store").joinpath(name).unlink()   # as a kill before the records leaves it
+    summary = run(sd, workers=1)
+    assert not summary["failed"] and all(is_finished(sd, j) for j in load_jobs(sd))
+    assert evals() == before, "an evaluation was recorded twice"
+    done = json.loads((jdir / "job_done.json").read_text())
+    assert done["eval_run_id"] in before and done["evaluation"]["clean_accuracy"] is not None
+    assert [row["condition"] for row in done["evaluation"]["table"]] == ["clean", "contrast"]
