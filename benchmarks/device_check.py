@@ -53,6 +53,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -122,6 +123,23 @@ def machine_info() -> dict[str, Any]:
     return info
 
 
+# the distributions the suite needs (pyproject.toml) and timm (optional): the device machine has its own Python
+PACKAGES = ("torch", "torchvision", "numpy", "scipy", "pandas", "pyarrow", "matplotlib", "seaborn", "typer", "rich",
+            "safetensors", "pillow", "statsmodels", "opencv-python-headless", "numba", "filelock", "rapidfuzz", "timm")
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed version of each of :data:`PACKAGES` (None when absent), read from the metadata (no import)."""
+    from importlib import metadata
+    found: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     """SIGKILL the child's process group (the child and everything it started: torchrun, trainers)."""
     try:
@@ -141,11 +159,12 @@ def stage_command(name: str, args: argparse.Namespace, part: Path, json_path: Pa
     return cmd + (["--quick"] if args.quick else [])
 
 
-def run_stage(name: str, args: argparse.Namespace, limit: float, json_path: Path) -> dict[str, Any]:
-    """Run one stage in a child process under ``limit`` seconds; its record (figures so far, status, seconds)."""
+def run_stage(name: str, args: argparse.Namespace, limit: float, json_path: Path, work: Path) -> dict[str, Any]:
+    """Run one stage in a child process under ``limit`` seconds; its record (figures so far, status, seconds).
+    The child's running record lives in ``work`` (not in the output folder, which holds 6 files at most: the
+    device machine returns few)."""
     out = Path(args.out)
-    part = out / "partial" / f"{name}.json"
-    part.parent.mkdir(parents=True, exist_ok=True)
+    part = work / f"{name}.json"
     part.unlink(missing_ok=True)
     log = out / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -202,7 +221,8 @@ def run_all(args: argparse.Namespace) -> int:
     only = [s for s in STAGES if s in args.only]
     doc: dict[str, Any] = {"tool": "benchmarks/device_check.py", "form": form, "device": args.device,
                            "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                           "machine": machine_info(), "limits_s": limits, "stages": {}}
+                           "machine": machine_info(), "packages": package_versions(), "limits_s": limits,
+                           "stages": {}}
     if args.only != list(STAGES) and json_path.is_file():    # a partial rerun keeps the other stages' records
         try:
             doc["stages"] = json.loads(json_path.read_text(encoding="utf-8")).get("stages", {})
@@ -210,14 +230,16 @@ def run_all(args: argparse.Namespace) -> int:
             pass
     write_json_atomic(json_path, doc)
     t0 = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="device_check-"))
     for name in only:
         print(f"[device_check] {name}: limit {limits[name]} s ...", flush=True)
-        rec = run_stage(name, args, limits[name], json_path)
+        rec = run_stage(name, args, limits[name], json_path, work)
         doc["stages"][name] = rec
         doc["torch"] = doc.get("torch") or rec.get("env")
         doc["wall_s"] = round(time.monotonic() - t0, 1)
         write_json_atomic(json_path, doc)
         print(f"[device_check] {name}: {rec['status']} in {rec['seconds']} s (CPU {rec['cpu_s']} s)", flush=True)
+    shutil.rmtree(work, ignore_errors=True)
     doc["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     write_json_atomic(json_path, doc)
     table = markdown(doc)
@@ -245,7 +267,8 @@ def markdown(doc: dict[str, Any]) -> str:
              f"* GPU: {gpus}; driver {m.get('driver') or '-'}",
              f"* torch {t.get('torch', '?')} (CUDA {t.get('cuda') or '-'}, cuDNN {t.get('cudnn') or '-'}), "
              f"Python {m.get('python')}, device {t.get('device_name', '?')}",
-             f"* wall time {doc.get('wall_s', '?')} s; limits {doc['limits_s']}"]
+             f"* wall time {doc.get('wall_s', '?')} s; limits {doc['limits_s']}",
+             "* packages absent: " + (", ".join(k for k, v in doc.get("packages", {}).items() if v is None) or "none")]
     if doc["form"] == "quick":
         lines.append("* quick form: tiny models and batches; its figures show that each code path runs, they are "
                      "not measurements")
@@ -300,11 +323,14 @@ class Recorder:
 
     def attempt(self, label: str, fn: Callable[[], None]) -> None:
         """Run one check; an exception becomes a failed row (the stage goes on with its next check)."""
+        t0 = time.monotonic()
         try:
             fn()
         except Exception as e:  # noqa: BLE001 - any failure of a check is a finding, recorded
             traceback.print_exc()
             self.row(label, f"error: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}", False)
+        finally:
+            self.put("check_seconds", {**self.data.get("check_seconds", {}), label: round(time.monotonic() - t0, 2)})
 
     def flush(self) -> None:
         write_json_atomic(self.path, {"rows": self.rows, "data": self.data, "notes": self.notes, "env": self.env})

@@ -47,10 +47,10 @@ def _child_env() -> dict[str, str]:
 # =============================================================================================== 1. correctness
 def stage_correctness(rec, ctx) -> None:
     rec.attempt("keyed random draws", lambda: check_rng(rec, ctx))
-    rec.attempt("corruptions", lambda: check_corruptions(rec, ctx))
     rec.attempt("logits", lambda: check_logits(rec, ctx))
     rec.attempt("train + resume", lambda: check_resume(rec, ctx))
     rec.attempt("SDPA backends", lambda: check_sdpa(rec, ctx))
+    rec.attempt("corruptions", lambda: check_corruptions(rec, ctx))     # last: a cold numba cache compiles first
 
 
 def check_rng(rec, ctx) -> None:
@@ -85,7 +85,8 @@ def load_frost(data: Path | None):
 
 
 def check_corruptions(rec, ctx) -> None:
-    """Every corruption on the device (its torch path) vs the CPU kernels, per corruption over 32/64/224 px."""
+    """Every corruption on the device (its torch path) vs the CPU kernels, one row per corruption over 32 / 64 /
+    224 px as soon as it is done (the first CPU calls also compile the kernels when numba's cache is cold)."""
     import corruptions as C
     frost = load_frost(ctx.data)
     plan = ({32: 2, 64: 1, 224: 1} if ctx.quick else {32: 64, 64: 16, 224: 4})
@@ -93,29 +94,30 @@ def check_corruptions(rec, ctx) -> None:
     if not ctx.cuda:
         rec.note("corruptions on the CPU: both sides run the CPU kernels (a code-path check, not a device "
                  "comparison; tests/corruptions_lib compares the kernels with the torch path on CPU tensors)")
-    stats: dict[str, dict[str, Any]] = {n: {"bytes": 0, "equal": 0, "max_diff": 0, "per_size": {}} for n in C.ALL}
+    inputs = {}
     for size, n in plan.items():
         x, source = corruption_inputs(size, n, ctx.data)
-        xd = torch.from_numpy(x).to(ctx.device)
-        for name in C.ALL:
+        inputs[size] = (x, torch.from_numpy(x).to(ctx.device))
+        rec.put(f"corruption_inputs_{size}", f"{n} x {size} px, {source}, severities {list(sevs)}, frost "
+                                             f"{frost.source}")
+    stats: dict[str, dict[str, Any]] = {}
+    for name in C.ALL:
+        st = stats[name] = {"bytes": 0, "equal": 0, "max_diff": 0, "per_size": {}}
+        for size, (x, xd) in inputs.items():
             for s in sevs:
                 cpu = C.corrupt(x, name, s, seed=2, frost=frost)
                 dev = C.corrupt(xd, name, s, seed=2, frost=frost).cpu().numpy()
                 d = np.abs(dev.astype(np.int16) - cpu.astype(np.int16))
-                st = stats[name]
                 st["bytes"] += d.size
                 st["equal"] += int((d == 0).sum())
                 st["max_diff"] = max(st["max_diff"], int(d.max()))
                 st["per_size"][str(size)] = max(st["per_size"].get(str(size), 0), int(d.max()))
-        rec.put(f"corruption_inputs_{size}", f"{n} x {size} px, {source}, severities {list(sevs)}, frost "
-                                             f"{frost.source}")
-    for name, st in stats.items():
         frac_diff = 1 - st["equal"] / st["bytes"]
         ok = st["max_diff"] <= CORRUPT_MAX_DIFF and frac_diff < CORRUPT_MAX_FRAC
+        rec.put("corruptions", stats)
         rec.row(f"corruption {name}", f"{100 * (1 - frac_diff):.4f} % bytes equal, max|d| {st['max_diff']} "
                                       f"(32/64/224: {'/'.join(str(v) for v in st['per_size'].values())})",
                 ok, f"max|d| <= {CORRUPT_MAX_DIFF}, < {100 * CORRUPT_MAX_FRAC:g} % differ")
-    rec.put("corruptions", stats)
 
 
 def _small_model(name: str, quick: bool):
@@ -250,20 +252,22 @@ def _saved_max(run) -> int:
 
 
 def _check_memory(rec, ctx, layer, x: torch.Tensor, amp: bool, label: str, out: dict) -> None:
+    """Forward + backward of one attention layer on the fused and the explicit path: the largest tensor autograd
+    saves (an N x N map over heads and batch is B*H*N*N elements) and, on CUDA, the allocator peak above what was
+    allocated before, against one such map in fp32 (autocast keeps the softmax in fp32)."""
     from robustbench_dgsa.models.attention import set_attention_impl
     b, n = x.shape[0], x.shape[1]
-    heads = getattr(layer, "heads", None) or getattr(layer, "num_heads", 8)
-    map_elems = b * heads * n * n
-    map_bytes = map_elems * (2 if amp else 4)
+    map_elems = b * layer.heads * n * n
+    map_bytes = map_elems * 4
     for impl in ("fused", "explicit"):
         set_attention_impl(layer, impl)
         run = _fwd_bwd(layer, x, amp)
         saved = _saved_max(run)
         peak = None
         if ctx.cuda:
-            _sync(ctx.device)
             x.grad = None
             layer.zero_grad(set_to_none=True)
+            _sync(ctx.device)
             base = torch.cuda.memory_allocated(ctx.device)
             torch.cuda.reset_peak_memory_stats(ctx.device)
             run()
@@ -271,10 +275,13 @@ def _check_memory(rec, ctx, layer, x: torch.Tensor, amp: bool, label: str, out: 
             peak = torch.cuda.max_memory_allocated(ctx.device) - base
         holds = saved >= map_elems or (peak is not None and peak >= map_bytes)
         ok = (not holds) if impl == "fused" else holds
-        fig = f"largest saved tensor {saved:,} el." + (f", peak {peak / 2 ** 20:.1f} MiB" if peak is not None else "")
+        fig = f"largest saved tensor {saved:,} el."
+        if peak is not None:
+            fig += f", peak {peak / 2 ** 20:.1f} MiB = {peak / map_bytes:.2f} x one fp32 map"
         rec.row(f"{label} {impl} at {n} tokens: N x N map", fig, ok,
-                f"{'<' if impl == 'fused' else '>='} one map: {map_elems:,} el. / {map_bytes / 2 ** 20:.1f} MiB")
-        out[f"memory_{impl}"] = {"largest_saved_elements": saved, "peak_bytes": peak, "map_bytes": map_bytes}
+                f"{'<' if impl == 'fused' else '>='} one map: {map_elems:,} el. / {map_bytes / 2 ** 20:.0f} MiB fp32")
+        out[f"memory_{impl}"] = {"largest_saved_elements": saved, "peak_bytes": peak, "map_elements": map_elems,
+                                 "map_bytes_fp32": map_bytes}
     set_attention_impl(layer, "fused")
 
 
@@ -518,7 +525,7 @@ def ddp_worker(out: Path, device: str) -> int:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        losses.append(round(float(loss), 4))
+        losses.append(round(float(loss.detach()), 4))
     s = D.all_sum(torch.ones(1, device=dev), world) if size > 1 else _all_reduce_one(dev)
     flat = torch.cat([p.detach().reshape(-1).float() for p in model.parameters()])
     gathered = [torch.zeros_like(flat) for _ in range(size)]
@@ -618,7 +625,7 @@ def project_paper(rec, ctx) -> None:
 
     from robustbench_dgsa.config import resolve_config
     from robustbench_dgsa.models import get_model_config
-    total, parts = 0.0, {}
+    parts = {}
     for name in SIX_MODELS:
         vision = name in VISION
         ds, n_train, n_test = ("cifar10", 50_000, 10_000) if vision else ("imdb", 25_000, 25_000)
@@ -626,8 +633,8 @@ def project_paper(rec, ctx) -> None:
         fit = n_train * (1 - cfg.data.val_fraction)
         conditions = 1 + 5 * (len(C.resolve_corruptions("all")) if vision else len(resolve_text_noise("all")))
         train_rate, infer_rate = rates[name]
-        sec = cfg.train.epochs * fit / train_rate + (cfg.train.epochs * (n_train - fit) + n_test * conditions) / infer_rate
-        parts[name] = 5 * sec
+        evaluated = cfg.train.epochs * (n_train - fit) + n_test * conditions
+        parts[name] = 5 * (cfg.train.epochs * fit / train_rate + evaluated / infer_rate)
     corrupt_s = speed.get("corruptions_32", {}).get("cuda" if ctx.cuda else "cpu", {}).get("regenerate_10k_s", 0.0)
     total = sum(parts.values()) + corrupt_s
     rec.put("projection_paper", {"seconds_per_model_5_seeds": parts, "corrupt_s": corrupt_s, "total_s": total,

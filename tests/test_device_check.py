@@ -40,7 +40,7 @@ def write(path, value, ok=True):
 """
 
 
-def _fake_stages(part_dir: Path, pid_file: Path, json_path: Path) -> dict[str, list[str]]:
+def _fake_stages(pid_file: Path, json_path: Path) -> dict[str, list[str]]:
     """correctness: writes a figure, starts a grandchild that records its pid, then sleeps past any limit;
     speed: reads device_check.json and records the correctness stage's status as its figure;
     scaleout: fails with exit status 3; realrun: records a failed check."""
@@ -69,7 +69,7 @@ def _alive(pid: int) -> bool:
 def test_stage_over_its_limit_is_killed_recorded_and_the_next_runs(dc, tmp_path, monkeypatch):
     out = tmp_path / "out"
     pid_file = tmp_path / "grandchild.pid"
-    codes = _fake_stages(out / "partial", pid_file, out / "device_check.json")
+    codes = _fake_stages(pid_file, out / "device_check.json")
     monkeypatch.setattr(dc, "stage_command", lambda name, args, part, json_path: _child(codes[name]) + [str(part)])
     monkeypatch.setitem(dc.LIMITS, "quick", {"correctness": 2.0, "speed": 20, "scaleout": 20, "realrun": 20})
     t0 = time.monotonic()
@@ -90,6 +90,8 @@ def test_stage_over_its_limit_is_killed_recorded_and_the_next_runs(dc, tmp_path,
     assert "boom line" in st["scaleout"]["notes"][-1]
     assert st["realrun"]["status"] == "failed"
     assert doc["torch"] == {"torch": "fake"} and "finished" in doc
+    assert sorted(p.name for p in out.rglob("*") if p.is_file()) == sorted(
+        ["device_check.json", "device_check.md"] + [f"{s}.log" for s in st])   # few files: the device returns 8
     md = (out / "device_check.md").read_text()
     assert "| correctness | (stage) |" in md and "timed out" in md and "**FAIL**" in md
 
