@@ -76,8 +76,6 @@ DEVDATA = REPO / ".devdata"
 CARRIED = ("cifar10/cifar10-jpeg75.tar.xz", "cifar10/cifar10-test-exact-first1017.npz",
            "corruptions/frost/frost1.png", "corruptions/frost/frost2.png", "corruptions/frost/frost3.png",
            "corruptions/frost/frost4.jpg", "corruptions/frost/frost5.jpg", "corruptions/frost/LICENSE")
-PAPER_TABLE9 = {"dgvit_it_s": 23.73, "vit_it_s": 40.17, "device": "A10G", "geometry": "224x224, patch 16"}
-SIX_MODELS = ("vit", "dvit", "dgvit", "transformer", "dt", "dgt")
 
 
 # ============================================================================================ the runner (parent)

@@ -10,6 +10,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -144,3 +145,46 @@ def test_prepare_copies_the_carried_files(dc, tmp_path, monkeypatch):
     assert all((dest / f).read_bytes() == f.encode() for f in dc.CARRIED)
     (src / dc.CARRIED[0]).unlink()
     assert dc.prepare(tmp_path / "other", src) == 2 and not (tmp_path / "other").exists()
+
+
+@pytest.fixture()
+def stages(dc):
+    import device_check_stages            # beside the script (on sys.path once the script is loaded)
+    return device_check_stages
+
+
+def test_backend_names_from_aten_operators(stages):
+    assert stages.backend_of(["aten::_scaled_dot_product_flash_attention_for_cpu"]) == "flash"
+    assert stages.backend_of(["aten::_scaled_dot_product_efficient_attention",
+                              "aten::_efficient_attention_backward"]) == "mem-efficient"
+    assert stages.backend_of(["aten::_scaled_dot_product_cudnn_attention"]) == "cudnn"
+    assert stages.backend_of(["aten::_scaled_dot_product_attention_math"]) == "math"
+    assert stages.backend_of([]) == "explicit products (no SDPA call)"
+
+
+def test_projection_of_reproduce_paper(stages, dc, tmp_path):
+    """5 seeds x (epochs x fit / train rate + (epochs x val + test x conditions) / inference rate), + corrupting."""
+    speed = {"table9_meter": [{"model": m, "geometry": "32/4", "samples_per_s": 3000.0} for m in stages.VISION],
+             "vs_timm": {"32/4 infer": {"our ViT": 20000.0, "DViT": 20000.0, "DGViT": 20000.0}},
+             "text": {m: {"train_samples_per_s": 800.0, "infer_fp32_samples_per_s": 4000.0} for m in stages.TEXT},
+             "corruptions_32": {"cpu": {"regenerate_10k_s": 100.0}}}
+    rec = dc.Recorder(tmp_path / "part.json")
+    ctx = type("Ctx", (), {"quick": False, "cuda": False, "device": SimpleNamespace(type="cpu"),
+                           "earlier": staticmethod(lambda stage: speed)})()
+    stages.project_paper(rec, ctx)
+    got = rec.data["projection_paper"]
+    # CIFAR-10: 100 epochs, 10 % validation, 10,000 test images x (1 + 19 x 5) conditions
+    vision = 5 * (100 * 45_000 / 3000 + (100 * 5_000 + 10_000 * 96) / 20000)
+    # IMDB: 10 epochs, 20 % validation, 25,000 test texts x (1 + 11 noises x 5) conditions
+    text = 5 * (10 * 20_000 / 800 + (10 * 5_000 + 25_000 * 56) / 4000)
+    assert got["seconds_per_model_5_seeds"]["dgvit"] == pytest.approx(vision)
+    assert got["seconds_per_model_5_seeds"]["dt"] == pytest.approx(text)
+    assert got["total_s"] == pytest.approx(3 * vision + 3 * text + 100.0)
+    no_speed = type("Ctx", (), {"quick": False, "cuda": False, "earlier": staticmethod(lambda stage: {})})()
+    stages.project_paper(rec, no_speed)
+    assert rec.rows[-1]["value"].startswith("not projected")
+
+
+def test_paper_table9_ratio_read_from_the_published_values(stages):
+    pub = stages.paper_table9()
+    assert pub["dgvit"]["throughput"] / pub["vit"]["throughput"] == pytest.approx(0.59, abs=0.005)
