@@ -97,6 +97,16 @@ def test_stage_over_its_limit_is_killed_recorded_and_the_next_runs(dc, tmp_path,
     assert "| correctness | (stage) |" in md and "timed out" in md and "**FAIL**" in md
 
 
+def test_a_stage_killed_while_exiting_after_all_its_checks_counts_by_its_checks(dc, tmp_path, monkeypatch):
+    done = (WRITE_ROW.replace('"env": {"torch": "fake"}}', '"env": {}, "done": True}')
+            + "import time\nwrite(sys.argv[1], 'all done')\ntime.sleep(60)\n")
+    monkeypatch.setattr(dc, "stage_command", lambda name, args, part, json_path: _child(done) + [str(part)])
+    monkeypatch.setitem(dc.LIMITS, "quick", dict.fromkeys(dc.STAGES, 1.5))
+    assert dc.main(["--device", "cpu", "--quick", "--out", str(tmp_path), "--only", "speed"]) == 0
+    rec = json.loads((tmp_path / "device_check.json").read_text())["stages"]["speed"]
+    assert rec["status"] == "passed" and rec["exit_code"] is None and "finished" in rec["notes"][-1]
+
+
 def test_only_reruns_a_part_and_keeps_the_other_records(dc, tmp_path, monkeypatch):
     out = tmp_path / "out"
     ok = WRITE_ROW + "write(sys.argv[1], 'v1 | with a pipe')\n"
