@@ -407,7 +407,8 @@ def run_child(args: argparse.Namespace) -> int:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--device", default=None, help="cuda, cuda:N or cpu (default: cuda where an NVIDIA driver is installed)")
+    ap.add_argument("--device", default=None,
+                    help="cuda, cuda:N or cpu (default: cuda where an NVIDIA driver is installed)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes: every stage's code path (the CPU smoke form)")
     ap.add_argument("--only", default=",".join(STAGES), help=f"comma list of stages (default: all: {','.join(STAGES)})")
     ap.add_argument("--out", default=None, help="output folder (default: $OUT when set, else ./device_check)")

@@ -234,8 +234,10 @@ def check_sdpa(rec, ctx) -> None:
             except RuntimeError as e:
                 forced[b.lower()] = f"unavailable ({str(e).splitlines()[0][:80]})"
         out[label] = {"default": chosen, "forced": forced}
-        rec.row(f"SDPA backend, {label} fused path ({n_tok} tokens, {'bf16' if amp else 'fp32'})", chosen, None,
-                "reported")
+        runs = ", ".join(f"{k.rsplit('_', 1)[0]} {'no' if v.startswith('unavailable') else 'runs'}"
+                         for k, v in forced.items())
+        rec.row(f"SDPA backend, {label} fused path ({n_tok} tokens, {'bf16' if amp else 'fp32'})",
+                f"{chosen} (each forced: {runs})", None, "reported")
         rec.put(f"sdpa_{label}", out[label])
         _check_memory(rec, ctx, layer, x, amp, label, out[label])
     rec.put("sdpa", out)
@@ -281,7 +283,7 @@ def _check_memory(rec, ctx, layer, x: torch.Tensor, amp: bool, label: str, out: 
         if peak is not None:
             fig += f", peak {peak / 2 ** 20:.1f} MiB = {peak / map_bytes:.2f} x one fp32 map"
         rec.row(f"{label} {impl} at {n} tokens: N x N map", fig, ok,
-                f"{'<' if impl == 'fused' else '>='} one map: {map_elems:,} el. / {map_bytes / 2 ** 20:.0f} MiB fp32")
+                f"{'<' if impl == 'fused' else '>='} one map: {map_elems:,} el. / {map_bytes / 2 ** 20:.1f} MiB fp32")
         out[f"memory_{impl}"] = {"largest_saved_elements": saved, "peak_bytes": peak, "map_elements": map_elems,
                                  "map_bytes_fp32": map_bytes}
     set_attention_impl(layer, "fused")
