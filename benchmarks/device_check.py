@@ -381,7 +381,7 @@ def torch_env(device) -> dict[str, Any]:
            "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
            "device": str(device), "gpu_count": torch.cuda.device_count() if torch.cuda.is_available() else 0}
     env["device_name"] = (torch.cuda.get_device_name(device) if device.type == "cuda"
-                          else f"CPU, {torch.get_num_threads()} threads")
+                          else f"CPU, {torch.get_num_threads()} thread(s)")
     return env
 
 
