@@ -18,7 +18,8 @@ every stage (and a child rewrites its own partial result after every figure); at
 holds a Markdown table (machine, GPU, driver, torch, each figure, each pass/fail), also printed. Output folder:
 ``--out``, else ``$OUT`` when set, else ``./device_check``; each stage's log is ``logs/<stage>.log`` there.
 
-Stages (limits in seconds: ``LIMITS``; the full form's sum to 360 s):
+Stages (limits in seconds: ``LIMITS``, the full form's sum to 360 s; a stage also gets the time the stages before it
+left unused, so the whole run stays within the sum):
 
 1. correctness: every corruption on the device (its torch path) against the CPU kernels on the same inputs at
    32 / 64 / 224 px (fraction of bytes equal, max |diff|; the bound the code promises is the one of
@@ -239,9 +240,13 @@ def run_all(args: argparse.Namespace) -> int:
     write_json_atomic(json_path, doc)
     t0 = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="device_check-"))
+    spare = 0.0      # time earlier stages left unused goes to the next: the total stays within the sum of limits
     for name in only:
-        print(f"[device_check] {name}: limit {limits[name]} s ...", flush=True)
-        rec = run_stage(name, args, limits[name], json_path, work)
+        limit = round(limits[name] + spare, 1)
+        print(f"[device_check] {name}: limit {limit} s ...", flush=True)
+        rec = run_stage(name, args, limit, json_path, work)
+        rec["own_limit_s"] = limits[name]
+        spare = max(0.0, limit - rec["seconds"])
         doc["stages"][name] = rec
         doc["torch"] = doc.get("torch") or rec.get("env")
         doc["wall_s"] = round(time.monotonic() - t0, 1)

@@ -107,6 +107,18 @@ def test_a_stage_killed_while_exiting_after_all_its_checks_counts_by_its_checks(
     assert rec["status"] == "passed" and rec["exit_code"] is None and "finished" in rec["notes"][-1]
 
 
+def test_unused_time_goes_to_the_next_stage(dc, tmp_path, monkeypatch):
+    """correctness returns at once; speed needs 3 s of its own 2 s limit plus what correctness left."""
+    codes = {"correctness": WRITE_ROW + "write(sys.argv[1], 'quick')\n",
+             "speed": WRITE_ROW + "import time\ntime.sleep(3)\nwrite(sys.argv[1], 'slow')\n"}
+    monkeypatch.setattr(dc, "stage_command", lambda name, args, part, json_path: _child(codes[name]) + [str(part)])
+    monkeypatch.setitem(dc.LIMITS, "quick", {"correctness": 4.0, "speed": 2.0, "scaleout": 1, "realrun": 1})
+    assert dc.main(["--device", "cpu", "--quick", "--out", str(tmp_path), "--only", "correctness,speed"]) == 0
+    st = json.loads((tmp_path / "device_check.json").read_text())["stages"]
+    assert st["speed"]["status"] == "passed" and st["speed"]["own_limit_s"] == 2.0
+    assert st["speed"]["limit_s"] == pytest.approx(6.0 - st["correctness"]["seconds"], abs=0.11)
+
+
 def test_only_reruns_a_part_and_keeps_the_other_records(dc, tmp_path, monkeypatch):
     out = tmp_path / "out"
     ok = WRITE_ROW + "write(sys.argv[1], 'v1 | with a pipe')\n"
