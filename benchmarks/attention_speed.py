@@ -45,10 +45,12 @@ QUICK_BATCH = {"32/4": 32, "224/16": 8}
 
 # --- one configuration -------------------------------------------------------------------------------------
 def bench_one(name: str, geometry: str, batch: int, path: str, device: torch.device, *, steps: int,
-              warmup: int, amp: bool, compile_model: bool, kernel: str = "auto") -> dict:
+              warmup: int, amp: bool, compile_model: bool, kernel: str = "auto", model_kw: dict | None = None) -> dict:
+    """One training-step measurement (the Table 9 meter); ``model_kw`` overrides the paper width (e.g. a tiny
+    ``dim`` / ``depth`` / ``heads`` for smoke runs)."""
     image_size, patch_size, _ = GEOMETRIES[geometry]
     torch.manual_seed(0)
-    model = create_model(name, image_size=image_size, patch_size=patch_size, num_classes=10)
+    model = create_model(name, image_size=image_size, patch_size=patch_size, num_classes=10, **(model_kw or {}))
     model.set_attention_impl(path)
     for module in model.modules():
         if hasattr(module, "kernel"):

@@ -61,37 +61,41 @@ TIMM = "timm ViT"
 OURS = {"our ViT": "vit", "DViT": "dvit", "DGViT": "dgvit"}
 
 
-def timm_vit(dropout: float) -> nn.Module | None:
+def timm_vit(dropout: float, image: int = IMAGE, patch: int = PATCH, dim: int = DIM, depth: int = DEPTH,
+             heads: int = HEADS) -> nn.Module | None:
     """timm's VisionTransformer configured like our ViT (see the module docstring), or None without timm."""
     try:
         from timm.models.vision_transformer import VisionTransformer
     except ImportError:
         return None
     model = VisionTransformer(
-        img_size=IMAGE, patch_size=PATCH, in_chans=3, num_classes=CLASSES, global_pool="token",
-        embed_dim=DIM, depth=DEPTH, num_heads=HEADS, mlp_ratio=MLP, qkv_bias=True, qk_norm=False,
+        img_size=image, patch_size=patch, in_chans=3, num_classes=CLASSES, global_pool="token",
+        embed_dim=dim, depth=depth, num_heads=heads, mlp_ratio=MLP, qkv_bias=True, qk_norm=False,
         proj_bias=True, init_values=None, class_token=True, pos_embed="learn", no_embed_class=False,
         pre_norm=False, final_norm=False, fc_norm=False, drop_rate=0.0, pos_drop_rate=dropout,
         patch_drop_rate=0.0, proj_drop_rate=0.0, attn_drop_rate=0.0, drop_path_rate=0.0,
         norm_layer=nn.LayerNorm, act_layer=nn.GELU)
     for blk in model.blocks:
         blk.mlp.drop1 = nn.Dropout(dropout)          # our FFN: dropout after GELU only
-    model.head = nn.Sequential(nn.Linear(DIM, HEAD_HIDDEN), nn.GELU(), nn.Dropout(dropout),
+    model.head = nn.Sequential(nn.Linear(dim, HEAD_HIDDEN), nn.GELU(), nn.Dropout(dropout),
                                nn.Linear(HEAD_HIDDEN, CLASSES))
     return model
 
 
-def build_models(dropout: float) -> dict[str, nn.Module]:
+def build_models(dropout: float, image: int = IMAGE, patch: int = PATCH, dim: int = DIM, depth: int = DEPTH,
+                 heads: int = HEADS) -> dict[str, nn.Module]:
+    """timm's ViT (when installed) and our three models at ``image`` px / patch ``patch`` (default 32 / 4) and
+    the given width (default the paper's)."""
     torch.manual_seed(0)
     models: dict[str, nn.Module] = {}
-    tm = timm_vit(dropout)
+    tm = timm_vit(dropout, image, patch, dim, depth, heads)
     if tm is None:
         print("# timm is not installed: measuring our models only (pip install timm for the comparison)")
     else:
         models[TIMM] = tm
     for label, name in OURS.items():
-        models[label] = create_model(name, image_size=IMAGE, patch_size=PATCH, num_classes=CLASSES,
-                                     dim=DIM, depth=DEPTH, heads=HEADS, ffn_ratio=MLP, dropout=dropout)
+        models[label] = create_model(name, image_size=image, patch_size=patch, num_classes=CLASSES,
+                                     dim=dim, depth=depth, heads=heads, ffn_ratio=MLP, dropout=dropout)
     if tm is not None and count_params(tm) != count_params(models["our ViT"]):
         raise SystemExit(f"configuration mismatch: timm ViT has {count_params(tm):,} parameters, "
                          f"our ViT {count_params(models['our ViT']):,}")
@@ -99,12 +103,12 @@ def build_models(dropout: float) -> dict[str, nn.Module]:
 
 
 def make_runner(model: nn.Module, mode: str, device: torch.device, batch: int, amp: bool,
-                compile_model: bool) -> Callable[[], None]:
-    """A closure doing one training step or one inference forward on fixed random data."""
+                compile_model: bool, image: int = IMAGE) -> Callable[[], None]:
+    """A closure doing one training step or one inference forward on fixed random ``image`` px data."""
     model.to(device).train(mode == "train")
     fwd = torch.compile(model) if compile_model else model
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(batch, 3, IMAGE, IMAGE, generator=g).to(device)
+    x = torch.randn(batch, 3, image, image, generator=g).to(device)
     y = torch.randint(0, CLASSES, (batch,), generator=g).to(device)
     use_amp = amp and device.type == "cuda"
     if mode == "infer":
@@ -139,8 +143,11 @@ def time_steps(run: Callable[[], None], steps: int, device: torch.device) -> tup
 def measure(models: dict[str, nn.Module], mode: str, args: argparse.Namespace,
             device: torch.device) -> dict[str, dict[str, float]]:
     """Best-of-rounds img/s per model (wall and, on CPU, thread CPU time); the models are interleaved within
-    every round and the order is rotated from round to round (the allocator and caches favour some positions)."""
-    runners = {k: make_runner(m, mode, device, args.batch, not args.no_amp, args.compile) for k, m in models.items()}
+    every round and the order is rotated from round to round (the allocator and caches favour some positions).
+    ``args.image`` (default 32) is the image size the models were built for."""
+    image = getattr(args, "image", IMAGE)
+    runners = {k: make_runner(m, mode, device, args.batch, not args.no_amp, args.compile, image)
+               for k, m in models.items()}
     for run in runners.values():
         for _ in range(args.warmup):
             run()
