@@ -164,6 +164,8 @@ REFERENCE_MODELS: dict[str, str] = {"image": "vit", "text": "transformer"}
 def display_name(name: str) -> str:
     """Display name of a registry model (vit → ViT, dgt → DGT, ...); unknown names as they are."""
     f = MODEL_FACTS.get(name)
+    if f is None and name not in _DISPLAY:
+        load_plugins()                          # a plugin's model in a stored result (the report, compare)
     return f.display if f else _DISPLAY.get(name, name)
 
 
@@ -192,6 +194,8 @@ def model_styles(names: Sequence[str]) -> dict[str, tuple[str, str, Any]]:
 
 def _attention_colour(name: str) -> str | None:
     """The colour registered with the attention of registered model ``name`` (None when it has none)."""
+    if name not in _REGISTRY:
+        load_plugins()
     fn = _REGISTRY.get(name)
     if fn is None:
         return None

@@ -74,3 +74,12 @@ def test_cli_train_module(tmp_path):
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stderr[-2000:]
     assert '"model": "ocnn"' in p.stdout and (tmp_path / "run" / "checkpoint.safetensors").is_file()
+    # the same weights as an outside model evaluated with its training seed (evaluate --module ... --train-seed)
+    p = subprocess.run([sys.executable, "-m", "robustbench_dgsa", "evaluate", "--module", "outside_cnn:build",
+                        "--weights", str(tmp_path / "run" / "checkpoint.safetensors"), "--train-seed", "4",
+                        "--model-args", "num_classes=6", "--name", "ocnn-outside", "--dataset", "synthetic-vision", "--corruption", "fog",
+                        "--severity", "1", "--max-examples", "16", "--store", str(tmp_path / "s2"), "-q"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = rb.load_results(tmp_path / "s2")
+    assert set(rows.seed) == {4} and set(rows.model) == {"ocnn-outside"}
