@@ -12,6 +12,7 @@ The public Python API (imported lazily, so ``import robustbench_dgsa`` stays lig
     load_weights                                                   safetensors or .pth (weights_only) into a model
     robustbench_dgsa.robustbench.benchmark                         RobustBench's own call shape
     export_robustbench                                             RobustBench model_info files
+    register_attention, register_model, load_plugins               extensions: a new attention, a model on it
 
 Where timm is installed, the zoo and the registered image models are also timm models (``timm.create_model(
 "dgvit_zoo_patch4_32", pretrained=True)``): they are registered when timm is imported (at once if it already is),
@@ -44,6 +45,9 @@ _LAZY = {
     "rollout_metrics_run": ("robustbench_dgsa.rollout.runs", "rollout_metrics_run"),
     "rollout": ("robustbench_dgsa.rollout.runs", "rollout_heatmap"),
     "load_weights": ("robustbench_dgsa.models.external", "load_weights"),
+    "register_attention": ("robustbench_dgsa.models.attention_registry", "register_attention"),
+    "register_model": ("robustbench_dgsa.models.registry", "register_model"),
+    "load_plugins": ("robustbench_dgsa.util.plugins", "load_plugins"),
     "export_robustbench": ("robustbench_dgsa.report.export", "export_robustbench"),
 }
 

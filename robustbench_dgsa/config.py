@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from robustbench_dgsa.util import plugins
 from robustbench_dgsa.util.errors import UserError
 
 PRESETS = ("tiny", "small", "evidence", "zoo", "paper")
@@ -47,6 +48,7 @@ class Rule:
     pattern: str | None = None        # full match, case-insensitive
     what: str = ""                    # how the pattern reads to a person
     most: float | None = None         # a sanity maximum (catches typos and 2**64), named when a value exceeds it
+    registry: str = ""                # the choices are a registry's names ("attention": :func:`attention_names`)
 
 
 def _f(default: Any, **rule: Any) -> Any:
@@ -78,7 +80,7 @@ class ModelConfig:
     """Architecture of one model. Registered named configs live in ``robustbench_dgsa.models.registry``."""
     name: str = _f("vit", pattern=r"\S+", what="a model name")       # registry name it was built from
     modality: str = _f("image", choices=MODALITIES)
-    attention: str = _f("mhsa", choices=ATTENTION_TYPES)
+    attention: str = _f("mhsa", registry="attention")   # any registered attention (:func:`attention_names`)
     dim: int = _f(256, ge=1, most=65536)
     depth: int = _f(8, ge=1, most=1024)
     heads: int = _f(8, ge=1, most=1024)
@@ -101,6 +103,12 @@ class ModelConfig:
     lambda_init_value: float = _f(0.8, gt=0, lt=1)
     gate_bias_init: str = _f("default", choices=GATE_BIAS_INITS)  # "diff": b = logit(1/(1+lambda_init))
     q_residual: bool = _f(False)       # DGSA: Y = Q + O W_o
+    # a registered attention's own constructor arguments (``--set model.attention_args.NAME=value``, TOML
+    # ``[model.attention_args]``), checked against the arguments it declares (:func:`declare_attention`)
+    attention_args: dict[str, Any] = field(default_factory=dict, metadata={"rule": Rule(what="attention arguments")})
+    # an outside model: "package.module:factory", a function returning an nn.Module (images in, logits out), called
+    # with num_classes (and image_size / in_chans where it takes them); the architecture fields above are then unused
+    module: str | None = _f(None, pattern=r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", what="package.module:factory")
 
 
 @dataclass
@@ -186,7 +194,8 @@ _WHERE_IT_RUNS = (("data", "data_root"), ("data", "download"), ("train", "device
 #: fields added after runs were first stored, with the value that means what runs did before the field existed:
 #: at that value a field stays out of the hash, so older runs (and stores, and resumable checkpoints) keep their
 #: identity; any other value enters the hash as usual
-_ADDED_LATER: dict[tuple[str, str], Any] = {("data", "test_subset"): "first"}
+_ADDED_LATER: dict[tuple[str, str], Any] = {("data", "test_subset"): "first", ("model", "attention_args"): {},
+                                            ("model", "module"): None}
 
 
 def config_hash(d: dict[str, Any]) -> str:
@@ -219,6 +228,8 @@ def field_specs(cls: type) -> dict[str, _Spec]:
             origin = typing.get_origin(hints[f.name])
             if origin is tuple:
                 base, size = tuple, len(args)
+            elif origin is dict:
+                base, size = dict, 0
             else:
                 base, size = (args[0] if optional else hints[f.name]), 0
             specs[f.name] = _Spec(base, optional, size, f.metadata.get("rule", Rule()))
@@ -262,6 +273,10 @@ def expected_text(spec: _Spec, over: bool = False) -> str:
     elif spec.base is tuple:
         rng = _range_text(r)
         text = f"{spec.size} comma-separated numbers" + (f", each{rng}" if rng else "")
+    elif spec.base is dict:
+        text = "a table of NAME = value (set one with model.attention_args.NAME=value)"
+    elif r.registry:
+        text = "one of " + ", ".join(registered_names(r.registry))
     elif r.choices:
         text = "one of " + ", ".join(r.choices)
     elif r.what:
@@ -307,6 +322,8 @@ def _from_text(spec: _Spec, text: str) -> Any:
         return int(t)
     if spec.base is float:
         return _float_text(t)
+    if spec.base is dict:
+        raise _Bad()
     if spec.base is tuple:
         parts = [p for p in t.strip("()[]").split(",")]
         if len(parts) != spec.size or not all(p.strip() for p in parts):
@@ -339,6 +356,10 @@ def _typed(spec: _Spec, value: Any) -> Any:
         if not isinstance(value, bool):
             raise _Bad()
         return value
+    if spec.base is dict:
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise _Bad()
+        return dict(value)
     if spec.base is str:
         if not isinstance(value, str):
             raise _Bad()
@@ -371,6 +392,8 @@ def _in_rule(spec: _Spec, value: Any) -> bool:
     if spec.base is str:
         if r.choices and value not in r.choices:
             return False
+        if r.registry and value not in registered_names(r.registry, value):
+            return False
         if r.pattern and not re.fullmatch(r.pattern, value, flags=re.IGNORECASE):
             return False
     return True
@@ -391,7 +414,11 @@ def check_value(section: str, name: str, value: Any, *, text: bool = True) -> An
     values must already have the right type (config files, presets, stored configs). Raises a one-line
     :class:`UserError` naming the key, the value and what is expected.
     """
-    spec = field_specs(_SECTION_CLASSES[section])[name]
+    return _checked(field_specs(_SECTION_CLASSES[section])[name], f"{section}.{name}", value, text)
+
+
+def _checked(spec: _Spec, key: str, value: Any, text: bool) -> Any:
+    """:func:`check_value` for one spec; ``key`` names the value in the error line."""
     out: Any = None
     try:
         if text and isinstance(value, str) and not (spec.base is str and not spec.optional):
@@ -404,8 +431,99 @@ def check_value(section: str, name: str, value: Any, *, text: bool = True) -> An
     except _Bad as e:
         hint = " (quoted text: write the value without quotes)" if e.hint == "text" else ""
         over = _over_most(spec, out)
-        raise UserError(f"{section}.{name}: expected {expected_text(spec, over)}, got {_show(value, text)}{hint}"
-                        ) from None
+        raise UserError(f"{key}: expected {expected_text(spec, over)}, got {_show(value, text)}{hint}") from None
+    return out
+
+
+# --- attention mechanisms: the names ModelConfig.attention accepts, and each one's own arguments ----------
+# Every attention, built-in or a plugin's, is registered by ``robustbench_dgsa.models.register_attention``,
+# which declares it here (this layer holds no classes): its name, how many branches a head splits into (the
+# width check) and the constructor arguments it takes from ``model.attention_args``, typed and ruled like the
+# fields above. The built-in names are known from the start, so a config naming them checks without the models.
+
+@dataclass(frozen=True)
+class AttentionDecl:
+    """What the config layer knows of a registered attention."""
+    name: str
+    head_split: int = 1                                       # dim must be divisible by heads * head_split
+    args: dict[str, _Spec] = field(default_factory=dict)     # model.attention_args.NAME -> type and rule
+    defaults: dict[str, Any] = field(default_factory=dict)   # NAME -> the constructor's default
+
+
+_ATTENTIONS: dict[str, AttentionDecl] = {n: AttentionDecl(n, 1 if n == "mhsa" else 2) for n in ATTENTION_TYPES}
+_SCALARS = (bool, int, float, str)
+
+
+def arg_spec(hint: Any, where: str) -> _Spec:
+    """The spec of one constructor argument from its type hint: bool, int, float or str, optionally
+    ``X | None``, ``Literal[...]`` (choices) or ``Annotated[X, Rule(...)]`` (a range)."""
+    rule = Rule()
+    if typing.get_origin(hint) is typing.Annotated:
+        hint, *extra = typing.get_args(hint)
+        rule = next((e for e in extra if isinstance(e, Rule)), rule)
+    args = typing.get_args(hint)
+    optional = type(None) in args
+    if optional:
+        rest = [a for a in args if a is not type(None)]
+        hint = rest[0] if len(rest) == 1 else None
+    if typing.get_origin(hint) is typing.Literal:
+        choices = typing.get_args(hint)
+        if not all(isinstance(c, str) for c in choices):
+            raise TypeError(f"{where}: Literal choices must be strings")
+        return _Spec(str, optional, 0, dataclasses.replace(rule, choices=tuple(choices)))
+    if hint not in _SCALARS:
+        raise TypeError(f"{where}: an attention argument must be annotated bool, int, float or str (optionally "
+                        f"'| None', Literal[...] or Annotated[..., Rule(...)]), got {hint!r}")
+    return _Spec(hint, optional, 0, rule)
+
+
+def declare_attention(name: str, args: dict[str, _Spec], defaults: dict[str, Any], *, head_split: int = 1) -> None:
+    """Make ``name`` a valid ``model.attention`` with the arguments ``args`` (called by the models layer's
+    ``register_attention``; the defaults are checked against their specs here)."""
+    for key, spec in args.items():
+        _checked(spec, f"attention {name!r} argument {key} (default)", defaults[key], False)
+    _ATTENTIONS[name] = AttentionDecl(name, int(head_split), dict(args), dict(defaults))
+
+
+def registered_names(registry: str, wanted: str | None = None) -> tuple[str, ...]:
+    """The names of a registry (``"attention"``); a wanted name not among them first loads the plugins
+    (entry points, ``DGSA_BENCH_PLUGINS``), which may register it."""
+    if registry != "attention":
+        raise ValueError(f"unknown registry {registry!r}")
+    if wanted is not None and wanted not in _ATTENTIONS:
+        plugins.load_plugins()
+    return tuple(_ATTENTIONS)
+
+
+def attention_decl(name: str) -> AttentionDecl:
+    """The declaration of a registered attention (UserError naming the valid ones otherwise)."""
+    if name not in registered_names("attention", name):
+        raise UserError(f"model.attention: expected one of {', '.join(_ATTENTIONS)}, got {name}"
+                        + plugins.missing_hint())
+    return _ATTENTIONS[name]
+
+
+def check_attention_arg(attention: str, key: str, value: Any, *, text: bool = True) -> Any:
+    """``model.attention_args.KEY`` for attention ``attention``: converted and checked against its declaration."""
+    decl = attention_decl(attention)
+    spec = decl.args.get(key)
+    if spec is None:
+        have = ", ".join(decl.args) or "none"
+        raise UserError(f"model.attention_args.{key}: attention {attention!r} takes no argument {key!r} "
+                        f"(its arguments: {have})")
+    return _checked(spec, f"model.attention_args.{key}", value, text)
+
+
+def _with_attention_args(m: "ModelConfig", name: str, value: Any, text: bool) -> dict[str, Any]:
+    """A copy of ``m.attention_args`` with ``value`` applied: a whole table (``name == "attention_args"``) or
+    one argument (``"attention_args.KEY"``), each value checked against ``m.attention``'s declaration."""
+    out = dict(m.attention_args)
+    if name == "attention_args":
+        table = check_value("model", "attention_args", value, text=text)
+        out.update({k: check_attention_arg(m.attention, k, v, text=text) for k, v in table.items()})
+    else:
+        key = name.split(".", 1)[1]
+        out[key] = check_attention_arg(m.attention, key, value, text=text)
     return out
 
 
@@ -420,10 +538,14 @@ def _unknown_section(sec: str, key: str) -> UserError:
 def resolve_key(key: str) -> tuple[str, str]:
     """``"train.lr"`` -> ("train", "lr"); a bare ``"lr"`` works when only one section has it."""
     key = str(key).strip()
+    if key.startswith("attention_args."):
+        key = "model." + key
     if "." in key:
         sec, name = key.split(".", 1)
         if sec not in _SECTION_CLASSES:
             raise _unknown_section(sec, key)
+        if sec == "model" and re.fullmatch(r"attention_args\.[A-Za-z_][A-Za-z0-9_]*", name):
+            return sec, name                 # checked against the attention's declaration when applied
         valid = [f.name for f in fields(_SECTION_CLASSES[sec])]
         if name not in valid:
             elsewhere = [s for s, c in _SECTION_CLASSES.items() if any(f.name == name for f in fields(c))]
@@ -448,10 +570,15 @@ def resolve_key(key: str) -> tuple[str, str]:
 def apply_overrides(cfg: RunConfig, overrides: dict[str, Any], *, layer: str = "override",
                     text: bool = True) -> RunConfig:
     """Apply ``{"train.lr": "1e-3", "model.dim": 64}`` in place, every value checked; records ``layer``
-    as the source of each key. The section may be omitted when the key is unique."""
-    for key, value in overrides.items():
-        sec, name = resolve_key(key)
-        setattr(getattr(cfg, sec), name, check_value(sec, name, value, text=text))
+    as the source of each key. The section may be omitted when the key is unique. ``model.attention_args``
+    entries are applied last, against the attention the same overrides choose."""
+    resolved = [(resolve_key(key), value) for key, value in overrides.items()]
+    resolved.sort(key=lambda kv: kv[0][1].startswith("attention_args"))    # stable: other keys keep their order
+    for (sec, name), value in resolved:
+        if sec == "model" and name.startswith("attention_args"):
+            cfg.model.attention_args = _with_attention_args(cfg.model, name, value, text)
+        else:
+            setattr(getattr(cfg, sec), name, check_value(sec, name, value, text=text))
         cfg.sources[f"{sec}.{name}"] = layer
     return cfg
 
@@ -461,6 +588,9 @@ def check_overrides(overrides: dict[str, Any], *, text: bool = True) -> dict[str
     out: dict[str, Any] = {}
     for key, value in overrides.items():
         sec, name = resolve_key(key)
+        if name.startswith("attention_args."):   # depends on the attention: checked when applied to a config
+            out[f"{sec}.{name}"] = value
+            continue
         out[f"{sec}.{name}"] = check_value(sec, name, value, text=text)
     return out
 
@@ -665,12 +795,20 @@ def validate_model(m: ModelConfig) -> None:
         raise UserError(f"model config {m.name!r}: {msg}")
 
     _check_fields("model", m)
+    if m.module is not None:     # an outside factory's model: its own architecture, checked when it is built
+        if m.modality != "image":
+            bad(f"an outside model (module {m.module}) takes images; modality {m.modality!r} is not supported")
+        return
     if m.ffn == "swiglu" and swiglu_half(m.dim, m.ffn_ratio) < 1:
         bad(f"ffn_ratio {m.ffn_ratio:g} is too small for dim {m.dim}")
-    if m.attention == "mhsa" and m.dim % m.heads:
+    decl = attention_decl(m.attention)
+    for key, value in m.attention_args.items():
+        check_attention_arg(m.attention, key, value, text=False)
+    if decl.head_split == 1 and m.dim % m.heads:
         bad(f"dim {m.dim} must be divisible by heads {m.heads}")
-    if m.attention in ("diff", "dgsa") and m.dim % (2 * m.heads):
-        bad(f"dim {m.dim} must be divisible by 2*heads = {2 * m.heads} for {m.attention} attention")
+    if decl.head_split > 1 and m.dim % (decl.head_split * m.heads):
+        bad(f"dim {m.dim} must be divisible by {decl.head_split}*heads = {decl.head_split * m.heads} for "
+            f"{m.attention} attention")
     if m.modality == "image" and m.image_size % m.patch_size:
         divisors = [d for d in range(1, m.image_size + 1) if m.image_size % d == 0]
         hint = min(divisors, key=lambda d: (abs(d - m.patch_size), d))

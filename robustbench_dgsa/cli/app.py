@@ -1,5 +1,5 @@
 """The Typer application object. Command modules register themselves on it (see cli/__init__.py)."""
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -42,6 +42,13 @@ def _root(
                                            help="Print the version and exit."),
     debug: bool = typer.Option(False, "--debug", help="Show the Python traceback of an error (also accepted "
                                                       "after the command)."),
+    plugin: Optional[List[str]] = typer.Option(
+        None, "--plugin", metavar="MODULE",
+        help="Import MODULE first: a plugin registering attention mechanisms / models (repeatable). Installed "
+             "plugins (entry point group dgsa_bench.plugins) and DGSA_BENCH_PLUGINS load without it; processes the "
+             "command starts (sweep workers, SLURM tasks, DDP ranks) load the same plugins."),
 ) -> None:
     if debug:
         set_debug(True)
+    from robustbench_dgsa.util.plugins import add_plugins
+    add_plugins(plugin or [])

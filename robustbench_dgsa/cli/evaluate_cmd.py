@@ -69,6 +69,10 @@ def evaluate_command(
                                        "(default: the timm name or factory, plus -random-init-s<seed>; the weights "
                                        "hash is appended when the store holds that name for other weights)."),
     model_args: Optional[str] = opt.model_args(),
+    train_seed: Optional[int] = typer.Option(None, "--train-seed", min=0, max=opt.SEED_MAX,
+                                             help="For --timm / --module: the seed these weights were trained with; "
+                                                  "several trained seeds under one --name are one model with n "
+                                                  "seeds in compare and report."),
 ) -> None:
     """Accuracy of a checkpoint (or of a timm / any importable model): clean, per corruption and severity, and
     under text noise (into the store)."""
@@ -89,7 +93,7 @@ def evaluate_command(
                          data_root=data_root, split=split, max_test=max_examples, subset=subset,
                          corruptions=corruptions, severities=severities, corruption_dir=corruption_dir,
                          text_noise=noise, corruption_seed=corruption_seed, store=store, batch_size=batch_size,
-                         device=device, progress=not quiet, frost_dir=frost_dir)
+                         device=device, progress=not quiet, frost_dir=frost_dir, train_seed=train_seed)
     if json_:
         echo_json({"checkpoint": str(checkpoint or timm_name or module), "store": str(res.store_dir),
                    **result_summary(res)}, nonfinite="null", sort_keys=True)

@@ -29,8 +29,8 @@ def _overrides(epochs: int | None, batch_size: int | None, lr: float | None, dev
 
 @app.command("train")
 def train_command(
-    model: str = opt.model(..., help="Registered model(s): one or a comma list (vit,dgvit); see `dgsa-bench "
-                                     "models`."),
+    model: Optional[str] = opt.model(None, help="Registered model(s): one or a comma list (vit,dgvit); see "
+                                                "`dgsa-bench models`. Required unless --module."),
     dataset: str = opt.dataset(...),
     preset: str = typer.Option("tiny", "--preset", help="Hyperparameter preset: tiny (seconds), small (minutes on a "
                                "CPU), evidence (the committed campaign's), zoo (the shipped models) or paper (the "
@@ -64,13 +64,27 @@ def train_command(
                                                     "the main process)."),
     json_: bool = opt.json_(),
     quiet: bool = opt.quiet(),
+    module: Optional[str] = typer.Option(None, "--module", help="Instead of --model: pkg.mod:factory, a function "
+                                         "returning an nn.Module (images in, logits out; called with num_classes, "
+                                         "and image_size / in_chans where it takes them), trained like the "
+                                         "suite's models (seeds, resume, store rows)."),
+    name: Optional[str] = typer.Option(None, "--name", help="With --module: the model's name in the store "
+                                       "(default: the factory's name)."),
 ) -> None:
     """Train models (per model and seed): checkpoint every epoch, rows in the results store, clean test
     accuracy. Under torchrun or srun (or with --nproc) one run trains data-parallel across the processes."""
     from robustbench_dgsa.jobs.train_runs import is_main_process, train_runs
 
     seeds = opt.parse_seeds(seed)
-    model_list = opt.split_list(model)
+    if (model is None) == (module is None):
+        raise UserError("give --model (registered models) or --module (pkg.mod:factory), one of the two")
+    if name is not None and module is None:
+        raise UserError("--name goes with --module")
+    if module is not None:
+        from robustbench_dgsa.models.registry import module_config
+        model_list: list = [module_config(module, name)]
+    else:
+        model_list = opt.split_list(model)
     if not model_list:
         raise UserError("--model needs at least one model name")
     opt.check_data_root(data_root)

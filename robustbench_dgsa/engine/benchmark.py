@@ -33,6 +33,7 @@ from corruptions.registry import parse_severities, resolve_corruptions
 from corruptions.text import resolve_text_noise
 
 from robustbench_dgsa import store as results_store
+from robustbench_dgsa.config import SEED_MAX
 from robustbench_dgsa.engine.evaluate import EvalPlan, EvalSubject, evaluate_subject
 from robustbench_dgsa.engine.predict import dataset_info, resolve_device
 from robustbench_dgsa.models.external import (ExternalModel, Preprocess, count_parameters, input_preprocess,
@@ -51,7 +52,8 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
               preprocess: Preprocess | dict | None = None, timm_norm: bool = False,
               name: str | None = None, seed: int = 0, store: str | Path | None = None,
               tokenizer: Callable[[list[str]], Any] | None = None, split: str = "test",
-              frost_dir: str | Path | None = None, progress: bool = False) -> pd.DataFrame:
+              frost_dir: str | Path | None = None, progress: bool = False,
+              train_seed: int | None = None) -> pd.DataFrame:
     """Evaluate ``model`` on ``dataset`` clean and under every corruption × severity; returns its store rows.
 
     ``dataset``: a name (see :func:`robustbench_dgsa.load_dataset`), or in-memory data as RobustBench passes it:
@@ -76,6 +78,12 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
     temporary one, discarded — only the returned rows remain). Returns the run's rows
     (:data:`robustbench_dgsa.store.COLUMNS`); ``attrs`` hold ``run_id``, ``store``, ``table`` (condition,
     severity, accuracy, n, ...), ``examples`` (which test examples, in words) and ``dataset_family``.
+
+    ``train_seed``: the seed these weights were trained with, when they are one of several trained seeds of one
+    architecture. The rows then carry it as their ``seed`` and, as ``config_hash``, ``arch-<hash of the class and
+    parameter shapes>`` instead of the weights hash, so the seeds of one ``name`` are one model with n seeds in
+    ``compare`` and the report (the weights hash stays in the run record). Without it: ``seed`` = -1 as before.
+    (``seed`` keeps its meaning: the on-the-fly corruptions' seed.)
     """
     ext = model if isinstance(model, ExternalModel) else None
     module = ext.model if ext is not None else model
@@ -91,10 +99,13 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
     severities = parse_severities(list(severity) if isinstance(severity, tuple) else severity)
     dev = resolve_device(device)
     sha = weights_sha256(module)
-    name = _unique_name(name, ext, module, sha, store)
+    identity = f"weights-{sha[:16]}" if train_seed is None else f"arch-{architecture_sha256(module)[:16]}"
+    trained = -1 if train_seed is None else _train_seed(train_seed)
+    name = _unique_name(name, ext, module, identity, store)
     subject = EvalSubject(model=module, preprocess=record, name=name, modality=info.modality, num_classes=None,
-                          config_hash=f"weights-{sha[:16]}", seed=-1, epoch=-1,
-                          provenance=_provenance(module, ext, record, tokenizer, sha, timm_norm, preprocess))
+                          config_hash=identity, seed=trained, epoch=-1,
+                          provenance={**_provenance(module, ext, record, tokenizer, sha, timm_norm, preprocess),
+                                      "train_seed": None if train_seed is None else trained})
     plan = EvalPlan(dataset=dataset, split=split, data_root=data_root, max_test=max_examples, subset=subset,
                     corruptions=corruptions, severities=severities, corruption_dir=corruption_dir,
                     text_noise=text_types, corruption_seed=int(seed), frost_dir=frost_dir,
@@ -169,19 +180,36 @@ def _provenance(module: nn.Module, ext: ExternalModel | None, record: dict[str, 
             "tokenizer": _callable_name(tokenizer), **({"external": ext.info} if ext is not None else {})}
 
 
-def _unique_name(name: str | None, ext: ExternalModel | None, module: nn.Module, sha: str,
+def _unique_name(name: str | None, ext: ExternalModel | None, module: nn.Module, identity: str,
                  store: str | Path | None) -> str:
-    """The store name: ``name`` (refused when the store holds it for other weights), else the default name
-    (with ``-<weights hash[:8]>`` appended when the store holds that name for other weights)."""
+    """The store name: ``name`` (refused when the store holds it for other weights, or with ``train_seed`` for
+    another architecture), else the default name (with ``-<hash[:8]>`` appended when the store holds that name for
+    other weights / another architecture). ``identity``: ``weights-<hash>`` or ``arch-<hash>``."""
     explicit = name is not None
     name = _check_name(name if explicit else (ext.name if ext is not None else type(module).__name__))
-    others = _hashes_of(store, name) - {f"weights-{sha[:16]}"}
+    others = _hashes_of(store, name) - {identity}
     if not others:
         return name
     if explicit:
         raise UserError(f"the store already holds another model named {name!r} ({sorted(others)[0]}); give this "
                         "one another name")
-    return _check_name(f"{name}-{sha[:8]}")
+    return _check_name(f"{name}-{identity.split('-', 1)[1][:8]}")
+
+
+def _train_seed(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
+        raise UserError(f"train_seed: expected an integer in [0, {SEED_MAX}], got {value!r}")
+    return int(value)
+
+
+def architecture_sha256(module: nn.Module) -> str:
+    """SHA-256 of what makes two trained models one architecture: the class (module and qualified name) and every
+    parameter's and buffer's name, shape and dtype (not their values)."""
+    import hashlib
+    cls = type(module)
+    parts = [f"{cls.__module__}.{cls.__qualname__}"] + [
+        f"{k}:{tuple(v.shape)}:{str(v.dtype)}" for k, v in sorted(module.state_dict().items())]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 def _check_name(name: str) -> str:

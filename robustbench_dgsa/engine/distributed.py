@@ -41,6 +41,7 @@ import torch
 
 from robustbench_dgsa.config import check_batch_split
 from robustbench_dgsa.util.errors import RunFailure, UserError
+from robustbench_dgsa.util.plugins import ENV_VAR as PLUGINS_ENV, child_env
 
 TIMEOUT_ENV = "DGSA_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 600.0
@@ -357,6 +358,8 @@ def launch(nproc: int, argv: list[str], *, module: str = "robustbench_dgsa", mon
     for log in quiet:
         log.setLevel(logging.CRITICAL + 1)
     os.environ[LAUNCHED_ENV] = "1"
+    plugins_before = os.environ.get(PLUGINS_ENV)
+    os.environ.update({k: v for k, v in child_env().items() if k == PLUGINS_ENV})   # the ranks load our plugins
     try:
         config, cmd, cmd_args = torchrun.config_from_args(args)
         elastic_launch(config=config, entrypoint=cmd)(*cmd_args)
@@ -368,6 +371,10 @@ def launch(nproc: int, argv: list[str], *, module: str = "robustbench_dgsa", mon
         raise RunFailure(f"the launcher received {e.sigval.name}; the workers were stopped") from None
     finally:
         os.environ.pop(LAUNCHED_ENV, None)
+        if plugins_before is None:
+            os.environ.pop(PLUGINS_ENV, None)
+        else:
+            os.environ[PLUGINS_ENV] = plugins_before
         for log, level in zip(quiet, levels):
             log.setLevel(level)
 

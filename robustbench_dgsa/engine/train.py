@@ -35,7 +35,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -74,11 +74,18 @@ class TrainResult:
     config_hash: str = ""
 
 
-def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Path | None = None,
-          resume: bool = False, progress: bool = True, stop_after_epoch: int | None = None,
-          data_workers: int | None = None) -> TrainResult:
+def train(cfg: RunConfig | Callable[..., torch.nn.Module], seed: int, out_dir: str | Path, *,
+          store_dir: str | Path | None = None, resume: bool = False, progress: bool = True,
+          stop_after_epoch: int | None = None, data_workers: int | None = None, dataset: str | None = None,
+          preset: str = "tiny", name: str | None = None, overrides: dict[str, Any] | None = None) -> TrainResult:
     """Train ``cfg.model`` on ``cfg.data.dataset`` with ``seed``; see the module docstring. ``data_workers``:
     DataLoader worker processes of a streamed dataset (default min(8, CPUs per process); 0: the main process).
+
+    ``cfg`` may instead be an outside model's factory (a module-level function returning an ``nn.Module``: images
+    in, logits out; called with ``num_classes``, and ``image_size`` / ``in_chans`` where it takes them): it is then
+    trained with the same engine (seeding, resume, store rows) on ``dataset`` under ``preset`` and ``overrides``
+    (``section.key`` -> value), named ``name`` (default the function's name); its checkpoints record the factory
+    (``package.module:function``), which must stay importable to read them.
 
     A run that fails (an error, divergence, Ctrl-C, a full disk) removes its rows and provenance from the store,
     which it thus leaves as it found it; its checkpoint and state stay in ``out_dir`` (without ``done.json``) so
@@ -87,6 +94,8 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
     Temporary files that a killed run's atomic writes left (``.checkpoint.safetensors.<owner>.tmp``) are removed
     when the next run of the folder starts (:func:`robustbench_dgsa.util.atomic.remove_dead_temps`).
     """
+    if not isinstance(cfg, RunConfig):
+        cfg = _factory_config(cfg, dataset, preset, name, overrides)
     opened: list[store.RunWriter] = []
     out_dir = Path(out_dir)
     fresh = not (out_dir / CHECKPOINT_NAME).exists() and not (out_dir / STATE_NAME).exists()
@@ -100,6 +109,21 @@ def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Pa
         if fresh and not (out_dir / STATE_NAME).exists():
             (out_dir / CHECKPOINT_NAME).unlink(missing_ok=True)    # no epoch saved whole: nothing to resume
         raise
+
+
+def _factory_config(factory: Any, dataset: str | None, preset: str, name: str | None,
+                    overrides: dict[str, Any] | None) -> RunConfig:
+    """The run config of an outside model's factory (see :func:`train`)."""
+    from robustbench_dgsa.config import resolve_config
+    from robustbench_dgsa.models.registry import module_config
+    qual = getattr(factory, "__qualname__", "")
+    if not callable(factory) or not qual or "<" in qual or "." in qual:
+        raise UserError(f"train needs a RunConfig or a module-level factory function, got {factory!r} (a lambda or "
+                        "a nested function cannot be imported again to read its checkpoints)")
+    if dataset is None:
+        raise UserError("training a factory needs dataset=...", options="dataset")
+    return resolve_config(module_config(f"{factory.__module__}:{qual}", name), dataset, preset,
+                          overrides=dict(overrides or {}))
 
 
 def _train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Path | None, resume: bool,

@@ -41,6 +41,7 @@ from robustbench_dgsa.jobs import job as job_runner
 from robustbench_dgsa.jobs.job import JOB_DONE, JOB_FAILED, EvalSettings, Job, JobLocked, is_finished, job_dir
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.plugins import child_env
 from robustbench_dgsa.util.procs import die_with_parent
 from robustbench_dgsa.util.progress import log
 
@@ -339,7 +340,7 @@ def _run_in_processes(sweep_dir: Path, pending: list[tuple[int, Job]], summary: 
         try:
             if is_finished(sweep_dir, job) or _busy(sweep_dir, job):   # done or taken by another runner meanwhile
                 return job, -1, ""
-            env = dict(os.environ, OMP_NUM_THREADS=str(threads), **{PARENT_ENV: str(os.getpid())})
+            env = dict(child_env(), OMP_NUM_THREADS=str(threads), **{PARENT_ENV: str(os.getpid())})
             if dev is not None:
                 env["CUDA_VISIBLE_DEVICES"] = dev
             logf = job_dir(sweep_dir, job) / "log.txt"

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 
-def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: str | Path, *, preset: str = "tiny",
+def train_runs(models: Sequence[Any], dataset: str, seeds: Sequence[int], out: str | Path, *, preset: str = "tiny",
                overrides: dict[str, Any] | None = None, config_file: str | Path | None = None,
                data_root: str | Path | None = None, store: str | Path | None = None, resume: bool = False,
                progress: bool = True, nproc: int | None = None,
                relaunch: Sequence[str] | None = None, data_workers: int | None = None) -> dict[str, Any] | None:
-    """Train each of ``models`` on ``dataset`` for each of ``seeds``.
+    """Train each of ``models`` (registry names, or ModelConfigs such as an outside factory's:
+    ``models.registry.module_config``) on ``dataset`` for each of ``seeds``.
 
     One (model, seed) writes into ``out``; several write into ``out/<model>-<dataset>-s<seed>`` each. Rows go to
     ``store`` (default ``out/store``). ``overrides``: ``section.key`` -> value over the preset and the
@@ -41,7 +42,9 @@ def train_runs(models: Sequence[str], dataset: str, seeds: Sequence[int], out: s
     file_ov = load_config_file(config_file) if config_file else None
     cfgs = []
     for m in models:  # every config checked before the first run starts
-        cfg = resolve_config(get_model_config(m), dataset, preset, file_overrides=file_ov, overrides=overrides or {})
+        base = get_model_config(m) if isinstance(m, str) else m
+        m = base.name
+        cfg = resolve_config(base, dataset, preset, file_overrides=file_ov, overrides=overrides or {})
         if data_root is not None:
             cfg.data.data_root = str(data_root)
         validate(cfg, data_modality=dataset_info(cfg.data.dataset).modality, processes=nproc or 1)
@@ -71,7 +74,7 @@ def _train_all(train: Any, cfgs: list[tuple[str, Any]], models: Sequence[str], s
                          "out": str(run_out), "config_hash": r.config_hash, "final": r.final, "history": r.history})
     from robustbench_dgsa.engine import distributed
     distributed.finish()  # under torchrun / srun: every rank leaves the group together
-    return {"model": ",".join(models), "dataset": cfgs[0][1].data.dataset, "preset": preset,
+    return {"model": ",".join(m for m, _ in cfgs), "dataset": cfgs[0][1].data.dataset, "preset": preset,
             "store": str(store_dir), "runs": runs}
 
 

@@ -418,18 +418,14 @@ class GatedDifferentialAttention(_DifferentialBase):
         return torch.lerp(-neg, pos, c_pos)
 
 
-ATTENTION_CLASSES: dict[str, type[nn.Module]] = {
-    "mhsa": MultiheadSelfAttention,
-    "diff": DifferentialAttention,
-    "dgsa": GatedDifferentialAttention,
-}
-
-
 def set_attention_impl(model: nn.Module, impl: str) -> nn.Module:
-    """Switch every attention module of ``model`` to the "fused" (SDPA) or "explicit" (maps) path."""
+    """Switch every attention module of ``model`` (any registered mechanism with a ``fused`` attribute) to the
+    "fused" (SDPA) or "explicit" (maps) path."""
+    from robustbench_dgsa.models.attention_registry import attention_classes
     if impl not in ("fused", "explicit"):
         raise ValueError(f"impl must be 'fused' or 'explicit', got {impl!r}")
+    classes = attention_classes()
     for m in model.modules():
-        if isinstance(m, (MultiheadSelfAttention, _DifferentialBase)):
+        if isinstance(m, classes) and hasattr(m, "fused"):
             m.fused = impl == "fused"
     return model

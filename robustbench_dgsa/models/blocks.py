@@ -16,8 +16,8 @@ import torch
 from torch import Tensor, nn
 import torch.nn.functional as F
 
-from robustbench_dgsa.models.attention import (ATTENTION_CLASSES, ATTENTION_TYPES, GatedDifferentialAttention,
-                                               MultiheadSelfAttention, layer_lambda_init)
+from robustbench_dgsa.models.attention import layer_lambda_init
+from robustbench_dgsa.models.attention_registry import get_attention
 from ..config import ModelConfig, gelu_hidden, swiglu_half  # the widths a config implies (checked there)
 
 FFN_TYPES = ("gelu", "swiglu")
@@ -32,16 +32,7 @@ def lambda_init_for(cfg: ModelConfig, layer_idx: int) -> float:
 def build_attention(cfg: ModelConfig, layer_idx: int = 0) -> nn.Module:
     """The attention layer named by ``cfg.attention`` for layer ``layer_idx`` (0-based), built from the config's
     fields (the layers themselves take explicit arguments)."""
-    try:
-        cls = ATTENTION_CLASSES[cfg.attention]
-    except KeyError:
-        raise ValueError(f"unknown attention {cfg.attention!r} (valid: {', '.join(ATTENTION_TYPES)})") from None
-    if cls is MultiheadSelfAttention:
-        return cls(cfg.dim, cfg.heads, layer_idx)
-    if cls is GatedDifferentialAttention:
-        return cls(cfg.dim, cfg.heads, layer_idx, lambda_init_for(cfg, layer_idx), q_residual=bool(cfg.q_residual),
-                   gate_bias_init=cfg.gate_bias_init)
-    return cls(cfg.dim, cfg.heads, layer_idx, lambda_init_for(cfg, layer_idx))
+    return get_attention(cfg.attention).build(cfg, layer_idx)
 
 
 class _CpuDropout(torch.autograd.Function):

@@ -5,6 +5,8 @@ The safetensors header metadata (strings only) holds:
 * ``format_version``: ``"1"``
 * ``model_config``: the :class:`~robustbench_dgsa.config.ModelConfig` as JSON, enough to rebuild the model
 * ``meta``: JSON chosen by the caller (run_config, preprocess, vocab, classes, dataset, seed, epoch, metrics, ...)
+* ``plugins`` (only when plugins were loaded): JSON list of their records (module, distribution, version, source
+  hash; ``util.plugins``), so a reader without the plugin a model needs is told which to install
 
 ``load_checkpoint`` rebuilds the model from the file alone and loads the weights strictly (names, shapes, and
 :func:`weights_problem`: no integer tensor for a floating parameter, no NaN / inf weights); every failure is a
@@ -24,10 +26,11 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from robustbench_dgsa.util import atomic
-from robustbench_dgsa.config import ModelConfig
+from robustbench_dgsa.config import ModelConfig, registered_names
 from robustbench_dgsa.models.registry import create_model
 from robustbench_dgsa.util.errors import CheckpointError, UserError
 from robustbench_dgsa.util.jsonio import to_jsonable
+from robustbench_dgsa.util.plugins import missing_hint, plugin_records
 
 FORMAT_VERSION = "1"
 _KEYS = ("format_version", "model_config", "meta")
@@ -47,6 +50,8 @@ def save_checkpoint(path: str | os.PathLike, model: nn.Module, meta: dict[str, A
         "model_config": json.dumps(dataclasses.asdict(cfg), sort_keys=True),
         "meta": json.dumps(to_jsonable(meta or {})),
     }
+    if plugin_records():      # the plugins loaded when it was written: a reader without them is told what to install
+        metadata["plugins"] = json.dumps(plugin_records())
     with atomic.atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata=metadata)
     return path
@@ -99,7 +104,19 @@ def read_checkpoint_meta(path: str | os.PathLike) -> tuple[ModelConfig, dict[str
         raise CheckpointError(f"checkpoint {path}: model_config has fields this version does not know: "
                               f"{', '.join(unknown)}")
     cfg = ModelConfig(**cfg_dict)
+    if cfg.attention not in registered_names("attention", cfg.attention):
+        raise CheckpointError(f"checkpoint {path} holds a model with attention {cfg.attention!r}, which no loaded "
+                              "plugin registers" + missing_hint(_stored_plugins(metadata)))
     return cfg, meta
+
+
+def _stored_plugins(metadata: dict[str, str]) -> list[dict[str, Any]]:
+    """The plugin records a checkpoint was written with (header key ``plugins``; none in older files)."""
+    try:
+        records = json.loads(metadata.get("plugins") or "[]")
+    except json.JSONDecodeError:
+        return []
+    return records if isinstance(records, list) else []
 
 
 def weights_problem(tensors: dict[str, torch.Tensor], reference: dict[str, Any]) -> str | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from torch import nn
 
 from robustbench_dgsa.config import ModelConfig, gelu_hidden, swiglu_half, validate_model
+from robustbench_dgsa.models.attention_registry import get_attention
 from robustbench_dgsa.util.errors import UserError
 
 
@@ -63,7 +64,7 @@ def count_flops(cfg: ModelConfig, seq_len: int | None = None, *, path: str = "ex
         patches = N - 1
         flops += 2 * patches * (cfg.in_chans * cfg.patch_size ** 2) * D
     per_layer = 0
-    if cfg.attention == "mhsa":
+    if get_attention(cfg.attention).head_split == 1:   # MHSA's count (a plugin's own maths may differ)
         per_layer += 2 * N * D * 3 * D + 2 * N * D * D         # W_qkv, W_o
         per_layer += 2 * N * N * D + 2 * N * N * D             # Q Kᵀ, A V
     else:

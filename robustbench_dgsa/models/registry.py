@@ -21,15 +21,25 @@ from torch import nn
 
 from ..config import ModelConfig, _coerce, check_value, validate_model
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.plugins import load_plugins, missing_hint, note_registration
+from .attention_registry import get_attention
 from .text import TextTransformer
 from .vision import VisionTransformer
 
 _REGISTRY: dict[str, Callable[[], ModelConfig]] = {}
+_DISPLAY: dict[str, str] = {}      # display names given to register_model
 
 
-def register_model(fn: Callable[[], ModelConfig]) -> Callable[[], ModelConfig]:
-    """Register a function returning a named :class:`ModelConfig` under the function's name."""
+def register_model(fn: Callable[[], ModelConfig] | None = None, *, display_name: str | None = None) -> Any:
+    """Register a function returning a named :class:`ModelConfig` under the function's name (a decorator,
+    with or without ``display_name=`` for tables and figures). The config's ``name`` should be that name.
+    Public: a plugin registers its models so (``dgsa-bench models`` lists them, ``--model NAME`` builds them)."""
+    if fn is None:
+        return lambda f: register_model(f, display_name=display_name)
+    note_registration(fn.__module__)
     _REGISTRY[fn.__name__] = fn
+    if display_name:
+        _DISPLAY[fn.__name__] = display_name
     return fn
 
 
@@ -98,7 +108,8 @@ MODEL_NAMES: tuple[str, ...] = tuple(_REGISTRY)   # the built-in models (model_n
 
 def model_names() -> tuple[str, ...]:
     """Every registered model name, in registration order: the built-in ones, then any registered later with
-    :func:`register_model`."""
+    :func:`register_model` (plugins are loaded first: entry points, ``DGSA_BENCH_PLUGINS``)."""
+    load_plugins()
     return tuple(_REGISTRY)
 
 
@@ -153,7 +164,9 @@ REFERENCE_MODELS: dict[str, str] = {"image": "vit", "text": "transformer"}
 def display_name(name: str) -> str:
     """Display name of a registry model (vit → ViT, dgt → DGT, ...); unknown names as they are."""
     f = MODEL_FACTS.get(name)
-    return f.display if f else name
+    if f is None and name not in _DISPLAY:
+        load_plugins()                          # a plugin's model in a stored result (the report, compare)
+    return f.display if f else _DISPLAY.get(name, name)
 
 
 def model_order(names: Iterable[str]) -> list[str]:
@@ -172,8 +185,24 @@ def model_styles(names: Sequence[str]) -> dict[str, tuple[str, str, Any]]:
             out[n] = (f.colour, f.marker, f.linestyle)
         else:
             out[n] = EXTRA_STYLES[k % len(EXTRA_STYLES)]
+            colour = _attention_colour(n)
+            if colour:
+                out[n] = (colour, *out[n][1:])
             k += 1
     return out
+
+
+def _attention_colour(name: str) -> str | None:
+    """The colour registered with the attention of registered model ``name`` (None when it has none)."""
+    if name not in _REGISTRY:
+        load_plugins()
+    fn = _REGISTRY.get(name)
+    if fn is None:
+        return None
+    try:
+        return get_attention(fn().attention).colour
+    except UserError:
+        return None
 
 
 def reference_model(names: Iterable[str], modality: str | None = None) -> str | None:
@@ -186,12 +215,14 @@ def reference_model(names: Iterable[str], modality: str | None = None) -> str | 
     return ordered[0] if ordered else None
 
 
-def _unknown(name: str) -> UserError:
-    return UserError(f"unknown model {name!r} (valid: {', '.join(model_names())})")
+def _unknown(name: str, plugins: Any = ()) -> UserError:
+    return UserError(f"unknown model {name!r} (valid: {', '.join(model_names())})" + missing_hint(plugins))
 
 
 def get_model_config(name: str) -> ModelConfig:
-    """A fresh copy of the named config."""
+    """A fresh copy of the named config (plugins are loaded first when the name is unknown)."""
+    if name not in _REGISTRY:
+        load_plugins()
     try:
         return _REGISTRY[name]()
     except KeyError:
@@ -241,4 +272,37 @@ def create_model(cfg_or_name: ModelConfig | str, **overrides: Any) -> nn.Module:
     if overrides:
         cfg = apply_model_overrides(cfg, **overrides)
     validate_model(cfg)
+    if cfg.module is not None:
+        return _factory_model(cfg)
     return VisionTransformer(cfg) if cfg.modality == "image" else TextTransformer(cfg)
+
+
+def module_config(spec: str, name: str | None = None) -> ModelConfig:
+    """The config of an outside model built by the factory ``"package.module:factory"`` (``name``: its name in
+    the store, default the factory's name). Train it like a registered model: ``resolve_config(module_config(...),
+    dataset, preset)`` and ``train``; its checkpoints rebuild it by importing the factory again."""
+    cfg = ModelConfig(name=name or spec.rsplit(":", 1)[-1], modality="image")
+    cfg.module = check_value("model", "module", spec, text=False)
+    cfg.name = check_value("model", "name", cfg.name, text=False)
+    return cfg
+
+
+def _factory_model(cfg: ModelConfig) -> nn.Module:
+    """``cfg.module``'s factory called with num_classes (and image_size, in_chans where it takes them); the model
+    carries ``cfg`` as ``.config`` (checkpoints)."""
+    import inspect
+    import importlib
+    from .external import _cwd_on_path, load_module_model
+    factory_kwargs = {"num_classes": cfg.num_classes, "image_size": cfg.image_size, "in_chans": cfg.in_chans}
+    try:
+        mod, fn = cfg.module.split(":")
+        with _cwd_on_path():
+            params = inspect.signature(getattr(importlib.import_module(mod), fn)).parameters
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        kwargs = {k: v for k, v in factory_kwargs.items() if takes_any or k in params}
+    except (ImportError, AttributeError, ValueError, TypeError):
+        kwargs = {"num_classes": cfg.num_classes}        # load_module_model names what is wrong
+    model = load_module_model(cfg.module, **kwargs).model
+    model.train()
+    model.config = cfg
+    return model

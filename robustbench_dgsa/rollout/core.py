@@ -63,7 +63,6 @@ HEAD_FUSIONS = ("mean", "max", "min")
 SIGNED_MODES = ("signed", "raw")
 _EPS = 1e-12
 
-_DEFAULT_MODE = {"mhsa": "positive", "diff": "signed", "dgsa": "signed"}
 
 
 class RolloutWarning(UserWarning):
@@ -71,11 +70,19 @@ class RolloutWarning(UserWarning):
 
 
 def default_mode(attention: str) -> str:
-    """The primary rollout mode for an attention type: mhsa → positive (== classic), diff/dgsa → signed."""
+    """The primary rollout mode for an attention type, as it was registered (``register_attention``'s
+    ``rollout_mode``): mhsa → positive (== classic), diff/dgsa → signed."""
+    return _entry(attention).rollout_mode
+
+
+def _entry(attention: str) -> Any:
+    from robustbench_dgsa.models.attention_registry import get_attention
+    from robustbench_dgsa.util.errors import UserError
     try:
-        return _DEFAULT_MODE[attention]
-    except KeyError:
-        raise ValueError(f"unknown attention type {attention!r} (valid: {', '.join(_DEFAULT_MODE)})") from None
+        return get_attention(attention)
+    except UserError:
+        from robustbench_dgsa.models.attention_registry import attention_names
+        raise ValueError(f"unknown attention type {attention!r} (valid: {', '.join(attention_names())})") from None
 
 
 @dataclass(frozen=True)
@@ -118,9 +125,9 @@ class RolloutSpec:
                 discard_ratio: float = 0.0) -> "RolloutSpec":
         """Spec with ``mode=None`` replaced by the attention type's default; branch modes need diff/dgsa."""
         mode = mode or default_mode(attention)
-        if mode in ("a_pos", "a_neg") and attention == "mhsa":
+        if mode in ("a_pos", "a_neg") and not _entry(attention).branch_maps:
             raise ValueError(f"rollout mode {mode!r} needs a differential model (DiffAttn/DGSA); "
-                             "MHSA has no branch maps")
+                             f"{_entry(attention).display_name} has no branch maps")
         return cls(mode, head_fusion, discard_ratio)
 
     def to_dict(self) -> dict[str, Any]:

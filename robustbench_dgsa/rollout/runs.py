@@ -93,7 +93,9 @@ def _device(model: torch.nn.Module, device: Any) -> torch.device:
 
 def _batch_size(model: torch.nn.Module, n_tokens: int) -> int:
     cfg = model.config
-    per_example = cfg.depth * cfg.heads * n_tokens * n_tokens * 4 * (1 if cfg.attention == "mhsa" else 3)
+    from robustbench_dgsa.models.attention_registry import get_attention
+    kinds = 3 if get_attention(cfg.attention).branch_maps else 1        # "attn" (+ "a_pos", "a_neg")
+    per_example = cfg.depth * cfg.heads * n_tokens * n_tokens * 4 * kinds
     return int(max(1, min(256, _MAP_BUDGET_BYTES // max(per_example, 1))))
 
 

@@ -16,6 +16,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from robustbench_dgsa.util import plugins
+
 _PACKAGES = ("robustbench-dgsa", "torch", "torchvision", "numpy", "scipy", "pandas", "pillow",
              "opencv-python-headless", "safetensors")
 
@@ -85,7 +87,8 @@ def collect(device: str | None = None) -> dict:
     commit, dirty = git_state()
     return {"git_commit": commit, "git_dirty": dirty, "package_version": package_version(),
             "versions": package_versions(),
-            "device": device_description(device), "command": " ".join(sys.argv), "platform": platform.platform()}
+            "device": device_description(device), "command": " ".join(sys.argv), "platform": platform.platform(),
+            "plugins": plugins.plugin_records()}
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:

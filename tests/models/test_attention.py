@@ -208,7 +208,8 @@ def test_projection_bias_rules_and_gate_shape():
     d = build_attention(_cfg("dgsa", lambda_init="fixed", lambda_init_value=0.8, gate_bias_init="diff"))
     assert torch.allclose(d.gate.bias, torch.full((2,), math.log(1 / 0.8)))     # logit(1/(1+λ)) = −log λ
     assert torch.all(d.gate.weight == 0)
-    with pytest.raises(ValueError, match="unknown attention"):
+    from robustbench_dgsa.util.errors import UserError
+    with pytest.raises(UserError, match="model.attention: expected one of mhsa, diff, dgsa"):
         build_attention(_cfg("nope"))
 
 
