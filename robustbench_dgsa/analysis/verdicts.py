@@ -34,6 +34,8 @@ from robustbench_dgsa.analysis.findings import MAX_SEEDS, detectable_effect, is_
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive at this scale"
 NOT_TESTABLE = f"not testable (n < {stats.MIN_TESTABLE_SEEDS})"
 NO_CLAIM = "no claim (synthetic data)"
+SYNTHETIC_SENTENCE = ("Synthetic data supports no claim about the paper: the synthetic datasets are a pipeline "
+                      "check, so their differences get no verdict.")
 PCT = 100.0
 COLUMNS = ["id", "label", "source", "quote", "operationalisation", "dataset", "model", "baseline", "statistic",
            "direction", "threshold", "margin", "family", "primary", "claimed", "synthetic", "n", "mean_model",

@@ -9,37 +9,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robustbench_dgsa.analysis import metrics
+from robustbench_dgsa.report.frost import frost_substitutes
 from robustbench_dgsa.report.labels import dataset_label, display_name
 
 if TYPE_CHECKING:
-    from robustbench_dgsa.report.artefacts import Report
+    from robustbench_dgsa.report.document import Report
 
 PAPER_SEEDS = 5
-
-
-def frost_substitutes(rep: Report) -> dict[str, str]:
-    """dataset -> frost texture source, for evaluations whose frost came from a substitute (procedural)."""
-    out: dict[str, str] = {}
-    frost_runs = set(rep.df.loc[(rep.df["kind"] == "eval") & (rep.df["condition"] == "frost"), "run_id"])
-    for run_id in sorted(frost_runs):
-        rec = rep.runs.get(run_id) or {}
-        src = str(rec.get("frost_source") or "")
-        cdir = rec.get("corruption_dir")
-        if not src and cdir:
-            try:
-                src = str(json.loads((Path(cdir) / "manifest.json").read_text()).get("frost_source") or "")
-            except (OSError, json.JSONDecodeError, AttributeError):
-                src = ""
-        if src.startswith("procedural"):
-            ds = str(rec.get("dataset") or rep.df.loc[rep.df["run_id"] == run_id, "dataset"].iloc[0])
-            out[ds] = src
-    return out
 
 
 def caveat_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
     """What a reader must know before trusting any number below (each line names the evidence)."""
     out: list[str] = []
-    for ds, src in sorted(frost_substitutes(rep).items()):
+    for ds, src in sorted(frost_substitutes(rep.df, rep.runs).items()):
         out.append(f"Substitute: frost on {dataset_label(ds)} uses the {src} textures, not the reference frost "
                    "images (the corruption manifest / evaluation record says so); its cells, mCA and the weather "
                    "group are not comparable with CIFAR-10-C.")
@@ -86,7 +68,7 @@ def caveat_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[st
     if rep.cell_tests:
         out.append("Cells share models: the tests over corruption / noise cells (Wilcoxon, Friedman, the rank "
                    "diagram) compare conditions of the same few trained models, so they show consistency across "
-                   "conditions, not independent evidence. The seed-level tests are the claim.")
+                   "conditions, not independent evidence. The claims' tests are the seed-level ones in Findings.")
     return out
 
 
