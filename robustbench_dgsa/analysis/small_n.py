@@ -12,12 +12,14 @@ import math
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 #: fraction of seeds that must lie in the claimed direction for "supported"
 MIN_SIGN_FRACTION = 0.8
 BOOT_RESAMPLES = 2000
 BOOT_SEED = 20261128
+#: more seeds than this needed: reported as this cap (``seeds_needed_capped`` True)
+MAX_SEEDS = 10_000
 
 
 def sign_count(x: Sequence[float], direction: str, margin: float = 0.0) -> int:
@@ -121,3 +123,42 @@ def percentile_ci(values: np.ndarray, conf: float = 0.95) -> tuple[float, float]
         return math.nan, math.nan
     lo, hi = np.percentile(v, [50 * (1 - conf), 50 * (1 + conf)])
     return float(lo), float(hi)
+
+
+# ------------------------------------------------------------------------------------------------ power
+def _power(effect: float, n: int, alpha: float) -> float:
+    """Power of the two-sided one-sample (paired) t-test; statsmodels returns NaN where the noncentral t's tail
+    underflows, which happens only where the power is ~1."""
+    from statsmodels.stats.power import TTestPower
+
+    p = float(TTestPower().power(effect_size=effect, nobs=n, alpha=alpha, alternative="two-sided"))
+    return p if math.isfinite(p) else 1.0
+
+
+def detectable_effect(n: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """d* (in SDs of the paired differences) that a two-sided paired t-test with n pairs detects with ``power``;
+    NaN below 2 pairs. Solved to 1e-12 on statsmodels' power function."""
+    if n < 2:
+        return math.nan
+    hi = 0.25
+    while _power(hi, n, alpha) < power:
+        hi *= 2
+    return float(optimize.brentq(lambda d: _power(d, n, alpha) - power, hi / 2 if hi > 0.25 else 1e-9, hi,
+                                 xtol=1e-12, rtol=1e-12))
+
+
+def seeds_needed(effect: float, alpha: float = 0.05, power: float = 0.8) -> tuple[float, bool]:
+    """(smallest n with ``power`` for standardised effect |``effect``|, capped) — NaN for a zero effect; the
+    bool says n hit :data:`MAX_SEEDS`."""
+    effect = abs(float(effect))
+    if not effect > 0 or not math.isfinite(effect):
+        return math.nan, False
+    if _power(effect, MAX_SEEDS, alpha) < power:
+        return float(MAX_SEEDS), True
+    lo, hi = 1, 2                       # power(lo) < target <= power(hi) once the loop ends
+    while _power(effect, hi, alpha) < power:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _power(effect, mid, alpha) < power else (lo, mid)
+    return float(max(hi, 2)), False

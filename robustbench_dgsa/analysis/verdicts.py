@@ -29,7 +29,7 @@ import pandas as pd
 from robustbench_dgsa import store
 from robustbench_dgsa.analysis import metrics, small_n, stats
 from robustbench_dgsa.analysis.claims import BENCHMARK, NOISE, Claim, Registry
-from robustbench_dgsa.analysis.findings import MAX_SEEDS, detectable_effect, is_synthetic, seeds_needed
+from robustbench_dgsa.analysis.small_n import MAX_SEEDS, detectable_effect, seeds_needed
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive at this scale"
 NOT_TESTABLE = f"not testable (n < {stats.MIN_TESTABLE_SEEDS})"
@@ -42,6 +42,11 @@ COLUMNS = ["id", "label", "source", "quote", "operationalisation", "dataset", "m
            "mean_baseline", "diff", "sd", "ci_lo", "ci_hi", "boot_lo", "boot_hi", "test", "p", "family_size",
            "p_holm", "alpha_used", "k", "sign_p", "sign_p_min", "mdd", "seeds_needed", "seeds_needed_capped",
            "sens_p", "p_holm_campaign", "verdict_campaign", "verdict", "reason"]
+
+
+def is_synthetic(dataset: str) -> bool:
+    """Synthetic data (a pipeline check) supports no claim about the paper."""
+    return str(dataset).startswith("synthetic")
 
 
 @dataclass

@@ -91,8 +91,8 @@ def findings_section(rep: Report, pub: pd.DataFrame, cfgs: dict[str, dict[str, A
     if real.empty:
         rep.collapsed.add("findings")
     labels = {fam: f"F{i}" for i, fam in enumerate(dict.fromkeys(t["family"]), 1)}
-    fig_rows = real if len(real) else t
-    fig = forest_figure(fig_rows, [_row_label(r) for r in fig_rows.to_dict("records")])
+    # the forest plot shows the verdicts; synthetic data gets none, so it gets no plot either
+    fig = forest_figure(real, [_row_label(r) for r in real.to_dict("records")]) if len(real) else None
     if fig is not None:
         rep.figure("findings", "findings_forest", "Findings at a glance: every claim's Δ, its intervals, the "
                    "paper's Δ and the verdict", fig, rows, caption=_forest_caption(v, real))
@@ -218,7 +218,7 @@ def _registry_table(rep: Report, reg: clm.Registry, v: vd.Verdicts, rows: pd.Dat
             recs.append([c.id, c.source, f"“{c.quote}”" if c.quote else clm.NOT_CLAIMED,
                          "primary" if c.primary else "secondary", c.family or "—",
                          c.operationalisation or "—", c.testable or "tested"])
-    for src, quote in clm.NOT_TESTABLE_HERE:
+    for src, quote in (clm.NOT_TESTABLE_HERE if "cifar10" in set(v.table["dataset"]) else ()):
         recs.append(["cifar100 (Figure 4b)", src, f"“{quote}”", "secondary", "—", "—", clm.NOT_TESTABLE_REASON])
     cols = ["Claim id", "Source", "The paper's sentence", "Role", "Family", "Operationalisation (written before "
             "the results)", "Status"]

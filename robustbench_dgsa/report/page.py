@@ -12,7 +12,7 @@ from PIL import Image
 
 from robustbench_dgsa.models.registry import model_order
 from robustbench_dgsa.report.document import Artefact, Report
-from robustbench_dgsa.report.caveats import test_examples_words
+from robustbench_dgsa.report.caveats import test_examples_words, train_sizes, train_words
 from robustbench_dgsa.report.labels import dataset_label, display_name
 from robustbench_dgsa.report.tables import LATEX_PREAMBLE, md_escape, md_inline, printable
 from robustbench_dgsa.util import atomic
@@ -218,7 +218,7 @@ def header_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[st
             "Datasets: " + (", ".join(f"{dataset_label(d)} ({m})" for d, m in datasets.items()) or "none"),
             "Models: " + ", ".join(display_name(m) for m in model_order(set(df["model"]) - {""})),
             "Seeds: " + ", ".join(str(s) for s in sorted(set(df.loc[df["seed"] >= 0, "seed"]))),
-            *_setup_lines(df, cfgs, datasets),
+            *_setup_lines(df, cfgs, datasets, rep),
             "Code: " + (", ".join(f"`{c[:12]}`" for c in commits) or "unknown")
             + f"; package {', '.join(sorted(set(df['package_version']) - {''})) or '?'}",
             "Every artefact was regenerated from the stored results only; each links its `sources.json` "
@@ -227,7 +227,8 @@ def header_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[st
             "the preamble `" + LATEX_PREAMBLE.replace("\n", " ") + "`."]
 
 
-def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
+def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str],
+                 rep: Report | None = None) -> list[str]:
     """One line per dataset: the model size and training schedule the runs used (from their configs)."""
     out = []
     for ds in datasets:
@@ -236,7 +237,9 @@ def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: di
         if cfg is None:
             continue
         m, t, d = cfg["model"], cfg["train"], cfg["data"]
-        n = f", up to {d['max_train']:,} training examples" if d.get("max_train") else ""
+        sizes = train_sizes(rep.runs, ds) if rep is not None else []
+        n = (f", trained on {train_words(sizes)}" if sizes else
+             f", up to {d['max_train']:,} training examples" if d.get("max_train") else "")
         tests = test_examples_words(df, ds, d.get("max_test"), d.get("test_subset") or "first")
         n += f", {tests}" if tests else ""
         out.append(f"Setup on {dataset_label(ds)}: D={m['dim']}, {m['depth']} layers, {m['heads']} heads; "

@@ -81,7 +81,7 @@ def _seed_table(rep: Report, ds: str, cmp, raw: pd.DataFrame, n_seeds: int) -> N
     if n_seeds < 3:
         notes.append(f"{n_seeds} seed{'s' if n_seeds != 1 else ''} per model: no comparison here is testable.")
     t = Table(["Measure", "A − B", "n (A/B)", "Δ (pp)", "95% CI", "Test", "t", "df", "p", "p (Holm)",
-               "Hedges' g", "Welch Holm p < 0.05"], recs, title, notes, align="llrrrlrrrrrl")
+               "Hedges' g", "Welch (sensitivity)"], recs, title, notes, align="llrrrlrrrrrl")
     rep.table("significance", f"significance_seeds_{ds}", title, t, raw)
 
 
