@@ -129,6 +129,7 @@ def load_user_claims(path: str | Path, registry: Registry) -> list[Claim]:
         kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
         kw.setdefault("family", f"{kw.get('dataset', '')} · user claims")
         kw.setdefault("source", "user claim")
+        kw.setdefault("quote", "")
         try:
             claim = Claim(**kw)
         except TypeError as e:
@@ -154,7 +155,7 @@ def generic_claims(registry: Registry, dataset: str, models: set[str]) -> list[C
         if not {dg, base} <= models:
             continue
         fam = f"{dataset} · primary"
-        out.append(register(Claim(f"{dataset}:clean:{base}", f"{table}: clean accuracy of {dg} above {base}",
+        out.append(register(Claim(f"{dataset}:clean:{base}", _CAPTIONS[table],
                                   table, dataset, dg, base, "mean", family=fam, label="clean accuracy",
                                   operationalisation="clean test accuracy higher"), registry))
         out.append(register(Claim(f"{dataset}:robust:{base}", _TEXT, "Abstract", dataset, dg, base, "mean",
@@ -188,6 +189,20 @@ _IMP_HIGH = "however, this difference is extremely small and disappears at highe
 _ONLY = "Importantly, impulse noise is the only corruption where the baseline is competitive"
 _TEXT = ("We evaluate on both vision and language benchmarks, demonstrating consistent robustness gains over "
          "vanilla Transformer, Vision Transformer, and Differential Transformer baselines.")
+_CAPTIONS = {"Table 1": "Table 1: Classification accuracy (mean \\pm std) on small vision benchmarks.",
+             "Table 3": "Table 3: Classification accuracy (%) (mean \\pm std) on language benchmarks."}
+_CLEAN_QUOTES = {
+    ("cifar10", "vit"): "DGViT consistently outperforms the baseline ViT, with the largest improvement on CIFAR-10 "
+                        "(+2.2%), highlighting the value of gated inhibition in low-resolution, noise-sensitive "
+                        "settings.",
+    ("cifar10", "dvit"): "When compared directly to DViT, DGViT yields competitive or superior performance in all "
+                         "settings.",
+    ("20newsgroups", "transformer"): "The advantages are most evident on 20 Newsgroups, where DGT consistently "
+                                     "surpasses both baselines",
+    ("20newsgroups", "dt"): "The advantages are most evident on 20 Newsgroups, where DGT consistently surpasses both "
+                            "baselines",
+    ("text", ""): "DGT improves over both baselines across all datasets.",
+}
 _STRONG_NAMED = ("gaussian_noise", "shot_noise", "defocus_blur", "motion_blur", "zoom_blur", "snow", "frost",
                  "jpeg_compression")
 _SEV = (1, 2, 3, 4, 5)
@@ -200,9 +215,11 @@ def _builtin() -> None:
                                  ("rotten-tomatoes", "dgt", ("transformer", "dt"), "Table 3")):
         fam = f"{ds} · primary"
         for b in bases:
-            r(Claim(f"{ds}:clean:{b}", f"{table}: clean accuracy of {dg} above {b}", table, ds, dg, b, "mean",
-                    family=fam, label="clean accuracy",
-                    operationalisation="clean test accuracy, mean over seeds of the paired difference > 0"))
+            quote = _CLEAN_QUOTES.get((ds, b), _CLEAN_QUOTES[("text", "")])
+            r(Claim(f"{ds}:clean:{b}", quote, table, ds, dg, b, "mean", family=fam, label="clean accuracy",
+                    operationalisation="clean test accuracy higher: mean over matched seeds of the paired "
+                                       "difference > 0" + ("; 'competitive or superior' is read as superior, the "
+                                                           "difference Table 1 prints" if b == "dvit" else "")))
     for b in ("vit", "dvit"):
         fam = "cifar10 · Figure 4a sentences"
         r(Claim(f"cifar10:mCA:{b}", _FIG4, "Figure 4a", "cifar10", "dgvit", b, "mean", (BENCHMARK,), _SEV,

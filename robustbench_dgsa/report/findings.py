@@ -256,14 +256,16 @@ def _sensitivity_table(rep: Report, reg: clm.Registry, t: pd.DataFrame, rows: pd
                          "p-values are unadjusted."], align="llllrrr"), rows)
 
 
-def cut_columns(markdown: str, columns: list[str]) -> str:
-    """The Markdown table ``markdown`` restricted to ``columns`` (cell text unchanged): how README's "What we
-    found" table is cut from findings_claims.md."""
+def cut_columns(markdown: str, columns: list[str], drop_source: str | None = clm.NOT_CLAIMED) -> str:
+    """The Markdown table ``markdown`` restricted to ``columns`` (cell text unchanged), less the rows whose Source
+    is ``drop_source``: how README's "What we found" table is cut from findings_claims.md."""
     lines = [ln for ln in markdown.splitlines() if ln.startswith("|")]
     split = lambda ln: [c.strip() for c in ln.strip().strip("|").split(" | ")]  # noqa: E731
     head = split(lines[0])
-    keep = [head.index(c.replace("[", "\\[").replace("]", "\\]")) if c not in head else head.index(c)
-            for c in columns]
+    esc = lambda c: c.replace("[", "\\[").replace("]", "\\]")  # noqa: E731
+    keep = [head.index(c) if c in head else head.index(esc(c)) for c in columns]
+    src = head.index("Source")
     out = ["| " + " | ".join(head[i] for i in keep) + " |", "|" + "|".join(":--" for _ in keep) + "|"]
-    out += ["| " + " | ".join(split(ln)[i] for i in keep) + " |" for ln in lines[2:]]
+    out += ["| " + " | ".join(split(ln)[i] for i in keep) + " |" for ln in lines[2:]
+            if split(ln)[src] != drop_source]
     return "\n".join(out)
