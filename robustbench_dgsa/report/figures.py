@@ -188,7 +188,7 @@ def _data_ylim(axes, n_panels: int, ncols: int, bounds: tuple[float, float]) -> 
             if y.size:
                 lo, hi = min(lo, float(y.min())), max(hi, float(y.max()))
     if not math.isfinite(lo):
-        return bounds
+        return bounds[0], bounds[1] if math.isfinite(bounds[1]) else bounds[0] + 1.0
     pad = 0.04 * max(hi - lo, 1.0)
     return max(bounds[0], lo - pad), min(bounds[1], hi + pad)
 
@@ -213,10 +213,12 @@ def curves_figure(train: pd.DataFrame, models: Sequence[str], *, labels: dict[st
         for ax, (metric, ylabel) in zip(axes, metrics):
             sub = train[train["metric"] == metric]
             seeds = _per_seed(sub, ["model", "split", "epoch"])
+            bounds = (0.0, 100.0) if metric == "accuracy" else (0.0, math.inf)     # % / a loss is ≥ 0
             for m in models:
                 for sp in splits:
                     _lines(ax, seeds[(seeds["model"] == m) & (seeds["split"] == sp)], "epoch", styles[m],
-                           linestyle=SPLIT_STYLE.get(sp, "-"))
+                           linestyle=SPLIT_STYLE.get(sp, "-"), bounds=bounds)
+            ax.set_ylim(*_data_ylim(np.array([[ax]]), 1, 1, bounds))
             ax.set_xlabel("epoch")
             ax.set_ylabel(ylabel)
             ax.set_title(metric)
