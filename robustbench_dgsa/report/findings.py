@@ -111,7 +111,7 @@ def _conds(reg: clm.Registry, cid: str) -> tuple[str, ...]:
 
 def _row_label(r: dict[str, Any]) -> str:
     return (f"{display_name(r['model'])} − {display_name(r['baseline'])} · {dataset_label(r['dataset'])} · "
-            f"{r['label']}")
+            f"{r['label']} [{_claimed(r)}]")
 
 
 def _claimed(r: dict[str, Any]) -> str:
