@@ -3,9 +3,7 @@ textures, the JPEG copy of CIFAR-10, subsets, outside models, seeds below the pa
 models), each line naming its evidence."""
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robustbench_dgsa.analysis import metrics

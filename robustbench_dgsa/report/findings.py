@@ -15,7 +15,7 @@ from robustbench_dgsa.analysis import metrics, small_n
 from robustbench_dgsa.analysis import verdicts as vd
 from robustbench_dgsa.models.registry import MODEL_FACTS
 from robustbench_dgsa.report.forest import forest_figure
-from robustbench_dgsa.report.labels import ACC_SCALE, dataset_label, display_name
+from robustbench_dgsa.report.labels import dataset_label, display_name
 from robustbench_dgsa.report.published import paper_variant, published_value
 from robustbench_dgsa.report.tables import Table, fmt_num, fmt_p
 
@@ -82,10 +82,9 @@ def findings_section(rep: Report, pub: pd.DataFrame, cfgs: dict[str, dict[str, A
     t = v.table.assign(_o=[(not c, ds_order[d], not p, i) for i, (c, d, p) in
                            enumerate(zip(v.table["claimed"], v.table["dataset"], v.table["primary"]))])
     t = t.sort_values("_o", kind="stable").drop(columns="_o").reset_index(drop=True)
-    t["paper_diff"] = [paper.get((d, m), math.nan) - paper.get((d, b), math.nan) if s == "mean" and
-                       tuple(clm_conds) == ("clean",) else math.nan
-                       for d, m, b, s, clm_conds in zip(t["dataset"], t["model"], t["baseline"], t["statistic"],
-                                                        [_conds(reg, i) for i in t["id"]])]
+    clean = {c.id for c in reg.claims if c.statistic == "mean" and c.conditions == (metrics.CLEAN,)}
+    t["paper_diff"] = [paper.get((d, m), math.nan) - paper.get((d, b), math.nan) if i in clean else math.nan
+                       for i, d, m, b in zip(t["id"], t["dataset"], t["model"], t["baseline"])]
     real = t[~t["synthetic"].astype(bool)]
     rows = rep.df[rep.df["kind"] == "eval"]
     if real.empty:
@@ -103,10 +102,6 @@ def findings_section(rep: Report, pub: pd.DataFrame, cfgs: dict[str, dict[str, A
     rep.artefacts[-1].caption = _lead(v)
     _registry_table(rep, reg, v, rows)
     _sensitivity_table(rep, reg, t, rows)
-
-
-def _conds(reg: clm.Registry, cid: str) -> tuple[str, ...]:
-    return next(c.conditions for c in reg.claims if c.id == cid)
 
 
 def _row_label(r: dict[str, Any]) -> str:
@@ -240,7 +235,7 @@ def _sensitivity_table(rep: Report, reg: clm.Registry, t: pd.DataFrame, rows: pd
             recs.append([r["label"], dataset_label(r["dataset"]), f"{display_name(c.model)} − "
                          f"{display_name(c.baseline)}", "two-sided paired t ('no significant difference')",
                          _signed(r["diff"]), fmt_p(r["sens_p"]), f"{int(r['k'])} of {int(r['n'])}"])
-        if c.statistic == "mean" and c.conditions in ((clm.BENCHMARK,), (clm.NOISE,)) and c.primary is not None:
+        if c.statistic == "mean" and c.conditions in ((clm.BENCHMARK,), (clm.NOISE,)):
             cells = cells_by.setdefault(c.dataset, vd.dataset_cells(metrics.eval_rows(rep.df), c.dataset))
             for s, rec in vd.severity_sensitivity(c, cells):
                 recs.append([f"{r['label']} at severity {s}", dataset_label(r["dataset"]),
