@@ -232,11 +232,13 @@ def _group_cols(df: pd.DataFrame, candidates: Sequence[str]) -> list[str]:
 
 
 def seed_summary(df: pd.DataFrame, by: Sequence[str] | None = None, value: str = "value",
-                 conf: float = 0.95) -> StatResult:
+                 conf: float = 0.95, bounds: tuple[float, float] | None = None) -> StatResult:
     """Mean, SD, t-interval over seeds per (model, dataset, condition[, severity]).
 
-    Table columns: the ``by`` columns, n, mean, sd, se, ci_lo, ci_hi, min, max, seeds, note.
-    Seeds whose value is NaN (e.g. an incomplete mCA) are left out and counted in the note.
+    Table columns: the ``by`` columns, n, mean, sd, se, ci_lo, ci_hi, ci_clipped, min, max, seeds, note.
+    Seeds whose value is NaN (e.g. an incomplete mCA) are left out and counted in the note. ``bounds``: the
+    range the quantity lives in (accuracy: (0, 1)); a t-interval reaching outside it is clipped to it,
+    ``ci_clipped`` says so and the note names the bound (the t-interval is symmetric and knows no bound).
     """
     by = list(by) if by is not None else _group_cols(df, ("model", "dataset", "condition", "severity"))
     recs, warns = [], []
@@ -250,6 +252,10 @@ def seed_summary(df: pd.DataFrame, by: Sequence[str] | None = None, value: str =
         n = int(ok.sum())
         mean, sd, lo, hi = t_interval(x[ok], conf)
         notes = []
+        clipped = False
+        if bounds is not None and np.isfinite(lo) and (lo < bounds[0] or hi > bounds[1]):
+            lo, hi, clipped = max(lo, bounds[0]), min(hi, bounds[1]), True
+            notes.append(f"t-interval clipped to [{bounds[0]:g}, {bounds[1]:g}]")
         if (~ok).any():
             notes.append(f"{int((~ok).sum())} seed(s) without a value")
         if n == 1:
@@ -259,14 +265,14 @@ def seed_summary(df: pd.DataFrame, by: Sequence[str] | None = None, value: str =
             few.setdefault(str(kd.get("model", _label(kd))), set()).add(n)
         recs.append({**kd, "n": n, "mean": mean, "sd": sd,
                      "se": sd / math.sqrt(n) if n > 1 else math.nan, "ci_lo": lo, "ci_hi": hi,
-                     "min": float(np.min(x[ok])) if n else math.nan,
+                     "ci_clipped": clipped, "min": float(np.min(x[ok])) if n else math.nan,
                      "max": float(np.max(x[ok])) if n else math.nan,
                      "seeds": ",".join(str(int(s)) for s in sorted(seeds)), "note": "; ".join(notes)})
     if few:
         desc = ", ".join(f"{m} (n={','.join(map(str, sorted(ns)))})" for m, ns in few.items())
         warns.append(f"fewer than {RECOMMENDED_SEEDS} seeds: {desc} — intervals are wide and tests have "
                      f"little power")
-    cols = [*by, "n", "mean", "sd", "se", "ci_lo", "ci_hi", "min", "max", "seeds", "note"]
+    cols = [*by, "n", "mean", "sd", "se", "ci_lo", "ci_hi", "ci_clipped", "min", "max", "seeds", "note"]
     return StatResult(pd.DataFrame(recs, columns=cols), _dedupe(warns),
                       info={"conf": conf, "interval": "t-interval over seeds"})
 

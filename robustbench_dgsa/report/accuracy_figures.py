@@ -13,7 +13,7 @@ from robustbench_dgsa.report.labels import (ACC_SCALE, PROCEDURAL_FROST_NOTE, co
                                             dataset_label, model_labels)
 
 if TYPE_CHECKING:
-    from robustbench_dgsa.report.artefacts import Report
+    from robustbench_dgsa.report.document import Report
 
 
 _SOURCE_LABELS = {"regenerated": "CIFAR-C corruptions, regenerated", "on-the-fly": "CIFAR-C corruptions, on the fly",
@@ -54,7 +54,8 @@ def severity_figures(rep: Report, datasets: dict[str, str]) -> None:
         d = rep.rows_of(ds)
         raw = d[(d["kind"] == "eval") & (d["metric"] == "accuracy")]
         caption = (f"{title} One panel per {'noise type' if modality == 'text' else 'corruption'} "
-                   f"(severity 0 = clean), one line per model, band = 95% t-interval over seeds. ")
+                   f"(severity 0 = clean), one line per model, band = 95% t-interval over seeds (clipped to "
+                   f"[0, 100] %, where a symmetric interval would leave it; the axis spans the data). ")
         if mean_panel:
             caption += (f"The first panel (bold) is the per-seed mean over the "
                         f"{mean_panel[0].split('of ')[-1]}.")

@@ -9,7 +9,7 @@ described in ``results/README.md``) and writes, never running a model:
 * Figure 5: training and validation curves per model, 95% t-interval band (seaborn);
 * robustness summary (clean, mCA, mCE, retention, corruption groups, extra corruptions, text mNA with
   realised CER/WER) and the corruption error relative to a reference model;
-* statistical comparisons (:mod:`robustbench_dgsa.analysis.compare`): the seed-level tests are the claim (n, test,
+* statistical comparisons (:mod:`robustbench_dgsa.analysis.compare`): the seed-level Welch tests as sensitivity analyses of the Findings (n, test,
   Holm family and effect size beside every p; fewer than 3 seeds per model: "not testable"); tests over
   corruption cells are shown as consistency across conditions of the same trained models; for three or
   more models an average-rank diagram whose bars are the post-hoc Wilcoxon–Holm decisions of the table beside it;
@@ -27,13 +27,13 @@ An artefact whose data is missing is skipped with a note in the index. Every fil
 
 This module only orchestrates; each concern has its module in this package:
 
-* :mod:`.artefacts`: the report being built (artefacts, sources sidecars, skips, warnings);
+* :mod:`.document`: the report being built (artefacts, sources sidecars, skips, warnings);
 * :mod:`.labels`: dataset / model / corruption labels and orders the sections share;
 * :mod:`.published`: the paper's published numbers and its tables as typed in;
 * :mod:`.paper_tables`: Tables 1, 3 and 9, ours beside the paper's;
 * :mod:`.accuracy_figures`: Figures 4 and 5; :mod:`.robustness`: the robustness summary;
 * :mod:`.significance`: the statistical comparisons; :mod:`.rollout_section`: Figures 2 and 3, rollout numbers;
-* :mod:`.findings`: the paper's claims tested; :mod:`.caveats`: warnings and caveats;
+* :mod:`.findings`: one verdict per registered claim, opened by :mod:`.forest`; :mod:`.caveats`: warnings and caveats;
 * :mod:`.page`: ``index.md`` / ``index.html``; :mod:`.folder`: the report folder, its manifest, publishing and
   removing the previous report's files.
 """
@@ -53,7 +53,7 @@ from robustbench_dgsa.analysis import metrics
 from robustbench_dgsa.config import RunConfig
 from robustbench_dgsa.models.registry import MODEL_FACTS, model_order
 from robustbench_dgsa.report.accuracy_figures import curve_figures, severity_figures
-from robustbench_dgsa.report.artefacts import Report
+from robustbench_dgsa.report.document import Report
 from robustbench_dgsa.report.caveats import caveat_lines
 from robustbench_dgsa.report.findings import findings_section
 from robustbench_dgsa.report.folder import check_report_folder, previous_files, publish, report_folder

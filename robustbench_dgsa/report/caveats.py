@@ -3,43 +3,23 @@ textures, the JPEG copy of CIFAR-10, subsets, outside models, seeds below the pa
 models), each line naming its evidence."""
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robustbench_dgsa.analysis import metrics
+from robustbench_dgsa.report.frost import frost_substitutes
 from robustbench_dgsa.report.labels import dataset_label, display_name
 
 if TYPE_CHECKING:
-    from robustbench_dgsa.report.artefacts import Report
+    from robustbench_dgsa.report.document import Report
 
 PAPER_SEEDS = 5
-
-
-def frost_substitutes(rep: Report) -> dict[str, str]:
-    """dataset -> frost texture source, for evaluations whose frost came from a substitute (procedural)."""
-    out: dict[str, str] = {}
-    frost_runs = set(rep.df.loc[(rep.df["kind"] == "eval") & (rep.df["condition"] == "frost"), "run_id"])
-    for run_id in sorted(frost_runs):
-        rec = rep.runs.get(run_id) or {}
-        src = str(rec.get("frost_source") or "")
-        cdir = rec.get("corruption_dir")
-        if not src and cdir:
-            try:
-                src = str(json.loads((Path(cdir) / "manifest.json").read_text()).get("frost_source") or "")
-            except (OSError, json.JSONDecodeError, AttributeError):
-                src = ""
-        if src.startswith("procedural"):
-            ds = str(rec.get("dataset") or rep.df.loc[rep.df["run_id"] == run_id, "dataset"].iloc[0])
-            out[ds] = src
-    return out
 
 
 def caveat_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
     """What a reader must know before trusting any number below (each line names the evidence)."""
     out: list[str] = []
-    for ds, src in sorted(frost_substitutes(rep).items()):
+    for ds, src in sorted(frost_substitutes(rep.df, rep.runs).items()):
         out.append(f"Substitute: frost on {dataset_label(ds)} uses the {src} textures, not the reference frost "
                    "images (the corruption manifest / evaluation record says so); its cells, mCA and the weather "
                    "group are not comparable with CIFAR-10-C.")
@@ -53,18 +33,10 @@ def caveat_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[st
             out.append(f"Subset: {dataset_label(ds)} is evaluated on part of the official test split "
                        f"({'; '.join(srcs)[:200]}).")
     for ds in datasets:
-        hashes = sorted(set(rep.df.loc[(rep.df["dataset"] == ds), "config_hash"]) - {""})
-        data = [cfgs[h]["data"] for h in hashes if h in cfgs and "data" in cfgs[h]]
-        mt = sorted({d.get("max_train") for d in data if d.get("max_train")})
-        ms = sorted({(d.get("max_test"), d.get("test_subset") or "first") for d in data if d.get("max_test")})
-        if ms and whole_test_split(rep.df, ds, min(n for n, _ in ms)):
-            ms = []                                  # the cap is above the split's size: every test example counts
-        if mt or ms:
-            parts = ([f"trained on at most {', '.join(f'{v:,}' for v in mt)} examples"] if mt else []) + \
-                    ([f"evaluated on {', '.join(subset_words(n, how) for n, how in ms)} test examples"]
-                     if ms else [])
-            out.append(f"Subset: on {dataset_label(ds)} the runs were {' and '.join(parts)} — not the paper's "
-                       "full splits; accuracies are not comparable with the paper's.")
+        line = _subset_line(rep, cfgs, ds)
+        if line:
+            out.append(line)
+    out += scale_lines(rep, cfgs, datasets)
     out += _outside_model_lines(rep)
     seeds = rep.df[rep.df["kind"].isin(["eval", "train"]) & (rep.df["seed"] >= 0)]
     few = []
@@ -86,7 +58,89 @@ def caveat_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[st
     if rep.cell_tests:
         out.append("Cells share models: the tests over corruption / noise cells (Wilcoxon, Friedman, the rank "
                    "diagram) compare conditions of the same few trained models, so they show consistency across "
-                   "conditions, not independent evidence. The seed-level tests are the claim.")
+                   "conditions, not independent evidence. The claims' tests are the seed-level ones in Findings.")
+    return out
+
+
+def train_sizes(runs: dict[str, dict[str, Any]], dataset: str) -> list[tuple[int, int, int]]:
+    """(training examples used, official training split, held out for validation) of the training runs on
+    ``dataset``, as their run records counted them (``data.n_train`` / ``n_train_official`` / ``n_val``)."""
+    out = set()
+    for rec in runs.values():
+        d = rec.get("data") if rec.get("kind") == "train" else None
+        if isinstance(d, dict) and rec.get("dataset") == dataset and d.get("n_train"):
+            out.add((int(d["n_train"]), int(d.get("n_train_official") or 0), int(d.get("n_val") or 0)))
+    return sorted(out)
+
+
+def train_words(sizes: list[tuple[int, int, int]]) -> str:
+    """"6,824 of the 8,530 official training examples (80 %; 1,706 held out for validation)"."""
+    parts = []
+    for n, off, val in sizes:
+        w = f"{n:,}"
+        if off:
+            w += f" of the {off:,} official training examples ({100 * n / off:.0f} %"
+            w += f"; {val:,} held out for validation)" if val else ")"
+        else:
+            w += " training examples"
+        parts.append(w)
+    return " / ".join(parts)
+
+
+def _subset_line(rep: Report, cfgs: dict[str, dict[str, Any]], ds: str) -> str:
+    """The training and test examples the runs on ``ds`` used, counted from the run records and rows (the config
+    caps say only "at most")."""
+    hashes = sorted(set(rep.df.loc[(rep.df["dataset"] == ds), "config_hash"]) - {""})
+    data = [cfgs[h]["data"] for h in hashes if h in cfgs and "data" in cfgs[h]]
+    sizes = train_sizes(rep.runs, ds)
+    partial = [t for t in sizes if not t[1] or t[0] + t[2] < t[1]]     # a cap left training examples unused
+    if not sizes:
+        partial = [(int(v), 0, 0) for v in sorted({d.get("max_train") for d in data if d.get("max_train")})]
+    ms = sorted({(d.get("max_test"), d.get("test_subset") or "first") for d in data if d.get("max_test")})
+    if ms and whole_test_split(rep.df, ds, min(n for n, _ in ms)):
+        ms = []                                  # the cap is above the split's size: every test example counts
+    if not (partial or ms):
+        return ""
+    parts = ([f"trained on {train_words(partial)}"] if partial else []) + \
+        ([f"evaluated on {', '.join(subset_words(n, how) for n, how in ms)} test examples"] if ms else [])
+    return (f"Subset: on {dataset_label(ds)} the runs were {' and '.join(parts)} — not the paper's full splits; "
+            "accuracies are not comparable with the paper's.")
+
+
+def scale_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
+    """Model scale against the paper's, per dataset: width (D), depth, width × depth (the registry's default
+    config is the paper's architecture) and parameters (ours from the training run records, the paper's from
+    published.csv, Tables 7–9)."""
+    from robustbench_dgsa.models.registry import get_model_config
+    from robustbench_dgsa.report.published import load_published
+
+    pub = load_published()
+    pub = pub[pub["metric"] == "params"]
+    out = []
+    for ds in datasets:
+        tr = rep.df[(rep.df["dataset"] == ds) & (rep.df["kind"] == "train")]
+        cfg = next((cfgs[h] for h in sorted(set(tr["config_hash"]) - {""}) if h in cfgs), None)
+        if cfg is None or cfg["model"].get("name") is None:
+            continue
+        m = cfg["model"]
+        try:
+            ref = get_model_config(str(m["name"]))
+        except Exception:  # noqa: BLE001 - an outside model has no paper architecture
+            continue
+        wd = (m["dim"] * m["depth"]) / (ref.dim * ref.depth)
+        words = [f"D = {m['dim']} vs {ref.dim}, {m['depth']} vs {ref.depth} blocks: width × depth = 1/{1 / wd:.1f}"]
+        ratios = []
+        for model in sorted(set(tr["model"])):
+            ours = {int(r.get("params") or 0) for r in rep.runs.values()
+                    if r.get("kind") == "train" and r.get("dataset") == ds and r.get("model") == model} - {0}
+            p = pub[(pub["dataset"] == ds) & (pub["model"] == model)]
+            if ours and len(p):
+                theirs = float(p["mean"].iloc[0]) * (1e6 if str(p["unit"].iloc[0]) == "M" else 1.0)
+                ratios.append(theirs / max(ours))
+        if ratios:
+            words.append(f"parameters 1/{min(ratios):.1f} to 1/{max(ratios):.1f} of the paper's "
+                         f"(published.csv, {len(ratios)} model(s))")
+        out.append(f"Scale: on {dataset_label(ds)} the models are smaller than the paper's — {'; '.join(words)}.")
     return out
 
 

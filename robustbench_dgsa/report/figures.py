@@ -58,14 +58,25 @@ def _ci95(values) -> tuple[float, float]:
     return (m, m) if not np.isfinite(lo) else (lo, hi)
 
 
-def _lines(ax, per_seed: pd.DataFrame, x: str, sty, linestyle=None) -> None:
-    """One model's line (mean over seeds) and band (95% t-interval) with seaborn, in the model's style."""
+def _bounded_ci95(bounds: tuple[float, float]):
+    """The band, clipped to ``bounds`` (accuracy: [0, 100]): a t-interval is symmetric and knows no bound."""
+    def ci(values) -> tuple[float, float]:
+        lo, hi = _ci95(values)
+        return max(lo, bounds[0]), min(hi, bounds[1])
+    return ci
+
+
+def _lines(ax, per_seed: pd.DataFrame, x: str, sty, linestyle=None,
+           bounds: tuple[float, float] | None = None) -> None:
+    """One model's line (mean over seeds) and band (95% t-interval, clipped to ``bounds``) with seaborn, in the
+    model's style."""
     import seaborn as sns
     colour, marker, ls = sty
     if per_seed.empty:
         return
     many = per_seed.groupby(x)["seed"].nunique().max() > 1
-    sns.lineplot(data=per_seed, x=x, y="value", estimator="mean", errorbar=_ci95 if many else None, ax=ax,
+    band = (_bounded_ci95(bounds) if bounds else _ci95) if many else None
+    sns.lineplot(data=per_seed, x=x, y="value", estimator="mean", errorbar=band, ax=ax,
                  color=colour, marker=marker, linestyle=linestyle or ls, markeredgewidth=0, sort=True,
                  err_kws={"alpha": 0.15, "linewidth": 0}, legend=False)
     ax.set_xlabel("")
@@ -102,9 +113,10 @@ def _panel_title(text: str, width_in: float) -> str:
 def severity_figure(acc: pd.DataFrame, clean: pd.DataFrame, conditions: Sequence[str], models: Sequence[str],
                     *, labels: dict[str, str], mean_panel: tuple[str, Sequence[str]] | None = None,
                     condition_labels: dict[str, str] | None = None, ylabel: str = "accuracy (%)",
-                    ncols: int = 5) -> Figure | None:
+                    ncols: int = 5, bounds: tuple[float, float] = (0.0, 100.0)) -> Figure | None:
     """Figure 4: accuracy vs severity, one panel per condition, one line per model, 95% t-interval band over
-    seeds (seaborn).
+    seeds (seaborn), clipped to ``bounds``; the y axis spans the data (values and bands) plus a margin, never
+    beyond ``bounds``.
 
     ``acc``: rows (model, seed, condition, severity, value) with value in percent, severity 1..5;
     ``clean``: rows (model, seed, value) drawn at severity 0 of every panel. ``mean_panel`` =
@@ -139,7 +151,7 @@ def severity_figure(acc: pd.DataFrame, clean: pd.DataFrame, conditions: Sequence
             if clean_seeds is not None:
                 seeds = pd.concat([clean_seeds[clean_seeds["model"].isin(set(seeds["model"]))], seeds])
             for m in models:
-                _lines(ax, seeds[seeds["model"] == m], "severity", styles[m])
+                _lines(ax, seeds[seeds["model"] == m], "severity", styles[m], bounds=bounds)
             ax.set_title(_panel_title(ptitle, pw),
                          fontweight="bold" if (mean_panel is not None and i == 0) else "normal")
             ax.set_xticks(range(0, 6))
@@ -147,6 +159,7 @@ def severity_figure(acc: pd.DataFrame, clean: pd.DataFrame, conditions: Sequence
             ax.set_xlim(-0.3, 5.3)
         for j in range(len(panels), nrows * ncols):
             axes[j // ncols][j % ncols].set_visible(False)
+        axes[0][0].set_ylim(*_data_ylim(axes, len(panels), ncols, bounds))
         for r in range(nrows):
             axes[r][0].set_ylabel(ylabel)
         for cidx in range(ncols):
@@ -158,6 +171,26 @@ def severity_figure(acc: pd.DataFrame, clean: pd.DataFrame, conditions: Sequence
                     break
         _legend_on_top(fig, _legend_handles(models, labels, styles))
     return fig
+
+
+def _data_ylim(axes, n_panels: int, ncols: int, bounds: tuple[float, float]) -> tuple[float, float]:
+    """The y range of what the panels drew (lines and bands), with a 4 % margin, inside ``bounds``."""
+    lo, hi = math.inf, -math.inf
+    for i in range(n_panels):
+        ax = axes[i // ncols][i % ncols]
+        for art in list(ax.lines) + list(ax.collections):
+            if hasattr(art, "get_ydata"):
+                y = np.asarray(art.get_ydata(), float)
+            else:
+                paths = art.get_paths()
+                y = np.concatenate([p.vertices[:, 1] for p in paths]) if paths else np.empty(0)
+            y = y[np.isfinite(y)]
+            if y.size:
+                lo, hi = min(lo, float(y.min())), max(hi, float(y.max()))
+    if not math.isfinite(lo):
+        return bounds[0], bounds[1] if math.isfinite(bounds[1]) else bounds[0] + 1.0
+    pad = 0.04 * max(hi - lo, 1.0)
+    return max(bounds[0], lo - pad), min(bounds[1], hi + pad)
 
 
 def curves_figure(train: pd.DataFrame, models: Sequence[str], *, labels: dict[str, str],
@@ -180,10 +213,12 @@ def curves_figure(train: pd.DataFrame, models: Sequence[str], *, labels: dict[st
         for ax, (metric, ylabel) in zip(axes, metrics):
             sub = train[train["metric"] == metric]
             seeds = _per_seed(sub, ["model", "split", "epoch"])
+            bounds = (0.0, 100.0) if metric == "accuracy" else (0.0, math.inf)     # % / a loss is ≥ 0
             for m in models:
                 for sp in splits:
                     _lines(ax, seeds[(seeds["model"] == m) & (seeds["split"] == sp)], "epoch", styles[m],
-                           linestyle=SPLIT_STYLE.get(sp, "-"))
+                           linestyle=SPLIT_STYLE.get(sp, "-"), bounds=bounds)
+            ax.set_ylim(*_data_ylim(np.array([[ax]]), 1, 1, bounds))
             ax.set_xlabel("epoch")
             ax.set_ylabel(ylabel)
             ax.set_title(metric)

@@ -14,7 +14,7 @@ from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.paths import is_safe_name, safe_name
 
 if TYPE_CHECKING:
-    from robustbench_dgsa.report.artefacts import Report
+    from robustbench_dgsa.report.document import Report
 
 REPORT_KIND = "dgsa-bench report"   # marks a manifest.json as a report's own (only those files are ever removed)
 

@@ -13,7 +13,7 @@ from robustbench_dgsa.models.registry import display_name as _registry_name
 from robustbench_dgsa.report.tables import printable
 
 if TYPE_CHECKING:
-    from robustbench_dgsa.report.artefacts import Report
+    from robustbench_dgsa.report.document import Report
 
 ACC_SCALE = 100.0   # store accuracies are fractions; the report prints percent
 

@@ -11,8 +11,8 @@ import pandas as pd
 from PIL import Image
 
 from robustbench_dgsa.models.registry import model_order
-from robustbench_dgsa.report.artefacts import Artefact, Report
-from robustbench_dgsa.report.caveats import test_examples_words
+from robustbench_dgsa.report.document import Artefact, Report
+from robustbench_dgsa.report.caveats import test_examples_words, train_sizes, train_words
 from robustbench_dgsa.report.labels import dataset_label, display_name
 from robustbench_dgsa.report.tables import LATEX_PREAMBLE, md_escape, md_inline, printable
 from robustbench_dgsa.util import atomic
@@ -85,14 +85,17 @@ def write_index(rep: Report, title: str, header: list[str], caveats: list[str]) 
         skipped_by.setdefault(sec, []).append((t, reason))
     sections = [(sec, t) for sec, t in SECTIONS
                 if sec == "caveats" or by_section.get(sec) or skipped_by.get(sec)]
+    # a collapsed section (Findings of synthetic data only: no claim) comes after the figures, folded
+    sections = ([st for st in sections if st[0] not in rep.collapsed]
+                + [st for st in sections if st[0] in rep.collapsed])
     warnings = list(dict.fromkeys(rep.warnings))
     atomic.write_text(rep.out_dir / "index.md", _index_md(title, header, caveats, warnings, sections, by_section,
-                                                          skipped_by))
+                                                          skipped_by, rep.collapsed))
     atomic.write_text(rep.out_dir / "index.html", _index_html(rep, title, header, caveats, warnings, sections,
                                                               by_section, skipped_by))
 
 
-def _index_md(title, header, caveats, warnings, sections, by_section, skipped_by) -> str:
+def _index_md(title, header, caveats, warnings, sections, by_section, skipped_by, collapsed=frozenset()) -> str:
     """index.md; every text from the data escaped (:func:`md_escape`: no raw HTML tag, link or control char)."""
     m = lambda t: md_escape(printable(t, cell=True))  # noqa: E731
     md = [f"# {m(title)}", ""] + [f"- {md_inline(h)}" for h in header] + ["", "**Contents**", ""]
@@ -108,6 +111,9 @@ def _index_md(title, header, caveats, warnings, sections, by_section, skipped_by
                 md += ["", f"Other warnings ({len(warnings)}):", ""] + [f"- {m(w)}" for w in warnings]
             md.append("")
             continue
+        if sec in collapsed:
+            md += [f"<details><summary>{html.escape(sec_title)}: {len(by_section.get(sec, []))} artefact(s), "
+                   "no claim (synthetic data)</summary>", ""]
         for a in by_section.get(sec, []):
             md += [f'<a id="{a.key}"></a>', "", f"### {m(a.title)}", ""]
             if a.image:
@@ -124,6 +130,8 @@ def _index_md(title, header, caveats, warnings, sections, by_section, skipped_by
                 md += [f"<sub>Made from {m(a.provenance)}.</sub>", ""]
         for t, reason in skipped_by.get(sec, []):
             md += [f"- *Skipped: {m(t)}* — {m(reason)}", ""]
+        if sec in collapsed:
+            md += ["</details>", ""]
     return "\n".join(md).rstrip() + "\n"
 
 
@@ -149,6 +157,9 @@ def _index_html(rep, title, header, caveats, warnings, sections, by_section, ski
                              + "".join(f"<li>{e(w)}</li>" for w in warnings) + "</ul></details>")
             parts.append(nav)
             continue
+        if sec in rep.collapsed:
+            parts.append(f"<details><summary>{e(sec_title)}: {len(by_section.get(sec, []))} artefact(s), no claim "
+                         "(synthetic data)</summary>")
         for a in by_section.get(sec, []):
             parts.append(f'<section id="{e(a.key)}"><h3>{e(a.title)} <a class="self" href="#{e(a.key)}" '
                          f'aria-label="link to this artefact">¶</a></h3>')
@@ -173,6 +184,8 @@ def _index_html(rep, title, header, caveats, warnings, sections, by_section, ski
         if skips:
             parts.append('<ul class="skipped">' + "".join(f"<li><em>Skipped: {e(t)}</em> — {e(r)}</li>"
                                                           for t, r in skips) + "</ul>")
+        if sec in rep.collapsed:
+            parts.append("</details>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -205,7 +218,7 @@ def header_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[st
             "Datasets: " + (", ".join(f"{dataset_label(d)} ({m})" for d, m in datasets.items()) or "none"),
             "Models: " + ", ".join(display_name(m) for m in model_order(set(df["model"]) - {""})),
             "Seeds: " + ", ".join(str(s) for s in sorted(set(df.loc[df["seed"] >= 0, "seed"]))),
-            *_setup_lines(df, cfgs, datasets),
+            *_setup_lines(df, cfgs, datasets, rep),
             "Code: " + (", ".join(f"`{c[:12]}`" for c in commits) or "unknown")
             + f"; package {', '.join(sorted(set(df['package_version']) - {''})) or '?'}",
             "Every artefact was regenerated from the stored results only; each links its `sources.json` "
@@ -214,7 +227,8 @@ def header_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[st
             "the preamble `" + LATEX_PREAMBLE.replace("\n", " ") + "`."]
 
 
-def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
+def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str],
+                 rep: Report | None = None) -> list[str]:
     """One line per dataset: the model size and training schedule the runs used (from their configs)."""
     out = []
     for ds in datasets:
@@ -223,7 +237,9 @@ def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: di
         if cfg is None:
             continue
         m, t, d = cfg["model"], cfg["train"], cfg["data"]
-        n = f", up to {d['max_train']:,} training examples" if d.get("max_train") else ""
+        sizes = train_sizes(rep.runs, ds) if rep is not None else []
+        n = (f", trained on {train_words(sizes)}" if sizes else
+             f", up to {d['max_train']:,} training examples" if d.get("max_train") else "")
         tests = test_examples_words(df, ds, d.get("max_test"), d.get("test_subset") or "first")
         n += f", {tests}" if tests else ""
         out.append(f"Setup on {dataset_label(ds)}: D={m['dim']}, {m['depth']} layers, {m['heads']} heads; "

@@ -15,7 +15,7 @@ from robustbench_dgsa.report.published import PUBLISHED_CSV, paper_variant, publ
 from robustbench_dgsa.report.tables import Table, fmt_count, fmt_mean_sd, fmt_num
 
 if TYPE_CHECKING:
-    from robustbench_dgsa.report.artefacts import Report
+    from robustbench_dgsa.report.document import Report
 
 
 def accuracy_tables(rep: Report, pub: pd.DataFrame, pub_sha: str, datasets: dict[str, str],

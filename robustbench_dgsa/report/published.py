@@ -17,7 +17,7 @@ from robustbench_dgsa.report.tables import Table, fmt_count
 from robustbench_dgsa.util.errors import UserError
 
 if TYPE_CHECKING:
-    from robustbench_dgsa.report.artefacts import Report
+    from robustbench_dgsa.report.document import Report
 
 
 #: the paper's published numbers: package data, so every install (wheel, editable, checkout) has them

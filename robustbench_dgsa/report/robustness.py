@@ -14,7 +14,7 @@ from robustbench_dgsa.report.labels import (ACC_SCALE, FROST_GROUP, PROCEDURAL_F
 from robustbench_dgsa.report.tables import Table, fmt_mean_sd, fmt_num
 
 if TYPE_CHECKING:
-    from robustbench_dgsa.report.artefacts import Report
+    from robustbench_dgsa.report.document import Report
 
 
 def robustness_tables(rep: Report, datasets: dict[str, str], reference: str | None) -> None:

@@ -18,7 +18,7 @@ from robustbench_dgsa.util.paths import safe_name
 from robustbench_dgsa.util.provenance import sha256_file
 
 if TYPE_CHECKING:
-    from robustbench_dgsa.report.artefacts import Report
+    from robustbench_dgsa.report.document import Report
 
 
 def rollout_figures(rep: Report) -> None:

@@ -1,6 +1,6 @@
-"""The report's statistical comparisons (:func:`robustbench_dgsa.analysis.compare.run_compare`): the seed-level
-tests are the claim (n, test, Holm family and effect size beside every p; fewer than 3 seeds per model: "not
-testable"); tests over corruption cells are shown as consistency across conditions of the same trained models,
+"""The report's statistical comparisons (:func:`robustbench_dgsa.analysis.compare.run_compare`), all sensitivity
+analyses of the Findings' claims (each claim's one primary test and verdict are in Findings): the seed-level Welch
+tests (n, test, Holm family and effect size beside every p; fewer than 3 seeds per model: "not testable"); tests over corruption cells are shown as consistency across conditions of the same trained models,
 with the Friedman average ranks and, for three or more models, an average-rank diagram whose bars are the
 post-hoc Wilcoxon–Holm decisions of the table beside it."""
 from __future__ import annotations
@@ -19,12 +19,12 @@ from robustbench_dgsa.report.labels import ACC_SCALE, dataset_label, display_nam
 from robustbench_dgsa.report.tables import Table, fmt_num, fmt_p
 
 if TYPE_CHECKING:
-    from robustbench_dgsa.report.artefacts import Report
+    from robustbench_dgsa.report.document import Report
 
 
 def significance_tables(rep: Report, datasets: dict[str, str], reference: str | None) -> None:
     """The comparisons of ``dgsa-bench compare`` (:func:`analysis.compare.run_compare`), formatted for the report:
-    first the seed-level tests (the claim), then the cell-level tests as consistency across conditions."""
+    first the seed-level tests (sensitivity: Welch), then the cell-level tests as consistency across conditions."""
 
     for ds, modality in datasets.items():
         label = dataset_label(ds)
@@ -69,16 +69,19 @@ def _seed_table(rep: Report, ds: str, cmp, raw: pd.DataFrame, n_seeds: int) -> N
              else "—",
              r.test, fmt_num(r.t, 2), fmt_num(r.df, 1), fmt_p(r.p), fmt_p(r.p_holm), fmt_num(r.g, 2), r.verdict]
             for r in pw.itertuples(index=False)]
-    title = f"Seed-level tests (the claim): {label}"
+    title = f"Seed-level tests (sensitivity analysis, unpaired Welch): {label}"
     fam = [f for f in cmp.families if "t-test" in f]
-    notes = ["Δ = A − B in percentage points (mCE: lower is better) with its 95% CI; n = seeds of A/B (independent "
-             "training runs); effect size g = Hedges' g. Verdict: significant = Holm-adjusted p < 0.05 within the "
+    notes = ["A sensitivity analysis, not a claim: each claim of the paper has one primary test (paired t over "
+             "matched seeds, Holm within its family) and one verdict, in Findings; this table treats the seeds as "
+             "unpaired (Welch), so its p-values differ. "
+             "Δ = A − B in percentage points (mCE: lower is better) with its 95% CI; n = seeds of A/B (independent "
+             "training runs); effect size g = Hedges' g. Significant = Holm-adjusted p < 0.05 within the "
              "family below; a comparison with fewer than 3 seeds per model shows its numbers but is 'not testable' "
              "(left out of the family, never called significant)."] + fam
     if n_seeds < 3:
         notes.append(f"{n_seeds} seed{'s' if n_seeds != 1 else ''} per model: no comparison here is testable.")
     t = Table(["Measure", "A − B", "n (A/B)", "Δ (pp)", "95% CI", "Test", "t", "df", "p", "p (Holm)",
-               "Hedges' g", "Verdict"], recs, title, notes, align="llrrrlrrrrrl")
+               "Hedges' g", "Welch (sensitivity)"], recs, title, notes, align="llrrrlrrrrrl")
     rep.table("significance", f"significance_seeds_{ds}", title, t, raw)
 
 
@@ -96,8 +99,8 @@ def _cell_tables(rep: Report, ds: str, cmp, raw: pd.DataFrame, n_seeds: int, kin
     fam = [f for f in cmp.families if "Wilcoxon" in f and ("post-hoc" in f) == post]
     notes = [f"Wilcoxon signed-rank over (condition, severity) cells, accuracies averaged over {n_seeds} seed(s). "
              "The cells are conditions of the same trained models, not independent samples: a small p says the "
-             "difference is consistent across conditions, not that it holds for new training runs (the seed-level "
-             "table is the claim). W/T/L = cells where A is better / equal / worse; effect size = median Δ over "
+             "difference is consistent across conditions, not that it holds for new training runs (the Findings' "
+             "paired tests are the claims). W/T/L = cells where A is better / equal / worse; effect size = median Δ over "
              "cells (pp); min p = the smallest p attainable with that many non-tied cells."] + fam
     t = Table(["A vs B", "Cells", "W/T/L", "median Δ (pp)", "W", "p", "p (Holm)", "min p", "Verdict"],
               recs, title, notes, align="lrcrrrrrl")

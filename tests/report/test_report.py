@@ -277,21 +277,27 @@ def test_report_cli_and_pdfs_identical_across_builds(built, tmp_path):
 
 # ------------------------------------------------------------------------------------------ navigation
 def test_contents_link_every_artefact_and_findings_then_warnings_come_first(built):
+    """Synthetic data only (the main job): the warnings come first, then the figures and tables; the Findings
+    ("no claim (synthetic data)") come last, folded in one <details> block (HTML and Markdown)."""
     _, out = built
     page = (out / "index.html").read_text()
     nav = page[page.index("<nav"):page.index("</nav>")]
     ids = set(re.findall(r'id="([^"]+)"', page))
     targets = re.findall(r'href="#([^"]+)"', nav)
-    assert targets[0] == "findings" and [t for t in targets if not t.startswith("findings")][0] == "caveats"
+    assert targets[0] == "caveats" and targets[-1].startswith("findings") and "findings" in targets
     for t in targets:
         assert t in ids, t                                     # every contents entry lands somewhere
     for stem in ("fig4_severity_synthetic-vision", "table1_accuracy_vision", "cd_diagram_synthetic-vision",
                  "significance_seeds_synthetic-vision", "fig2_rollout_synthetic-vision", "paper_table9"):
         assert stem in targets and f'href="#{stem}"' in page.split("</nav>", 1)[1]   # listed + self-link
     h2 = re.findall(r'<h2 id="([^"]+)"', page)
-    assert h2[:2] == ["findings", "caveats"] and "Warnings and caveats" in page
+    assert h2[0] == "caveats" and h2[-1] == "findings" and "Warnings and caveats" in page
+    folded = page.split('<h2 id="findings"', 1)[1]
+    assert folded.index("<details>") < folded.index("findings_claims") < folded.index("</details>")
+    assert "no claim (synthetic data)" in folded
     md = (out / "index.md").read_text()
-    assert md.index("## Findings") < md.index("## Warnings and caveats") < md.index("## Clean accuracy")
+    assert md.index("## Warnings and caveats") < md.index("## Clean accuracy") < md.index("## Findings")
+    assert md.index("## Findings") < md.index("<details>") < md.index("</details>")
     for anchor in re.findall(r"\]\(#([^)]+)\)", md):
         assert f'<a id="{anchor}"></a>' in md, anchor
     plain = __import__("html").unescape(page)
@@ -309,9 +315,10 @@ def _verdicts(out: Path) -> list[str]:
         if not lines:
             continue
         header = [c.strip() for c in lines[0].strip("|").split("|")]
-        if "Verdict" not in header:
+        col = next((c for c in ("Verdict", "Welch (sensitivity)") if c in header), None)   # the seed table's
+        if col is None:                          # Welch column is a labelled sensitivity analysis, same words
             continue
-        k = header.index("Verdict")
+        k = header.index(col)
         found += [[c.strip() for c in ln.strip("|").split("|")][k] for ln in lines[2:]]
     return found
 

@@ -21,7 +21,7 @@ import pytest
 
 from robustbench_dgsa import store
 from robustbench_dgsa.report import accuracy_figures, labels
-from robustbench_dgsa.report.artefacts import Report
+from robustbench_dgsa.report.document import Report
 from robustbench_dgsa.report.build import build_report
 from robustbench_dgsa.report.tables import fmt_mean_sd, fmt_num, rounded
 

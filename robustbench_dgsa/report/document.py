@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from robustbench_dgsa.report.caveats import frost_substitutes
+from robustbench_dgsa.report.frost import frost_substitutes
 from robustbench_dgsa.report.figures import save_figure
 from robustbench_dgsa.report.tables import Table
 from robustbench_dgsa.util import atomic
@@ -61,6 +61,7 @@ class Report:
     skipped: list[tuple[str, str, str]] = field(default_factory=list)   # (section, title, reason)
     warnings: list[str] = field(default_factory=list)
     cell_tests: bool = False                    # some cell-level tests were shown (caveat)
+    collapsed: set[str] = field(default_factory=set)   # sections shown last, folded (synthetic-only Findings)
 
     _by_dataset: dict[str, pd.DataFrame] = field(default_factory=dict)
 
@@ -70,7 +71,7 @@ class Report:
         """Whether frost on ``dataset`` was made with the procedural substitute textures (run provenance /
         corruption manifest say so): every frost number and image of it is then marked."""
         if self._frost is None:
-            self._frost = frost_substitutes(self)
+            self._frost = frost_substitutes(self.df, self.runs)
         return dataset in self._frost
 
     def rel(self, path: str | os.PathLike) -> str:

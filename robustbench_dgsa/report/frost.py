@@ -1,0 +1,29 @@
+"""Which evaluations' frost came from the procedural substitute textures (run records / corruption manifests
+say so). Takes the store's rows and run records, not the report, so :mod:`.document` and :mod:`.caveats` both
+import it without a circle."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+def frost_substitutes(df: pd.DataFrame, runs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """dataset -> frost texture source, for evaluations whose frost came from a substitute (procedural)."""
+    out: dict[str, str] = {}
+    frost_runs = set(df.loc[(df["kind"] == "eval") & (df["condition"] == "frost"), "run_id"])
+    for run_id in sorted(frost_runs):
+        rec = runs.get(run_id) or {}
+        src = str(rec.get("frost_source") or "")
+        cdir = rec.get("corruption_dir")
+        if not src and cdir:
+            try:
+                src = str(json.loads((Path(cdir) / "manifest.json").read_text()).get("frost_source") or "")
+            except (OSError, json.JSONDecodeError, AttributeError):
+                src = ""
+        if src.startswith("procedural"):
+            ds = str(rec.get("dataset") or df.loc[df["run_id"] == run_id, "dataset"].iloc[0])
+            out[ds] = src
+    return out
