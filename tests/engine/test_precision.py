@@ -166,7 +166,12 @@ def test_precision_is_recorded_everywhere_and_resumes_bit_identically(tmp_path):
     rec = store.load_runs(tmp_path / "full" / "store")[full.run_id]
     assert rec["precision"] == "bf16" and rec["compiled"] is False
     assert read_checkpoint_meta(full.checkpoint)[1]["precision"] == "bf16"
-    assert load_state(tmp_path / "full" / "train_state.safetensors")["precision"] == "bf16"
+    state = load_state(tmp_path / "full" / "train_state.safetensors")
+    assert state["precision"] == "bf16"
+    # master weights and optimizer state stay float32 under bf16 autocast
+    assert {t.dtype for t in _weights(full.checkpoint).values()} == {torch.float32}
+    moments = [t for st in state["optimizer"]["state"].values() for k, t in st.items() if k != "step"]
+    assert moments and {t.dtype for t in moments} == {torch.float32}
     assert json.loads((tmp_path / "full" / "done.json").read_text())["precision"] == "bf16"
 
     train(_cfg(), 0, tmp_path / "cut", amp="bf16", progress=False, stop_after_epoch=1)
