@@ -204,3 +204,32 @@ def test_jobs_compare_the_precision_they_finished_in():
     assert all(read_done(root, j, "bf16") is None for j in jobs)
     assert pinned_amp(make_plan(root / "x", preset="evidence", seeds=[0])) == "off"
     assert pinned_amp(make_plan(root / "x", preset="tiny", seeds=[0])) is None
+
+
+def test_compile_option_reaches_the_training_step_and_the_evaluation(monkeypatch, tmp_path):
+    """train.compile=on (the CLI's --compile) sends the training step and evaluation forwards through
+    torch.compile (stubbed here: compiling takes minutes), is recorded, and leaves the config hash alone."""
+    from robustbench_dgsa.cli.train_cmd import _overrides
+    from robustbench_dgsa.engine.evaluate import evaluate
+    from robustbench_dgsa.engine.train import train
+    assert _overrides(None, None, None, None, False, None, True) == {"train.compile": True}
+    calls = []
+
+    def fake_compile(model):
+        def forward(*a, **k):
+            calls.append(model.training)
+            return model(*a, **k)
+        return forward
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    cfg = resolve_config(get_model_config("vit"), "synthetic-vision", "tiny",
+                         overrides={**TINY, "train.epochs": 1, "train.compile": "on"})
+    res = train(cfg, 0, tmp_path / "c", amp="off", progress=False)
+    assert True in calls                                   # training steps (train mode) went through it
+    assert store.load_runs(tmp_path / "c" / "store")[res.run_id]["compiled"] is True
+    plain = resolve_config(get_model_config("vit"), "synthetic-vision", "tiny", overrides={**TINY, "train.epochs": 1})
+    assert res.config_hash == train(plain, 0, tmp_path / "p", amp="off", progress=False).config_hash
+    calls.clear()
+    ev = evaluate(res.checkpoint, store_dir=tmp_path / "e", progress=False, amp="off", compile_model=True)
+    assert calls and set(calls) == {False}                 # evaluation forwards, in eval mode
+    assert store.load_runs(tmp_path / "e")[ev.run_id]["compiled"] is True
+    assert set(store.load_results(tmp_path / "e")["precision"]) == {"fp32"}
