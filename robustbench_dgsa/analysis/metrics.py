@@ -143,7 +143,7 @@ def eval_rows(df: pd.DataFrame, dataset: str | None = None, metric: str = "accur
     out = pd.concat([clean, cor], ignore_index=True)
     out = out[["model", "dataset", "seed", "condition", "severity", "value", "n", "source", "run_id",
                "precision"]].copy()
-    for c in ("model", "dataset", "condition", "source", "run_id", "precision"):  # plain objects: much faster small frames
+    for c in ("model", "dataset", "condition", "source", "run_id", "precision"):  # objects: faster small frames
         out[c] = out[c].astype(object)
     out["kind_of_condition"] = [condition_kind(c) for c in out["condition"]]
     return out.sort_values(_CELL_KEYS, kind="stable").reset_index(drop=True)

@@ -80,9 +80,9 @@ def train_command(
     opt.check_output_dir(out, "--out")      # also: no symbolic link inside (<out>/store, run folders, rows)
     opt.check_output_dir(store, "--store")
     summary = train_runs(model_list, dataset, seeds, out, preset=preset, config_file=config, data_root=data_root,
-                         overrides=_overrides(epochs, batch_size, lr, device, download, set_, compile_model), store=store,
-                         resume=resume, progress=not quiet, nproc=nproc, relaunch=_without_nproc(opt.command_line()),
-                         data_workers=data_workers)
+                         overrides=_overrides(epochs, batch_size, lr, device, download, set_, compile_model),
+                         store=store, resume=resume, progress=not quiet, nproc=nproc,
+                         relaunch=_without_nproc(opt.command_line()), data_workers=data_workers)
     if json_ and summary is not None and is_main_process():
         echo_json(summary, nonfinite="null", sort_keys=True)
 

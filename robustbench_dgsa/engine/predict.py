@@ -6,8 +6,8 @@ A checkpoint's meta carries a ``preprocess`` record written by the trainer::
     {"modality": "text", "vocab": [token, ...], "max_len": 256}
 
 ``prepare_images`` / ``prepare_texts`` apply it; ``predict`` runs a model over prepared tensors in batches
-(no grad, bounded memory, bf16 autocast where ``amp`` resolves to it: :func:`resolve_precision`); ``predict_raw`` converts batch by batch, so even a large
-uint8 array never exists as one float tensor.
+(no grad, bounded memory, bf16 autocast where ``amp`` resolves to it: :func:`resolve_precision`); ``predict_raw``
+converts batch by batch, so even a large uint8 array never exists as one float tensor.
 """
 from __future__ import annotations
 

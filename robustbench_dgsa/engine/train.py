@@ -72,7 +72,7 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     final: dict[str, Any] = field(default_factory=dict)
     config_hash: str = ""
-    precision: str = "fp32"            # what the run computed in (:func:`~robustbench_dgsa.engine.predict.resolve_precision`)
+    precision: str = "fp32"            # what the run computed in (engine.predict.resolve_precision)
 
 
 def train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Path | None = None,
