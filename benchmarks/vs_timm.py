@@ -2,7 +2,10 @@
 """Our ViT / DViT / DGViT side by side with timm's ``VisionTransformer`` at the same configuration.
 
 Configuration (vision, docs/METHODS.md, Models): 32×32 images, patch 4 (65 tokens with CLS), D=256, 8 layers, 8 heads,
-MLP ×4, 10 classes, batch 64; on CPU one intra-op thread unless ``--threads`` says otherwise; on CUDA bf16 autocast.
+MLP ×4, 10 classes, batch 64; on CPU one intra-op thread unless ``--threads`` says otherwise. Precision: ``--amp``
+(auto, bf16, off), the suite's own resolution (``engine.predict.resolve_precision``: auto = bf16 on CUDA and on CPUs
+with native bf16, fp32 elsewhere), the same for every model, timm's included: both sides always run in one precision,
+printed in the header.
 Training = forward, cross-entropy, backward, AdamW step (same optimiser settings for every model); inference = forward
 under ``torch.inference_mode`` in eval mode. The models are timed in interleaved rounds (every round times each model
 once; the order rotates from round to round) and each model's best round is reported, which makes the ratios robust on
@@ -33,6 +36,7 @@ What is matched between timm's ViT and ours, so that neither side is favoured:
 
     python benchmarks/vs_timm.py                           # CPU, 1 thread, batch 64, 3 rounds
     python benchmarks/vs_timm.py --device cuda --steps 20  # CUDA, bf16 autocast
+    python benchmarks/vs_timm.py --amp off                 # both sides in fp32 (--amp bf16: both in bf16)
     python benchmarks/vs_timm.py --mode train --rounds 5 --threads 2
     python benchmarks/vs_timm.py --mode train --rounds 1 --profile 15   # + top operators per model
 
@@ -110,7 +114,7 @@ def make_runner(model: nn.Module, mode: str, device: torch.device, batch: int, a
     g = torch.Generator().manual_seed(1)
     x = torch.randn(batch, 3, image, image, generator=g).to(device)
     y = torch.randint(0, CLASSES, (batch,), generator=g).to(device)
-    use_amp = amp and device.type == "cuda"
+    use_amp = amp            # bf16 autocast on any device: the caller resolved the one precision of all models
     if mode == "infer":
         def infer() -> None:
             with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_amp):
@@ -144,10 +148,11 @@ def measure(models: dict[str, nn.Module], mode: str, args: argparse.Namespace,
             device: torch.device) -> dict[str, dict[str, float]]:
     """Best-of-rounds img/s per model (wall and, on CPU, thread CPU time); the models are interleaved within
     every round and the order is rotated from round to round (the allocator and caches favour some positions).
-    ``args.image`` (default 32) is the image size the models were built for."""
+    ``args.image`` (default 32) is the image size the models were built for; ``args.bf16`` (or, where a caller
+    sets only ``no_amp``, its negation) says whether both sides run under bf16 autocast."""
     image = getattr(args, "image", IMAGE)
-    runners = {k: make_runner(m, mode, device, args.batch, not args.no_amp, args.compile, image)
-               for k, m in models.items()}
+    bf16 = getattr(args, "bf16", not getattr(args, "no_amp", False))
+    runners = {k: make_runner(m, mode, device, args.batch, bf16, args.compile, image) for k, m in models.items()}
     for run in runners.values():
         for _ in range(args.warmup):
             run()
@@ -196,7 +201,7 @@ def profile_steps(models: dict[str, nn.Module], mode: str, args: argparse.Namesp
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
     for k, m in models.items():
-        run = make_runner(m, mode, device, args.batch, not args.no_amp, args.compile)
+        run = make_runner(m, mode, device, args.batch, args.bf16, args.compile)
         run()
         with profile(activities=acts) as prof:
             run()
@@ -218,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5,
                    help="interleaved rounds: each model's best and the median per-round ratios (default: %(default)s)")
     p.add_argument("--dropout", type=float, default=0.05, help="dropout rate of every model (default: %(default)s)")
-    p.add_argument("--no-amp", action="store_true", help="CUDA in fp32 instead of bf16 autocast")
+    p.add_argument("--amp", default="auto", choices=["auto", "bf16", "off"],
+                   help="precision of every model, timm's too: auto (bf16 on CUDA and on CPUs with native bf16), "
+                        "bf16 or off (fp32) (default: %(default)s)")
+    p.add_argument("--no-amp", action="store_true", help="the same as --amp off")
     p.add_argument("--compile", action="store_true", help="torch.compile every model (timm's too)")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="after timing, profile one step per model and print its N costliest operators")
@@ -228,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--device cuda requested but CUDA is not available")
     if device.type == "cpu":
         torch.set_num_threads(args.threads)
+    from robustbench_dgsa.engine.predict import resolve_precision
+    precision = resolve_precision(device, "off" if args.no_amp else args.amp)
+    args.bf16 = precision == "bf16"
     steps_arg, warmup_arg = args.steps, args.warmup
     args.warmup = warmup_arg if warmup_arg is not None else (5 if device.type == "cuda" else 1)
     try:
@@ -239,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
              else f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} thread(s)")
     print(f"# vs_timm: torch {torch.__version__}, timm {timm_version}, {where}, batch {args.batch}, "
           f"{args.rounds} rounds (best and median ratio), dropout {args.dropout}"
-          f"{', bf16 autocast' if device.type == 'cuda' and not args.no_amp else ''}"
+          f", {precision} on both sides (--amp {'off' if args.no_amp else args.amp})"
           f"{', torch.compile' if args.compile else ''}")
     models = build_models(args.dropout)
     print("# parameters: " + ", ".join(f"{k} {count_params(m):,}" for k, m in models.items()))

@@ -123,7 +123,8 @@ class TrainConfig:
     warmup_steps: int = _f(0, ge=0, most=10**9)
     grad_clip: float | None = _f(None, gt=0, most=1e6)          # max gradient norm; none = no clipping
     decay_bias_and_norm: bool = _f(True)  # text presets exclude biases and norm weights from weight decay
-    amp: str = _f("auto", choices=AMP_MODES)          # "auto" (bf16 on CUDA) | "bf16" | "off"
+    amp: str = _f("auto", choices=AMP_MODES)  # "auto" (bf16 on CUDA and CPUs with native bf16) | "bf16" | "off"
+    compile: bool = _f(False)                   # torch.compile the training step and evaluation forward
     eval_batch_size: int = _f(256, **_BATCH)
     device: str = _f("auto", pattern=DEVICE_PATTERN, what="auto, cpu, cuda or cuda:N")
 
@@ -179,8 +180,9 @@ class RunConfig:
         return cfg
 
     def hash(self) -> str:
-        """Identity of the experiment: where it runs (data folder, device) does not change it,
-        so a run moved to another machine or folder still resumes and groups with its peers."""
+        """Identity of the experiment: where and how it runs (data folder, device, compiler) does not change it,
+        so a run moved to another machine or folder still resumes and groups with its peers. (The precision a
+        run computes in is recorded beside the hash: ``amp="auto"`` resolves per machine.)"""
         d = self.to_dict()
         for section, key in _WHERE_IT_RUNS:
             d[section].pop(key, None)
@@ -190,7 +192,9 @@ class RunConfig:
         return config_hash(d)
 
 
-_WHERE_IT_RUNS = (("data", "data_root"), ("data", "download"), ("train", "device"))
+#: ``train.compile`` (added later) is among them: torch.compile runs the same operations in the same precision,
+#: and whether a machine has a compiler is a fact of the machine (the run record says whether it compiled)
+_WHERE_IT_RUNS = (("data", "data_root"), ("data", "download"), ("train", "device"), ("train", "compile"))
 #: fields added after runs were first stored, with the value that means what runs did before the field existed:
 #: at that value a field stays out of the hash, so older runs (and stores, and resumable checkpoints) keep their
 #: identity; any other value enters the hash as usual

@@ -64,7 +64,11 @@ COLUMNS: dict[str, str] = {
     "git_commit": "string",
     "package_version": "string",
     "created": "string",       # ISO-8601 UTC
+    "precision": "string",     # what the run computed in: "fp32" | "bf16" (engine.predict.resolve_precision)
 }
+#: columns added after stores were first written, with the value a row without them means (rows written before
+#: precision was recorded were computed in fp32: ``amp="auto"`` meant fp32 on every CPU then)
+ADDED_LATER_COLUMNS: dict[str, Any] = {"precision": "fp32"}
 #: where corrupted evaluation data came from (the ``source`` of corrupted ``eval`` rows)
 CORRUPTION_SOURCES = ("official", "regenerated", "on-the-fly")
 _DEFAULTS = {"string": "", "int64": -1, "float64": float("nan")}
@@ -289,13 +293,17 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def normalize(df: pd.DataFrame) -> pd.DataFrame:
-    """Give a frame exactly COLUMNS, in order, with their dtypes."""
+    """Give a frame exactly COLUMNS, in order, with their dtypes (a column added later, missing or empty, takes the
+    value it means: :data:`ADDED_LATER_COLUMNS`)."""
     df = df.copy()
     for col, dtype in COLUMNS.items():
+        default = ADDED_LATER_COLUMNS.get(col, _DEFAULTS[dtype])
         if col not in df.columns:
-            df[col] = _DEFAULTS[dtype]
+            df[col] = default
         else:
-            df[col] = df[col].fillna(_DEFAULTS[dtype]) if dtype != "float64" else df[col]
+            df[col] = df[col].fillna(default) if dtype != "float64" else df[col]
+            if col in ADDED_LATER_COLUMNS:
+                df[col] = df[col].replace("", default)
     df = df[list(COLUMNS)]
     return df.astype(COLUMNS)
 
@@ -324,7 +332,7 @@ def load_results(store_dir: str | Path) -> pd.DataFrame:
             df = pd.read_parquet(parquet)
         except Exception as e:  # noqa: BLE001 - any reader failure means a corrupt file
             raise UserError(f"cannot read {parquet}: {e}") from None
-        missing = sorted(set(COLUMNS) - set(df.columns))
+        missing = sorted(set(COLUMNS) - set(df.columns) - set(ADDED_LATER_COLUMNS))
         if missing:
             raise UserError(f"{parquet} is not a results table (no column {', '.join(missing)}); delete it and "
                             "run `dgsa-bench report` or any command that writes the store to rebuild it")

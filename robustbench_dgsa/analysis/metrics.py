@@ -86,14 +86,17 @@ def condition_kind(condition: str) -> str:
 # --------------------------------------------------------------------------------------------- row selection
 def eval_rows(df: pd.DataFrame, dataset: str | None = None, metric: str = "accuracy",
               split: str | None = "test", source: str | None = None,
-              models: Sequence[str] | None = None) -> pd.DataFrame:
+              models: Sequence[str] | None = None, precision: str | None = None) -> pd.DataFrame:
     """Evaluation rows of one metric/split, de-duplicated: of a cell measured by several evaluation runs, the latest
     run (``created``) wins; a cell with different values inside one run, or from two runs written in the same
     second, is a UserError naming the cell (:func:`check_duplicate_cells`), never averaged or picked silently.
 
     ``source`` restricts corrupted cells to one data source (clean rows are kept whatever their source); it must
     be one of :data:`~robustbench_dgsa.store.CORRUPTION_SOURCES`.
-    Returns columns model, dataset, seed, condition, severity, value, n, source, run_id, kind_of_condition.
+    ``precision`` ("fp32" / "bf16") keeps the rows computed in it; without it, one model's rows on one dataset in
+    two precisions are a UserError (:func:`check_one_precision`): fp32 and bf16 results are never pooled silently.
+    Returns columns model, dataset, seed, condition, severity, value, n, source, run_id, precision,
+    kind_of_condition.
     A frame that already is such a selection (it has ``kind_of_condition``) is only filtered by dataset and
     models, so callers can select once and pass the result to the other functions of this module.
     """
@@ -103,6 +106,8 @@ def eval_rows(df: pd.DataFrame, dataset: str | None = None, metric: str = "accur
             out = out[out["dataset"] == dataset]
         if models is not None:
             out = out[out["model"].isin(list(models))]
+        if precision is not None and "precision" in out.columns:
+            out = out[out["precision"] == precision]
         return out.reset_index(drop=True)
     if source is not None and source not in CORRUPTION_SOURCES:
         raise UserError(f"unknown corrupted-data source {source!r} (valid: {', '.join(CORRUPTION_SOURCES)})")
@@ -117,6 +122,11 @@ def eval_rows(df: pd.DataFrame, dataset: str | None = None, metric: str = "accur
         ev = ev[ev["model"].isin(list(models))]
     if source is not None:
         ev = ev[(ev["condition"] == CLEAN) | (ev["source"] == source)]
+    if "precision" not in ev.columns:                       # a frame built by hand: rows before precision existed
+        ev = ev.assign(precision="fp32")
+    if precision is not None:
+        ev = ev[ev["precision"] == precision]
+    check_one_precision(ev)
     ev = ev.sort_values("created", kind="stable") if "created" in ev.columns else ev
     check_duplicate_cells(ev)
     is_clean = ev["condition"] == CLEAN
@@ -131,11 +141,26 @@ def eval_rows(df: pd.DataFrame, dataset: str | None = None, metric: str = "accur
             f"e.g. {first['model']}/{first['dataset']} seed {first['seed']} {first['condition']}@{first['severity']}; "
             f"choose one source (source=NAME)", options="source")
     out = pd.concat([clean, cor], ignore_index=True)
-    out = out[["model", "dataset", "seed", "condition", "severity", "value", "n", "source", "run_id"]].copy()
-    for c in ("model", "dataset", "condition", "source", "run_id"):  # plain objects: much faster small frames
+    out = out[["model", "dataset", "seed", "condition", "severity", "value", "n", "source", "run_id",
+               "precision"]].copy()
+    for c in ("model", "dataset", "condition", "source", "run_id", "precision"):  # objects: faster small frames
         out[c] = out[c].astype(object)
     out["kind_of_condition"] = [condition_kind(c) for c in out["condition"]]
     return out.sort_values(_CELL_KEYS, kind="stable").reset_index(drop=True)
+
+
+def check_one_precision(rows: pd.DataFrame) -> None:
+    """A UserError naming the first model and dataset whose rows were computed in more than one precision (fp32
+    and bf16 runs of one model are different measurements: analyse them apart, e.g. ``eval_rows(precision=...)``,
+    or keep them in separate stores)."""
+    if "precision" not in rows.columns or rows.empty:
+        return
+    mixed = rows.groupby(["model", "dataset"], sort=True)["precision"].agg(lambda s: sorted(set(s)))
+    for (model, dataset), found in mixed.items():
+        if len(found) > 1:
+            raise UserError(f"rows of {model} on {dataset} were computed in {' and '.join(found)}; results of "
+                            "different precisions are not pooled: analyse each precision apart (keep their runs "
+                            "in separate stores, or select one precision)")
 
 
 def check_duplicate_cells(ev: pd.DataFrame) -> None:

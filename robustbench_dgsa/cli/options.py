@@ -407,6 +407,16 @@ def device(default: str | None = "auto", help: str | None = None) -> Any:
     return typer.Option(default, "--device", callback=_device_callback, help=help or DEVICE_HELP)
 
 
+COMPILE_HELP = ("Run the model through torch.compile (training step and evaluation forward); where it cannot "
+                "compile, one warning and the plain path. Pays on long runs only: see README, Performance.")
+AMP_HELP = ("Precision: auto (bf16 on CUDA and on CPUs with native bf16, AVX512-BF16 or AMX; fp32 elsewhere), "
+            "bf16 or off (fp32). Recorded in every row.")
+
+
+def compile_(help: str | None = None) -> Any:
+    return typer.Option(False, "--compile", help=help or COMPILE_HELP)
+
+
 def json_(help: str | None = None) -> Any:
     return typer.Option(False, "--json", help=help or "Print a machine-readable summary on stdout.")
 

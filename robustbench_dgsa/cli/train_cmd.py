@@ -13,7 +13,7 @@ from .render import echo_json
 
 
 def _overrides(epochs: int | None, batch_size: int | None, lr: float | None, device: str | None,
-               download: bool, set_: list[str] | None) -> dict[str, Any]:
+               download: bool, set_: list[str] | None, compile_model: bool = False) -> dict[str, Any]:
     """The config overrides the options give (``section.key`` -> value); ``--set`` last."""
     from robustbench_dgsa.config import parse_set_options
     ov: dict[str, Any] = {}
@@ -23,6 +23,8 @@ def _overrides(epochs: int | None, batch_size: int | None, lr: float | None, dev
             ov[key] = value
     if download:
         ov["data.download"] = True
+    if compile_model:
+        ov["train.compile"] = True
     ov.update(parse_set_options(set_))
     return ov
 
@@ -62,6 +64,7 @@ def train_command(
                                                help="DataLoader worker processes that decode a streamed dataset "
                                                     "(imagenet), per process (default min(8, CPUs); 0: decode in "
                                                     "the main process)."),
+    compile_model: bool = opt.compile_(),
     json_: bool = opt.json_(),
     quiet: bool = opt.quiet(),
     module: Optional[str] = typer.Option(None, "--module", help="Instead of --model: pkg.mod:factory, a function "
@@ -91,9 +94,9 @@ def train_command(
     opt.check_output_dir(out, "--out")      # also: no symbolic link inside (<out>/store, run folders, rows)
     opt.check_output_dir(store, "--store")
     summary = train_runs(model_list, dataset, seeds, out, preset=preset, config_file=config, data_root=data_root,
-                         overrides=_overrides(epochs, batch_size, lr, device, download, set_), store=store,
-                         resume=resume, progress=not quiet, nproc=nproc, relaunch=_without_nproc(opt.command_line()),
-                         data_workers=data_workers)
+                         overrides=_overrides(epochs, batch_size, lr, device, download, set_, compile_model),
+                         store=store, resume=resume, progress=not quiet, nproc=nproc,
+                         relaunch=_without_nproc(opt.command_line()), data_workers=data_workers)
     if json_ and summary is not None and is_main_process():
         echo_json(summary, nonfinite="null", sort_keys=True)
 

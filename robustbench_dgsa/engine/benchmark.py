@@ -52,8 +52,8 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
               preprocess: Preprocess | dict | None = None, timm_norm: bool = False,
               name: str | None = None, seed: int = 0, store: str | Path | None = None,
               tokenizer: Callable[[list[str]], Any] | None = None, split: str = "test",
-              frost_dir: str | Path | None = None, progress: bool = False,
-              train_seed: int | None = None) -> pd.DataFrame:
+              frost_dir: str | Path | None = None, progress: bool = False, amp: str = "auto",
+              compile_model: bool = False, train_seed: int | None = None) -> pd.DataFrame:
     """Evaluate ``model`` on ``dataset`` clean and under every corruption × severity; returns its store rows.
 
     ``dataset``: a name (see :func:`robustbench_dgsa.load_dataset`), or in-memory data as RobustBench passes it:
@@ -64,7 +64,8 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
     [1, 3]. ``corruption_dir``: an official or regenerated CIFAR-C folder (default: corrupt on the fly, keyed by
     ``seed`` and the example index). ``text_noise``: text noise types for text models. ``max_examples``: N test
     examples, chosen as ``subset`` says: "first" (default; the first N, as RobustBench's ``n_examples``),
-    "stratified" (class-stratified, seed 0) or "auto" (the first N unless they miss a class).
+    "stratified" (class-stratified, seed 0) or "auto" (the first N unless they miss a class). ``amp`` (auto, bf16,
+    off) and ``compile_model``: precision (recorded in the rows) and torch.compile of the forward passes.
 
     Input convention, the same on every route (this function, ``evaluate --timm/--module`` and
     :func:`robustbench_dgsa.robustbench.benchmark`): images as floats in [0, 1] at the data's own size
@@ -109,7 +110,7 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
     plan = EvalPlan(dataset=dataset, split=split, data_root=data_root, max_test=max_examples, subset=subset,
                     corruptions=corruptions, severities=severities, corruption_dir=corruption_dir,
                     text_noise=text_types, corruption_seed=int(seed), frost_dir=frost_dir,
-                    batch_size=int(batch_size), progress=progress)
+                    batch_size=int(batch_size), progress=progress, amp=amp, compile=bool(compile_model))
     with _on_device(module, dev), _store_dir(store) as store_dir:
         res = evaluate_subject(subject, plan, store_dir, device=dev)
         rows = results_store.load_results(store_dir)

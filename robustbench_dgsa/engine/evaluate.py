@@ -40,7 +40,8 @@ from corruptions.text import TEXT_NOISE_TYPES, add_text_noise, realised_error_ra
 from robustbench_dgsa import store
 from robustbench_dgsa.util.errors import CheckpointError, DataError, UserError
 from robustbench_dgsa.data import load_dataset
-from robustbench_dgsa.engine.predict import (dataset_info, predict_raw, prepare, preprocess_from_meta, resolve_device,
+from robustbench_dgsa.engine.predict import (amp_of, compiled, dataset_info, predict_raw, prepare, preprocess_from_meta,
+                                             resolve_device, resolve_precision,
                                              select_test, subset_label, subset_note)
 from robustbench_dgsa.models.checkpoint import load_checkpoint
 from robustbench_dgsa.util.progress import log, track
@@ -113,6 +114,8 @@ class EvalPlan:
     chunk: int = 2000
     error_rate_sample: int = 2000
     progress: bool = True
+    amp: str = "auto"        # precision of the forward passes (engine.predict.resolve_precision), recorded in rows
+    compile: bool = False    # the forward through torch.compile (engine.predict.compiled)
 
 
 def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: str | Path | None = None,
@@ -122,8 +125,13 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
              text_noise: Sequence[str] | None = None, corruption_seed: int = 0,
              store_dir: str | Path | None = None, batch_size: int = 256, device: str = "auto",
              progress: bool = True, chunk: int = 2000, error_rate_sample: int = 2000,
-             frost_dir: str | Path | None = None) -> EvalResult:
+             frost_dir: str | Path | None = None, amp: str | None = None, compile_model: bool = False) -> EvalResult:
     """Evaluate ``checkpoint`` on ``dataset`` (default: the one it was trained on). See the module docstring.
+
+    ``amp``: the precision of the forward passes (default: the run's ``train.amp``, resolved on this machine:
+    "auto" is bf16 where the CPU computes it natively); the resolved precision is recorded in every row and in
+    the run record. ``compile_model``: run the forward through ``torch.compile`` (a warning and the plain forward
+    where it cannot compile).
 
     ``store_dir`` defaults to ``<checkpoint folder>/store`` (where ``train`` put its rows by default).
     ``max_test`` and ``subset`` (first N, stratified, auto) default to the run's ``data.max_test`` and
@@ -164,7 +172,8 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
     plan = EvalPlan(dataset=dataset, split=split, data_root=data_root, max_test=max_test, subset=subset,
                     corruptions=corruptions, severities=severities, corruption_dir=corruption_dir, text_noise=text_noise,
                     corruption_seed=corruption_seed, frost_dir=frost_dir, batch_size=batch_size, chunk=chunk,
-                    error_rate_sample=error_rate_sample, progress=progress)
+                    error_rate_sample=error_rate_sample, progress=progress,
+                    amp=amp or str((run_cfg.get("train") or {}).get("amp") or "auto"), compile=bool(compile_model))
     store_dir = Path(store_dir) if store_dir is not None else checkpoint.parent / "store"
     return evaluate_subject(subject, plan, store_dir, device=dev)
 
@@ -295,6 +304,7 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
     rows, predictions and provenance written to ``store_dir`` at the end (nothing partial on failure)."""
     t_start = time.monotonic()
     dev = resolve_device(device)
+    precision = resolve_precision(dev, plan.amp)
     severities = _check_severities(plan.severities)
     if Path(store_dir).is_dir():
         store.load_results(store_dir)  # a malformed store is refused before the work, not after it
@@ -303,15 +313,16 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
     if subject.num_classes is None and len(data.y):
         _check_output_classes(subject, data, dev)
     base = dict(kind="eval", model=subject.name, config_hash=subject.config_hash, dataset=plan.dataset,
-                split=plan.split, seed=int(subject.seed), epoch=int(subject.epoch))
+                split=plan.split, seed=int(subject.seed), epoch=int(subject.epoch), precision=precision)
     record = _Recorder(data.y, data.idx)
-    kw = dict(batch_size=plan.batch_size, device=dev, amp="auto", chunk=plan.chunk)
+    kw = dict(batch_size=plan.batch_size, device=dev, amp=amp_of(precision), chunk=plan.chunk,
+              forward=compiled(subject.model, plan.compile, "the evaluation forward"))
     pre, model = subject.preprocess, subject.model
 
     pred, _ = predict_raw(model, data.raw, pre, **kw)
     acc = record("clean", 0, pred, data.source)
     log(f"[evaluate] {subject.name} seed {subject.seed} on {plan.dataset}/{plan.split} ({data.examples} examples): "
-        f"clean accuracy {acc:.4f}")
+        f"clean accuracy {acc:.4f} ({precision})")
     frost_source = (_run_corruptions(record, subject, plan, data, severities, dev, kw, frost)
                     if plan.corruptions else "")
     if plan.text_noise:
@@ -417,6 +428,7 @@ def _write_run(writer: "store.RunWriter", record: "_Recorder", subject: "EvalSub
                              "corruption_dir": str(plan.corruption_dir or ""),
                              "corruption_seed": int(plan.corruption_seed),
                              "text_noise": list(plan.text_noise or []), "device": str(dev),
+                             "precision": resolve_precision(dev, plan.amp), "compiled": bool(plan.compile),
                              "frost_source": frost_source,
                              "wall_seconds": round(time.monotonic() - t_start, 3)})
     writer.add_rows(record.rows)

@@ -6,8 +6,8 @@ A checkpoint's meta carries a ``preprocess`` record written by the trainer::
     {"modality": "text", "vocab": [token, ...], "max_len": 256}
 
 ``prepare_images`` / ``prepare_texts`` apply it; ``predict`` runs a model over prepared tensors in batches
-(no grad, bounded memory, bf16 autocast on CUDA); ``predict_raw`` converts batch by batch, so even a large
-uint8 array never exists as one float tensor.
+(no grad, bounded memory, bf16 autocast where ``amp`` resolves to it: :func:`resolve_precision`); ``predict_raw``
+converts batch by batch, so even a large uint8 array never exists as one float tensor.
 """
 from __future__ import annotations
 
@@ -42,21 +42,114 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
         raise UserError(f"unknown device {device!r} (valid: auto, cpu, cuda, cuda:N)") from None
 
 
-def use_bf16(device: torch.device, amp: str = "auto") -> bool:
-    """bf16 autocast: on by default on CUDA, off on CPU (CPU runs fp32 unless amp="bf16")."""
+#: the precisions a run computes in (what ``amp`` resolves to); recorded in run records and store rows
+PRECISIONS = ("fp32", "bf16")
+#: ATen CPU capabilities whose kernels compute bf16 natively (vectorised); below them (AVX2, DEFAULT: CI's
+#: ``ATEN_CPU_CAPABILITY=default`` pass) bf16 is emulated and slower than fp32
+_BF16_CAPABILITIES = ("AVX512",)
+#: CPU flags (torch.cpu.get_capabilities() keys, /proc/cpuinfo flags) of native bf16 arithmetic
+_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+
+
+def _cpuinfo_flags(path: str = "/proc/cpuinfo") -> set[str]:
+    """The CPU's feature flags from ``/proc/cpuinfo`` (empty where it cannot be read: not Linux)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_native_bf16() -> tuple[bool, str]:
+    """(whether this CPU computes bf16 natively *in the kernels PyTorch uses now*, why in words).
+
+    Two conditions: ATen's dispatched CPU capability (``torch.backends.cpu.get_cpu_capability()``) is AVX512
+    (``ATEN_CPU_CAPABILITY=avx2/default`` lowers it, and then bf16 runs on emulated paths), and the CPU has
+    AVX512-BF16 or AMX-BF16: PyTorch's own check ``torch.cpu.get_capabilities()`` (cpuinfo; the mapping behind
+    ``torch.cpu._is_avx512_bf16_supported``), else the flags in ``/proc/cpuinfo``."""
+    try:
+        cap = str(torch.backends.cpu.get_cpu_capability()).upper()
+    except Exception:  # noqa: BLE001 - an older/odd build: no capability query means no claim of bf16
+        cap = "UNKNOWN"
+    if cap not in _BF16_CAPABILITIES:
+        return False, f"ATen CPU capability {cap} (bf16 is native only with AVX512 kernels)"
+    try:
+        caps = dict(torch.cpu.get_capabilities())
+        flags, how = {k for k in _BF16_FLAGS if caps.get(k)}, "torch.cpu.get_capabilities()"
+    except Exception:  # noqa: BLE001 - not in this torch: the kernel's own flags
+        flags, how = _cpuinfo_flags() & set(_BF16_FLAGS), "/proc/cpuinfo"
+    if not flags:
+        return False, f"no AVX512-BF16/AMX-BF16 ({how})"
+    return True, f"{', '.join(sorted(flags))} ({how}), ATen {cap}"
+
+
+def resolve_precision(device: torch.device, amp: str = "auto") -> str:
+    """What ``amp`` means on ``device``: "bf16" (bf16 autocast) or "fp32". "off": fp32; "bf16": bf16; "auto":
+    bf16 on CUDA and on CPUs with native bf16 arithmetic (:func:`cpu_native_bf16`), fp32 elsewhere."""
     if amp == "off":
-        return False
+        return "fp32"
     if amp == "bf16":
-        return True
+        return "bf16"
     if amp != "auto":
         raise UserError(f"unknown amp setting {amp!r} (valid: auto, bf16, off)")
-    return device.type == "cuda"
+    if device.type == "cuda":
+        return "bf16"
+    return "bf16" if device.type == "cpu" and cpu_native_bf16()[0] else "fp32"
+
+
+def amp_of(precision: str) -> str:
+    """The ``amp`` setting that computes in ``precision`` on any machine ("bf16" -> "bf16", "fp32" -> "off")."""
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown precision {precision!r} (valid: {', '.join(PRECISIONS)})")
+    return "bf16" if precision == "bf16" else "off"
+
+
+def use_bf16(device: torch.device, amp: str = "auto") -> bool:
+    """Whether ``amp`` means bf16 autocast on ``device`` (:func:`resolve_precision`)."""
+    return resolve_precision(device, amp) == "bf16"
 
 
 def autocast(device: torch.device, amp: str = "auto"):
     if use_bf16(device, amp):
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+class _Compiled:
+    """A model's forward through ``torch.compile``, falling back to the plain forward for good (one warning line)
+    where the compiler is unavailable or fails on it (no C compiler, an unsupported Python or operation). The
+    compiled forward runs the same modules, so checkpoints are written from the plain model as before."""
+
+    def __init__(self, model: torch.nn.Module, what: str):
+        self.model, self.what, self.fn = model, what, None
+        try:
+            self.fn = torch.compile(model)
+        except Exception as e:  # noqa: BLE001 - torch raises many types for "cannot compile here"
+            self._give_up(e)
+
+    def _give_up(self, e: BaseException) -> None:
+        import warnings
+        reason = " ".join(f"{type(e).__name__}: {e}".split())[:200]
+        warnings.warn(f"torch.compile is unavailable for {self.what} ({reason}); running it uncompiled",
+                      stacklevel=3)
+        self.fn = None
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        if self.fn is not None:
+            try:
+                return self.fn(*args, **kw)
+            except Exception as e:  # noqa: BLE001 - compilation happens on the first call; a model error
+                self._give_up(e)    # raises again below, uncompiled
+        return self.model(*args, **kw)
+
+
+def compiled(model: torch.nn.Module, enabled: bool, what: str = "the model") -> Any:
+    """``model``'s forward through ``torch.compile`` when ``enabled`` (``train.compile``), else None (the caller
+    calls the model itself); see :class:`_Compiled` for the fallback."""
+    return _Compiled(model, what) if enabled else None
 
 
 # --- datasets --------------------------------------------------------------------------------------------
@@ -125,13 +218,15 @@ def trim_padding(ids: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Te
 @torch.no_grad()
 def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None, *,
                     batch_size: int = 256, device: str | torch.device = "auto", amp: str = "auto",
-                    trim: bool = True, **forward_kw: Any):
+                    trim: bool = True, forward: Any = None, **forward_kw: Any):
     """The one batched inference loop: yield the model's output for each batch of prepared inputs.
 
     Eval mode (the model's mode is restored afterwards), no grad, bf16 autocast as ``amp`` says; ``trim`` cuts
     the right padding a text batch shares (:func:`trim_padding`). ``forward_kw`` go to the model's forward
-    (e.g. ``return_attention=True``); the model is not moved (callers put it on ``device``).
+    (e.g. ``return_attention=True``); the model is not moved (callers put it on ``device``). ``forward``: what to
+    call instead of the model (its compiled forward: :func:`compiled`).
     """
+    call = forward or model
     dev = resolve_device(device)
     step = min(batch_size, CPU_FORWARD_BATCH) if dev.type == "cpu" else batch_size
     was_training = model.training
@@ -145,8 +240,8 @@ def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_ma
                 if trim:
                     xb, mb = trim_padding(xb, mb)
                 with autocast(dev, amp):
-                    outs.append(model(xb, key_padding_mask=mb, **forward_kw) if mb is not None or forward_kw
-                                else model(xb))
+                    outs.append(call(xb, key_padding_mask=mb, **forward_kw) if mb is not None or forward_kw
+                                else call(xb))
             yield outs[0] if len(outs) == 1 else _cat_outputs(outs)
     finally:
         model.train(was_training)
@@ -175,13 +270,14 @@ def _cat_outputs(outs: list[Any]) -> Any:
 @torch.no_grad()
 def predict(model: torch.nn.Module, inputs: torch.Tensor, key_padding_mask: torch.Tensor | None = None, *,
             batch_size: int = 256, device: str | torch.device = "auto", amp: str = "auto",
-            return_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+            return_probs: bool = False, forward: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Predicted classes (np.int64) and optionally softmax probabilities (float32) for prepared inputs.
 
     Logits with a NaN or inf are a :class:`RunFailure` (the argmax of such a row means nothing, and an accuracy
     computed from it must never be reported or stored)."""
     preds, probs = [], []
-    for logits in forward_batches(model, inputs, key_padding_mask, batch_size=batch_size, device=device, amp=amp):
+    for logits in forward_batches(model, inputs, key_padding_mask, batch_size=batch_size, device=device, amp=amp,
+                                  forward=forward):
         logits = logits.float()
         finite = torch.isfinite(logits).all(dim=1)
         if not bool(finite.all()):
@@ -199,7 +295,7 @@ def predict(model: torch.nn.Module, inputs: torch.Tensor, key_padding_mask: torc
 
 def predict_raw(model: torch.nn.Module, raw: Any, preprocess: dict[str, Any], *, batch_size: int = 256,
                 device: str | torch.device = "auto", amp: str = "auto", chunk: int | None = None,
-                return_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+                return_probs: bool = False, forward: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Like :func:`predict` on raw uint8 images or texts, preparing ``chunk`` examples at a time."""
     n = len(raw)
     chunk = chunk or max(batch_size, 4096)
@@ -207,7 +303,8 @@ def predict_raw(model: torch.nn.Module, raw: Any, preprocess: dict[str, Any], *,
     for start in range(0, n, chunk):
         part = raw[start:start + chunk]
         x, mask = prepare(part, preprocess)
-        p, q = predict(model, x, mask, batch_size=batch_size, device=device, amp=amp, return_probs=return_probs)
+        p, q = predict(model, x, mask, batch_size=batch_size, device=device, amp=amp, return_probs=return_probs,
+                       forward=forward)
         preds.append(p)
         if q is not None:
             probs.append(q)

@@ -46,8 +46,8 @@ from robustbench_dgsa.util import atomic
 from robustbench_dgsa.config import RunConfig, validate, with_data_facts
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.data.prepare import PreparedData, encode_splits, load_splits
-from robustbench_dgsa.engine.predict import (autocast, dataset_info, forward_batches, resolve_device, trim_padding,
-                                             use_bf16)
+from robustbench_dgsa.engine.predict import (PRECISIONS, amp_of, autocast, compiled, dataset_info, forward_batches,
+                                             resolve_device, resolve_precision, trim_padding)
 from robustbench_dgsa import models
 from robustbench_dgsa.models.checkpoint import read_checkpoint_meta, save_checkpoint
 from robustbench_dgsa.util.progress import log, track
@@ -72,12 +72,14 @@ class TrainResult:
     history: list[dict[str, Any]] = field(default_factory=list)
     final: dict[str, Any] = field(default_factory=dict)
     config_hash: str = ""
+    precision: str = "fp32"            # what the run computed in (engine.predict.resolve_precision)
 
 
 def train(cfg: RunConfig | Callable[..., torch.nn.Module], seed: int, out_dir: str | Path, *,
           store_dir: str | Path | None = None, resume: bool = False, progress: bool = True,
           stop_after_epoch: int | None = None, data_workers: int | None = None, dataset: str | None = None,
-          preset: str = "tiny", name: str | None = None, overrides: dict[str, Any] | None = None) -> TrainResult:
+          preset: str = "tiny", name: str | None = None, overrides: dict[str, Any] | None = None,
+          amp: str | None = None) -> TrainResult:
     """Train ``cfg.model`` on ``cfg.data.dataset`` with ``seed``; see the module docstring. ``data_workers``:
     DataLoader worker processes of a streamed dataset (default min(8, CPUs per process); 0: the main process).
 
@@ -86,6 +88,12 @@ def train(cfg: RunConfig | Callable[..., torch.nn.Module], seed: int, out_dir: s
     trained with the same engine (seeding, resume, store rows) on ``dataset`` under ``preset`` and ``overrides``
     (``section.key`` -> value), named ``name`` (default the function's name); its checkpoints record the factory
     (``package.module:function``), which must stay importable to read them.
+
+    Precision: ``amp`` (default ``cfg.train.amp``) resolved on this machine (:func:`resolve_precision`: "auto" is
+    bf16 where the CPU computes it natively); ``amp`` pins it without changing the config or its hash (``"off"``
+    rebuilds runs made in fp32). The resolved precision is part of the run's identity: recorded in its rows,
+    run record, checkpoint, state and ``done.json``; a resumed run keeps the precision it started with (a state
+    without one was fp32), and a finished run of another precision is not taken for the one asked for.
 
     A run that fails (an error, divergence, Ctrl-C, a full disk) removes its rows and provenance from the store,
     which it thus leaves as it found it; its checkpoint and state stay in ``out_dir`` (without ``done.json``) so
@@ -102,7 +110,7 @@ def train(cfg: RunConfig | Callable[..., torch.nn.Module], seed: int, out_dir: s
     try:
         with distributed.peer_failures(f"{out_dir} keeps the last finished epoch: resume the run to continue"):
             return _train(cfg, seed, out_dir, store_dir=store_dir, resume=resume, progress=progress,
-                          stop_after_epoch=stop_after_epoch, opened=opened, data_workers=data_workers)
+                          stop_after_epoch=stop_after_epoch, opened=opened, data_workers=data_workers, amp=amp)
     except BaseException:
         for writer in opened:
             writer.discard()
@@ -128,17 +136,18 @@ def _factory_config(factory: Any, dataset: str | None, preset: str, name: str | 
 
 def _train(cfg: RunConfig, seed: int, out_dir: str | Path, *, store_dir: str | Path | None, resume: bool,
            progress: bool, stop_after_epoch: int | None, opened: list[store.RunWriter],
-           data_workers: int | None = None) -> TrainResult:
+           data_workers: int | None = None, amp: str | None = None) -> TrainResult:
     out_dir = Path(out_dir)
     store_dir = Path(store_dir) if store_dir is not None else out_dir / "store"
     validate(cfg, data_modality=dataset_info(cfg.data.dataset).modality)  # before any file is read or written
     for name in (CHECKPOINT_NAME, STATE_NAME, DONE_NAME):
         for left in atomic.remove_dead_temps(out_dir / name):    # a killed run's temporary files
             log(f"[train] removed {left}, left by a killed run")
-    state, finished = _previous_run(out_dir, resume, cfg, seed)
+    asked = resolve_precision(resolve_device(cfg.train.device), amp or cfg.train.amp)
+    state, finished = _previous_run(out_dir, resume, cfg, seed, asked)
     if finished is not None:
         return finished
-    run = _start(cfg, seed, out_dir, store_dir, state, opened, data_workers)  # the data fill in a copy
+    run = _start(cfg, seed, out_dir, store_dir, state, opened, data_workers, asked)  # the data fill in a copy
     tc = run.cfg.train
     t_start = time.monotonic()
     for epoch in range(run.start_epoch + 1, tc.epochs + 1):
@@ -176,9 +185,11 @@ class _Run:
     net: torch.nn.Module | None = None  # what trains: ``model`` in DDP in a group; checkpoints come from ``model``
     workers: int = 0                   # DataLoader workers of a streamed dataset
     loaders: dict[str, Any] = field(default_factory=dict)  # a streamed dataset's loader per split, made on first use
+    precision: str = "fp32"            # what the run computes in; its autocast setting is ``amp_of(precision)``
+    step_model: Any = None             # what the training step calls: ``net`` compiled (train.compile), or None
 
 
-def _previous_run(out_dir: Path, resume: bool, cfg: RunConfig, seed: int
+def _previous_run(out_dir: Path, resume: bool, cfg: RunConfig, seed: int, precision: str = "fp32"
                   ) -> tuple[dict[str, Any] | None, TrainResult | None]:
     """Step 0, fresh run or continuation: (saved state to continue from or None, result of a finished run or None).
     A finished run is returned only when it is the one asked for (:func:`_check_finished_run`)."""
@@ -188,9 +199,10 @@ def _previous_run(out_dir: Path, resume: bool, cfg: RunConfig, seed: int
         state = load_state(state_path)
         if done_path.exists() and state.get("finished"):
             done = json.loads(done_path.read_text())
-            _check_finished_run(cfg, seed, out_dir, ckpt_path, done)
+            _check_finished_run(cfg, seed, out_dir, ckpt_path, done, precision)
             log(f"[train] {out_dir} already finished (run {done['run_id']}); nothing to do")
-            return state, TrainResult(ckpt_path, done["run_id"], state["history"], done["final"], done["config_hash"])
+            return state, TrainResult(ckpt_path, done["run_id"], state["history"], done["final"], done["config_hash"],
+                                      precision)
         return state, None
     if not resume and (state_path.exists() or ckpt_path.exists()):
         raise UserError(f"{out_dir} already holds a training run; pass resume=True to continue it "
@@ -198,7 +210,8 @@ def _previous_run(out_dir: Path, resume: bool, cfg: RunConfig, seed: int
     return None, None
 
 
-def _check_finished_run(cfg: RunConfig, seed: int, out_dir: Path, ckpt_path: Path, done: dict[str, Any]) -> None:
+def _check_finished_run(cfg: RunConfig, seed: int, out_dir: Path, ckpt_path: Path, done: dict[str, Any],
+                        precision: str = "fp32") -> None:
     """UserError unless the finished run in ``out_dir`` is the one asked for: its checkpoint is the run's own
     (run id of ``done.json``), and model, seed and config hash match the request (the request's config completed
     with the fields the data decided, as the run recorded them: classes, image size, vocabulary size)."""
@@ -217,10 +230,22 @@ def _check_finished_run(cfg: RunConfig, seed: int, out_dir: Path, ckpt_path: Pat
         raise UserError(f"cannot resume {out_dir}: it holds a finished run of {have[0]} (config {have[1]}, seed "
                         f"{have[2]}), but {asked[0]} (config {asked[1]}, seed {asked[2]}) was asked for; choose "
                         "another output folder")
+    made_in = recorded_precision(meta)
+    if made_in != precision:
+        raise UserError(f"{out_dir} holds a finished run computed in {made_in}, but {precision} was asked for "
+                        "on this machine; it is not that run: train this one in "
+                        "another output folder")
+
+
+def recorded_precision(record: dict[str, Any]) -> str:
+    """The precision a run record, checkpoint meta or state says it computed in; runs written before precision
+    was recorded computed in fp32 (``auto`` meant fp32 on every CPU then)."""
+    value = record.get("precision") if isinstance(record, dict) else None
+    return str(value) if value in PRECISIONS else "fp32"
 
 
 def _start(cfg: RunConfig, seed: int, out_dir: Path, store_dir: Path, state: dict[str, Any] | None,
-           opened: list[store.RunWriter], data_workers: int | None = None) -> _Run:
+           opened: list[store.RunWriter], data_workers: int | None = None, precision: str = "fp32") -> _Run:
     """Steps 1-2: seeds, data, store writer, model, optimizer and schedule (restored from ``state`` if given)."""
     world, device = distributed.setup(resolve_device(cfg.train.device), cfg.train.batch_size)
     _seed_everything(seed)
@@ -231,9 +256,14 @@ def _start(cfg: RunConfig, seed: int, out_dir: Path, store_dir: Path, state: dic
         raise UserError(f"cannot resume {out_dir}: it was trained with config {state['config_hash']} seed "
                         f"{state['seed']}, now asked for config {config_hash} seed {seed}")
     run_id = state["run_id"] if state is not None else store.new_run_id("train")
+    if state is not None and recorded_precision(state) != precision:
+        log(f"[train] resuming in {recorded_precision(state)}, the precision run {run_id} started with "
+            f"({precision} asked for)")
+    precision = recorded_precision(state) if state is not None else precision
     writer = store.RunWriter(store_dir, run_id, base=dict(kind="train", model=cfg.model.name,
                                                           config_hash=config_hash, dataset=cfg.data.dataset,
-                                                          seed=seed, condition="clean", severity=0))
+                                                          seed=seed, condition="clean", severity=0,
+                                                          precision=precision))
     writer = distributed.rank_writer(writer, world)  # only rank 0 writes rows and the run record
     opened.append(writer)
     # Tensors live on the GPU when they fit there (CUDA), else on the CPU and move batch by batch.
@@ -243,16 +273,18 @@ def _start(cfg: RunConfig, seed: int, out_dir: Path, store_dir: Path, state: dic
     optimizer, scheduler, steps_per_epoch = _optimisation(model, cfg.train, len(data.y_train))
     meta_base = {"run_config": cfg.to_dict(), "model": cfg.model.name, "dataset": cfg.data.dataset,
                  "classes": list(data.classes), "seed": int(seed), "run_id": run_id,
-                 "config_hash": config_hash, "preprocess": data.preprocess}
+                 "config_hash": config_hash, "precision": precision, "preprocess": data.preprocess}
     run = _Run(cfg, seed, device, data, run_id, config_hash, writer, out_dir / CHECKPOINT_NAME,
                out_dir / STATE_NAME, x_tr, m_tr, y_tr, model, optimizer, scheduler, steps_per_epoch,
                sum(p.numel() for p in model.parameters()), [], 0, meta_base, world,
-               workers=streaming.resolve_workers(data_workers, world.size) if data.stream is not None else 0)
+               workers=streaming.resolve_workers(data_workers, world.size) if data.stream is not None else 0,
+               precision=precision)
     _restore(run, state)
     run.net = distributed.wrap(model, world, device)
+    run.step_model = compiled(run.net, cfg.train.compile, "the training step")
     log(f"[train] {cfg.model.name} on {cfg.data.dataset} seed {seed}: {run.n_params:,} parameters, "
         f"{len(data.y_train)} train / {len(data.y_val)} val / {len(data.y_test)} test, device {device}, "
-        f"{'bf16' if use_bf16(device, cfg.train.amp) else 'fp32'}, run {run_id}"
+        f"{precision}{', compiled' if cfg.train.compile else ''}, run {run_id}"
         + (f", {world.size} processes ({world.backend}), {cfg.train.batch_size // world.size} per process"
            if world.distributed else ""))
     return run
@@ -302,7 +334,8 @@ def _run_epoch(run: _Run, epoch: int, progress: bool) -> None:
     if run.world.is_main:
         save_checkpoint(run.ckpt_path, run.model, {**run.meta_base, "epoch": epoch, "metrics": rec})
         save_state(run.state_path, run.model, run.optimizer, run.scheduler, run_id=run.run_id, seed=run.seed,
-                   epoch=epoch, config_hash=run.config_hash, history=run.history, finished=False)
+                   epoch=epoch, config_hash=run.config_hash, history=run.history, finished=False,
+                   precision=run.precision)
     run.writer.add_rows(_epoch_rows(rec))
     log(f"[train] epoch {epoch}/{tc.epochs}: train loss {rec['train_loss']:.4f} acc {rec['train_accuracy']:.4f}"
         f" | val loss {val_loss:.4f} acc {val_acc:.4f} | {rec['seconds']:.1f}s")
@@ -313,6 +346,7 @@ def _train_steps(run: _Run, epoch: int, progress: bool) -> tuple[torch.Tensor, t
     returns (summed training loss, correct predictions)."""
     tc, device, model, world = run.cfg.train, run.device, run.net or run.model, run.world
     model.train()
+    forward = run.step_model or model
     gen = torch.Generator().manual_seed(_epoch_key(run.seed, epoch))
     if world.distributed:  # each rank its own dropout stream, keyed like the data order: no state to carry
         torch.manual_seed((_epoch_key(run.seed, epoch) * 7919 + world.rank) % (2 ** 63))
@@ -322,8 +356,8 @@ def _train_steps(run: _Run, epoch: int, progress: bool) -> tuple[torch.Tensor, t
     batches = _batches(run, epoch, gen, order)
     for step in track(range(run.steps_per_epoch), description=f"epoch {epoch}/{tc.epochs}", enabled=progress):
         xb, mb, yb, n_global = next(batches)
-        with autocast(device, tc.amp):
-            logits = model(xb, key_padding_mask=mb) if mb is not None else model(xb)
+        with autocast(device, amp_of(run.precision)):
+            logits = forward(xb, key_padding_mask=mb) if mb is not None else forward(xb)
         loss = F.cross_entropy(logits.float(), yb) if len(yb) else logits.float().sum()
         run.optimizer.zero_grad(set_to_none=True)
         distributed.scale_loss(loss, len(yb), n_global, world).backward()
@@ -355,26 +389,27 @@ def _finish(run: _Run, store_dir: Path, done_path: Path, t_start: float) -> Trai
              "epochs": tc.epochs, "params": run.n_params,
              "train_seconds": round(sum(h["seconds"] for h in run.history), 3)}
     if not run.world.is_main:
-        return TrainResult(ckpt_path, run.run_id, run.history, final, run.config_hash)
+        return TrainResult(ckpt_path, run.run_id, run.history, final, run.config_hash, run.precision)
     run.writer.add_rows([dict(split="test", metric=metric, value=value, n=len(data.y_test), epoch=tc.epochs,
                               source=data.source) for metric, value in (("accuracy", test_acc), ("loss", test_loss))])
     save_checkpoint(ckpt_path, run.model, {**run.meta_base, "epoch": tc.epochs, "metrics": {**last, **final}})
     save_state(run.state_path, run.model, run.optimizer, run.scheduler, run_id=run.run_id, seed=run.seed,
-               epoch=tc.epochs, config_hash=run.config_hash, history=run.history, finished=True)
+               epoch=tc.epochs, config_hash=run.config_hash, history=run.history, finished=True,
+               precision=run.precision)
     run.writer.write_provenance({"kind": "train", "config": run.cfg.to_dict(), "config_sources": dict(run.cfg.sources),
                                  "config_hash": run.config_hash,
                                  "model": run.cfg.model.name, "dataset": run.cfg.data.dataset, "seed": int(run.seed),
                                  "device": str(run.device), **group,
-                                 "precision": "bf16" if use_bf16(run.device, tc.amp) else "fp32",
+                                 "precision": run.precision, "compiled": bool(tc.compile),
                                  "data": data.summary, "params": run.n_params, "history": run.history,
                                  "final": final, "checkpoint": str(ckpt_path.resolve()),
                                  "checkpoint_sha256": sha256_file(ckpt_path),
                                  "wall_seconds": round(time.monotonic() - t_start, 3)})
     atomic.write_json(done_path, {"run_id": run.run_id, "final": final, "checkpoint": str(ckpt_path),
-                                  "config_hash": run.config_hash, "seed": int(run.seed)})
+                                  "config_hash": run.config_hash, "seed": int(run.seed), "precision": run.precision})
     store.compact(store_dir)
     log(f"[train] done: test accuracy {test_acc:.4f} on {len(data.y_test)} examples -> {ckpt_path}")
-    return TrainResult(ckpt_path, run.run_id, run.history, final, run.config_hash)
+    return TrainResult(ckpt_path, run.run_id, run.history, final, run.config_hash, run.precision)
 
 
 # === data ===============================================================================================
@@ -513,10 +548,11 @@ def _evaluate(run: _Run, split: str) -> tuple[float, float]:
     if data.stream is not None:
         sums = _stream_sums(run, split, part)
     elif not world.distributed:
-        return evaluate_split(run.model, x, mask, y, batch_size=tc.eval_batch_size, device=run.device, amp=tc.amp)
+        return evaluate_split(run.model, x, mask, y, batch_size=tc.eval_batch_size, device=run.device,
+                              amp=amp_of(run.precision))
     else:
         sums = _evaluation_sums(run.model, x[part], None if mask is None else mask[part], y[part],
-                                batch_size=tc.eval_batch_size, device=run.device, amp=tc.amp)
+                                batch_size=tc.eval_batch_size, device=run.device, amp=amp_of(run.precision))
     if world.distributed:
         total = distributed.all_sum(torch.tensor(sums, dtype=torch.float64, device=run.device), world)
         sums = (float(total[0]), int(total[1]))
@@ -533,7 +569,8 @@ def _stream_sums(run: _Run, split: str, part: slice) -> tuple[float, int]:
     def pairs():
         for xb, yb in _loader(run, split).run(streaming.eval_batches(idx, tc.eval_batch_size)):
             yb = yb.to(run.device, non_blocking=True)
-            for logits in forward_batches(run.model, xb, batch_size=len(xb), device=run.device, amp=tc.amp):
+            for logits in forward_batches(run.model, xb, batch_size=len(xb), device=run.device,
+                                          amp=amp_of(run.precision)):
                 yield logits, yb
     return _loss_and_correct(pairs())
 

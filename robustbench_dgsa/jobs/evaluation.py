@@ -20,27 +20,30 @@ def evaluate_model(checkpoint: str | Path | None = None, *, timm_name: str | Non
                    severities: Sequence[int] = (1, 2, 3, 4, 5), corruption_dir: str | Path | None = None,
                    text_noise: Sequence[str] | None = None, corruption_seed: int = 0,
                    store: str | Path | None = None, batch_size: int = 256, device: str = "auto",
-                   progress: bool = True, frost_dir: str | Path | None = None,
-                   train_seed: int | None = None) -> Any:
+                   progress: bool = True, frost_dir: str | Path | None = None, amp: str | None = None,
+                   compile_model: bool = False, train_seed: int | None = None) -> Any:
     """Accuracy of one model, clean, per corruption and severity and under text noise, into the store.
 
     Exactly one of ``checkpoint`` (this suite's, ``store`` default ``<checkpoint folder>/store``), ``timm_name``
     (``weights`` or ``random_init`` with ``init_seed``) or ``module`` (``pkg.mod:factory``); for the last two
     ``dataset`` and ``store`` are needed, ``name`` is the model's name in the store and ``model_args`` go to the
     model's constructor; ``train_seed`` records the seed the outside model's weights were trained with (see
-    :func:`robustbench_dgsa.engine.benchmark.benchmark`). Returns an :class:`robustbench_dgsa.engine.evaluate.EvalResult`.
+    :func:`robustbench_dgsa.engine.benchmark.benchmark`). ``amp`` (auto, bf16, off; default: a checkpoint's
+    ``train.amp``, else auto) and ``compile_model``: precision and torch.compile of the forward passes. Returns an
+    :class:`robustbench_dgsa.engine.evaluate.EvalResult`.
     """
     from robustbench_dgsa.engine.evaluate import evaluate
 
     conditions = dict(dataset=dataset, data_root=data_root, split=split, corruption_dir=corruption_dir,
                       text_noise=text_noise, batch_size=batch_size, device=device, progress=progress,
-                      frost_dir=frost_dir)
+                      frost_dir=frost_dir, compile_model=compile_model)
     if timm_name is None and module is None:
         if train_seed is not None:
             raise UserError("train_seed is for outside models (timm_name / module); a checkpoint records its own "
                             "training seed", options="train_seed")
-        return evaluate(checkpoint, max_test=max_test, subset=subset, corruptions=corruptions,
+        return evaluate(checkpoint, max_test=max_test, subset=subset, corruptions=corruptions, amp=amp,
                         severities=severities, corruption_seed=corruption_seed, store_dir=store, **conditions)
+    conditions["amp"] = amp or "auto"
     return evaluate_external(timm_name, module, weights, random_init, init_seed, name, dict(model_args or {}),
                              timm_norm=timm_norm, store=store, max_examples=max_test, subset=subset or "first",
                              corruption=corruptions, severity=severities, seed=corruption_seed,

@@ -114,24 +114,40 @@ def job_dir(root: str | Path, job: Job) -> Path:
     return Path(root) / "runs" / check_job_id(job.id)
 
 
-def read_done(root: str | Path, job: Job) -> dict[str, Any] | None:
+def job_precision(job: Job, *, device: str = "auto", amp: str | None = None) -> str:
+    """The precision ``job`` computes in on this machine: its ``train.amp`` (or the pin ``amp``) resolved
+    (:func:`~robustbench_dgsa.engine.predict.resolve_precision`)."""
+    from robustbench_dgsa.engine.predict import resolve_device, resolve_precision
+    cfg = job_config(job, device=device)
+    return resolve_precision(resolve_device(cfg.train.device), amp or cfg.train.amp)
+
+
+def _same_precision(info: dict[str, Any], precision: str | None) -> bool:
+    """Whether a job record was computed in ``precision`` (None: not checked); a record without one was fp32."""
+    from robustbench_dgsa.engine.train import recorded_precision
+    return precision is None or recorded_precision(info) == precision
+
+
+def read_done(root: str | Path, job: Job, precision: str | None = None) -> dict[str, Any] | None:
     """The job_done record of a finished job, else None. Finished means: ``job_done.json`` records this job, the
     checkpoint is there and is the one that record names (its header's run id, model and seed), and the
     evaluation rows are in the store and are of that model and seed (:func:`_belongs`). A folder holding another
     job's checkpoint or results (swapped, copied) is not finished. Without its folder (a store copied to another
     machine), the store's own record of the job (:func:`store.read_finished`) with rows of this model and seed
-    says it is finished."""
+    says it is finished. ``precision`` ("fp32" / "bf16", :func:`job_precision`): a job finished in another
+    precision is not finished (an fp32 run is never taken for the bf16 one asked for)."""
     from robustbench_dgsa import store
     d = job_dir(root, job)
     if not (d / CHECKPOINT).is_file():
-        return _done_in_store(root, job) if not d.exists() else None
+        info = _done_in_store(root, job) if not d.exists() else None
+        return info if info is not None and _same_precision(info, precision) else None
     try:
         info = json.loads((d / JOB_DONE).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     rid = info.get("eval_run_id") if isinstance(info, dict) else None
     rows = store.rows_path(Path(root) / "store", rid)
-    if not isinstance(rid, str) or not rows.is_file():
+    if not isinstance(rid, str) or not rows.is_file() or not _same_precision(info, precision):
         return None
     return None if _belongs(job, info, d / CHECKPOINT, rows) else info
 
@@ -189,13 +205,18 @@ def _belongs(job: Job, info: dict[str, Any], checkpoint: Path, rows: Path) -> st
     return None
 
 
-def is_finished(root: str | Path, job: Job) -> bool:
-    return read_done(root, job) is not None
+def is_finished(root: str | Path, job: Job, *, device: str = "auto", amp: str | None = None) -> bool:
+    """Whether ``job`` finished in the precision it computes in here (:func:`job_precision`; ``amp`` pins it)."""
+    return read_done(root, job, job_precision(job, device=device, amp=amp)) is not None
 
 
 def run_job(root: str | Path, job: Job, evaluation: EvalSettings | None = None, *, device: str = "auto",
-            data_root: str | None = None, download: bool = False, progress: bool = False) -> dict[str, Any]:
+            data_root: str | None = None, download: bool = False, progress: bool = False,
+            amp: str | None = None) -> dict[str, Any]:
     """Train (resuming) and evaluate ``job`` under its lock; returns its job_done record.
+
+    ``amp`` pins the precision of training and evaluation without changing the job or its config hash ("off":
+    rebuild jobs made in fp32); by default the job's ``train.amp`` resolved here. The record says which.
 
     Raises :class:`JobLocked` when another live process runs the job; any failure leaves ``job_failed.json``.
     Started as one rank of a data-parallel job (``srun`` or ``torchrun`` started every rank: see
@@ -207,10 +228,10 @@ def run_job(root: str | Path, job: Job, evaluation: EvalSettings | None = None, 
     kw = dict(device=device, data_root=data_root, download=download)
     world = _join_group(job, **kw)
     if not world.is_main:
-        return _follow_rank_0(root, job, world, **kw)
+        return _follow_rank_0(root, job, world, amp=amp, **kw)
     word = _Word(world)
     try:
-        return _lead(root, job, evaluation or EvalSettings(), word, progress=progress, **kw)
+        return _lead(root, job, evaluation or EvalSettings(), word, progress=progress, amp=amp, **kw)
     finally:
         word.say(False)        # rank 0 stopped before training (finished, locked, failed): the others stop too
 
@@ -249,25 +270,27 @@ class _Word:
 
 
 def _lead(root: Path, job: Job, ev: EvalSettings, word: _Word, *, device: str, data_root: str | None,
-          download: bool, progress: bool) -> dict[str, Any]:
+          download: bool, progress: bool, amp: str | None = None) -> dict[str, Any]:
     """Rank 0's (or the only process's) part of :func:`run_job`."""
     out = job_dir(root, job)
-    done = read_done(root, job)
+    precision = job_precision(job, device=device, amp=amp)
+    done = read_done(root, job, precision)
     if done is not None:
         return done
+    _refuse_other_precision(out, job, precision)
     foreign = foreign_results(root, job)
     if foreign:
         raise UserError(f"job {job.id}: its folder {out} holds results that are not this job's ({foreign}); "
                         "nothing was run: remove the folder to run the job again")
     out.mkdir(parents=True, exist_ok=True)
     with JobLock(out):
-        done = read_done(root, job)       # finished by another runner while we were starting
+        done = read_done(root, job, precision)       # finished by another runner while we were starting
         if done is not None:
             return done
         word.say(True)
         try:
             record = _train_and_evaluate(root, job, ev, device=device, data_root=data_root, download=download,
-                                         progress=progress)
+                                         progress=progress, amp=amp)
         except BaseException as e:
             atomic.write_json(out / JOB_FAILED, {"job": job.to_dict(), "error": f"{type(e).__name__}: {e}",
                                                  "traceback": traceback.format_exc(), "host": socket.gethostname()})
@@ -279,15 +302,33 @@ def _lead(root: Path, job: Job, ev: EvalSettings, word: _Word, *, device: str, d
         return record
 
 
+def _refuse_other_precision(out: Path, job: Job, precision: str) -> None:
+    """A UserError before any work when ``out`` holds a run of ``job`` computed in another precision than the one
+    asked for (it would resume in its own precision and never count as this precision's result)."""
+    from robustbench_dgsa.engine.train import recorded_precision
+    from robustbench_dgsa.models.checkpoint import read_checkpoint_meta
+    if not (out / CHECKPOINT).is_file():
+        return
+    try:
+        _, meta = read_checkpoint_meta(out / CHECKPOINT)
+    except UserError:
+        return                        # a damaged checkpoint: the trainer says what is wrong with it
+    made_in = recorded_precision(meta)
+    if made_in != precision:
+        raise UserError(f"job {job.id}: {out} holds its run computed in {made_in}, but it computes in {precision} "
+                        f"here (fp32 and bf16 results are not mixed); nothing was run: remove the folder to run the "
+                        f"job in {precision}, or run it where it computes in {made_in}")
+
+
 def _follow_rank_0(root: Path, job: Job, world: Any, *, device: str, data_root: str | None,
-                   download: bool) -> dict[str, Any]:
+                   download: bool, amp: str | None = None) -> dict[str, Any]:
     """A rank other than 0: train with the others when rank 0 says so; rank 0 evaluates and writes alone."""
     from robustbench_dgsa.engine import distributed
     from robustbench_dgsa.engine.train import train
     if not distributed.all_true(True, world):
         return {"job": job.to_dict(), "rank": world.rank, "trained": False}
     cfg = job_config(job, device=device, data_root=data_root, download=download)
-    train(cfg, job.seed, job_dir(root, job), store_dir=root / "store", resume=True, progress=False)
+    train(cfg, job.seed, job_dir(root, job), store_dir=root / "store", resume=True, progress=False, amp=amp)
     distributed.finish()   # leave with rank 0 before it evaluates alone
     return {"job": job.to_dict(), "rank": world.rank, "trained": True}
 
@@ -307,19 +348,21 @@ def job_config(job: Job, *, device: str = "auto", data_root: str | None = None, 
 
 
 def _train_and_evaluate(root: Path, job: Job, ev: EvalSettings, *, device: str, data_root: str | None,
-                        download: bool, progress: bool) -> dict[str, Any]:
+                        download: bool, progress: bool, amp: str | None = None) -> dict[str, Any]:
     from robustbench_dgsa.engine import distributed
+    from robustbench_dgsa.engine.predict import amp_of
     from robustbench_dgsa.engine.evaluate import evaluate
     from robustbench_dgsa.engine.train import train
     t0 = time.monotonic()
     out, store_dir = job_dir(root, job), root / "store"
     cfg = job_config(job, device=device, data_root=data_root, download=download)
-    tr = train(cfg, job.seed, out, store_dir=store_dir, resume=True, progress=progress)
+    tr = train(cfg, job.seed, out, store_dir=store_dir, resume=True, progress=progress, amp=amp)
     distributed.finish()   # a data-parallel job: the ranks leave together; rank 0 evaluates alone
     image = cfg.model.modality == "image"  # a mixed sweep: corruptions for images, noise for text
     asked = dict(corruptions=(ev.corruptions or None) if image else None, severities=ev.severities,
                  corruption_dir=ev.corruption_dir if image else None,
-                 text_noise=None if image else (ev.text_noise or None), corruption_seed=ev.corruption_seed)
+                 text_noise=None if image else (ev.text_noise or None), corruption_seed=ev.corruption_seed,
+                 amp=amp_of(tr.precision))      # evaluated in the precision it was trained in
     res = earlier_evaluation(store_dir, tr.checkpoint, tr.run_id, asked)
     if res is None:
         res = evaluate(tr.checkpoint, store_dir=store_dir, batch_size=ev.batch_size, device=device or "auto",
@@ -327,7 +370,7 @@ def _train_and_evaluate(root: Path, job: Job, ev: EvalSettings, *, device: str, 
     else:
         log(f"[job] {job.id}: evaluation {res.run_id} of this checkpoint is already in the store (an earlier "
             "attempt stopped before its record); not evaluated again")
-    return {"job": job.to_dict(), "train_run_id": tr.run_id, "eval_run_id": res.run_id,
+    return {"job": job.to_dict(), "train_run_id": tr.run_id, "eval_run_id": res.run_id, "precision": tr.precision,
             "checkpoint": str(tr.checkpoint), "final": tr.final, "evaluation": res.summary(),
             "seconds": round(time.monotonic() - t0, 3), "host": socket.gethostname(), "pid": os.getpid()}
 
@@ -335,7 +378,8 @@ def _train_and_evaluate(root: Path, job: Job, ev: EvalSettings, *, device: str, 
 def earlier_evaluation(store_dir: Path, checkpoint: Path, train_run_id: str, asked: dict[str, Any]) -> Any:
     """The complete evaluation run (:func:`robustbench_dgsa.engine.evaluate.recorded_result`) that an earlier,
     killed attempt of this job recorded for this very checkpoint (its hash and training run) with the conditions
-    ``asked`` (evaluate's corruptions, severities, corruption_dir, text_noise, corruption_seed), else None. The job
+    ``asked`` (evaluate's corruptions, severities, corruption_dir, text_noise, corruption_seed, and amp: the
+    precision, a record without one being fp32), else None. The job
     runner checks this under the job's lock before it evaluates, so a job records its evaluation once however
     often it is restarted (check, then write; the readers' rule that the latest run of a cell counts stays for
     evaluations run on purpose again)."""
@@ -346,13 +390,14 @@ def earlier_evaluation(store_dir: Path, checkpoint: Path, train_run_id: str, ask
             "severities": sorted(set(int(s) for s in asked["severities"])),
             "corruption_dir": str(asked["corruption_dir"] or ""), "corruption_seed": int(asked["corruption_seed"]),
             "text_noise": list(asked["text_noise"] or [])}
+    precision = "bf16" if asked.get("amp") == "bf16" else "fp32"
     sha = None
     for rid, rec in sorted(store.load_runs(store_dir).items(), reverse=True):   # the latest first
         if rec.get("kind") != "eval" or rec.get("train_run_id") != train_run_id:
             continue
         got = {**{k: rec.get(k) for k in want}, "severities": sorted(set(rec.get("severities") or []))}
         sha = sha or sha256_file(checkpoint)
-        if got == want and rec.get("checkpoint_sha256") == sha:
+        if got == want and rec.get("checkpoint_sha256") == sha and (rec.get("precision") or "fp32") == precision:
             found = recorded_result(store_dir, rid)
             if found is not None:
                 return found

@@ -175,8 +175,22 @@ def all_datasets(plan: Plan) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------- phases
+#: presets whose committed campaign was computed in fp32 (``results/evidence``): rebuilding it pins fp32, so
+#: its finished jobs are recognised, and any job it trains anew matches them, whatever ``auto`` means here
+FP32_PRESETS = ("evidence",)
+
+
+def pinned_amp(plan: Plan) -> str | None:
+    """The precision pin of a plan: "off" for a preset of :data:`FP32_PRESETS` unless its overrides choose
+    ``train.amp``; None (each job's ``train.amp``, resolved here) otherwise."""
+    from robustbench_dgsa.config import check_overrides
+    if plan.preset in FP32_PRESETS and "train.amp" not in check_overrides(dict(plan.overrides or {})):
+        return "off"
+    return None
+
+
 def _job_done(plan: Plan, job) -> bool:
-    return job_runner.is_finished(plan.out, job)
+    return job_runner.is_finished(plan.out, job, device=plan.device or "auto", amp=pinned_amp(plan))
 
 
 def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path | None:
@@ -233,7 +247,7 @@ def _train_and_evaluate(plan: Plan, job, progress: bool, corruption_dirs: dict[s
     evaluation = job_runner.EvalSettings(corruptions=plan.corruptions, severities=plan.severities,
                                          text_noise=plan.text_noise, corruption_dir=str(cdir) if cdir else None)
     return job_runner.run_job(plan.out, job, evaluation, device=plan.device, data_root=plan.data_root,
-                              progress=progress)
+                              progress=progress, amp=pinned_amp(plan))
 
 
 def _rollout(plan: Plan, job, progress: bool) -> None:

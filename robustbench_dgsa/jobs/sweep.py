@@ -38,7 +38,7 @@ from typing import Any, Sequence
 
 from robustbench_dgsa.config import check_overrides, check_value, load_preset, resolve_config, validate
 from robustbench_dgsa.jobs import job as job_runner
-from robustbench_dgsa.jobs.job import JOB_DONE, JOB_FAILED, EvalSettings, Job, JobLocked, is_finished, job_dir
+from robustbench_dgsa.jobs.job import JOB_DONE, JOB_FAILED, EvalSettings, Job, JobLocked, job_dir
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.plugins import child_env
@@ -235,6 +235,12 @@ def load_settings(sweep_dir: str | Path) -> dict[str, Any]:
         bad = sorted(set(ev) - known) if isinstance(ev, dict) else ev
         raise UserError(f"{path}: evaluation must be an object with keys {', '.join(sorted(known))}; got {bad!r}")
     return settings
+
+
+def is_finished(sweep_dir: str | Path, job: Job) -> bool:
+    """Whether ``job`` finished, in the precision it computes in on the sweep's device here
+    (:func:`robustbench_dgsa.jobs.job.is_finished`)."""
+    return job_runner.is_finished(sweep_dir, job, device=load_settings(sweep_dir).get("device") or "auto")
 
 
 def run_job(sweep_dir: str | Path, job: Job, *, progress: bool = False) -> dict[str, Any]:

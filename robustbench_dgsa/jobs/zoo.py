@@ -76,6 +76,11 @@ def build_zoo(data_root: str | Path, *, models: Sequence[str] = MODELS, work: st
     return [build_entry(build, name) for name in models]
 
 
+#: the shipped zoo was trained and evaluated in fp32: a build (or a resumed one, or a card refresh) pins it, so
+#: its cards stay comparable whatever ``train.amp="auto"`` means on the building machine
+ZOO_AMP = "off"
+
+
 def build_entry(build: ZooBuild, model: str) -> ZooCard:
     """Train -> export -> evaluate -> card for one model (skipped when already complete)."""
     from robustbench_dgsa.config import resolve_config
@@ -91,7 +96,7 @@ def build_entry(build: ZooBuild, model: str) -> ZooCard:
         return done
     t0 = time.monotonic()
     result = train(cfg, SEED, build.work / "runs" / f"{name}-s{SEED}", store_dir=build.store, resume=True,
-                   progress=build.progress)
+                   progress=build.progress, amp=ZOO_AMP)
     weights = build.out / f"{name}.safetensors"
     if done is not None:                       # refresh: the same weights and evaluation, a card rebuilt from them
         evaluation = _stored_evaluation(build.store, done.metrics["eval_run_id"])
@@ -174,7 +179,8 @@ def _evaluate_shipped(build: ZooBuild, weights: Path, modality: str):
     cdir = _corrupted_set(build, build.datasets["image"]) if image else None
     result = evaluate(weights, data_root=str(build.data_root), max_test=n_test,
                       corruptions=list(resolve_corruptions("all")) if image else None, severities=(1, 2, 3, 4, 5),
-                      corruption_dir=cdir, store_dir=build.store, device=build.device, progress=build.progress)
+                      corruption_dir=cdir, store_dir=build.store, device=build.device, progress=build.progress,
+                      amp=ZOO_AMP)
     return result, _corruption_facts(cdir, build.data_root)
 
 

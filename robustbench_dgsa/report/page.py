@@ -243,10 +243,21 @@ def _setup_lines(df: pd.DataFrame, cfgs: dict[str, dict[str, Any]], datasets: di
         tests = test_examples_words(df, ds, d.get("max_test"), d.get("test_subset") or "first")
         n += f", {tests}" if tests else ""
         out.append(f"Setup on {dataset_label(ds)}: D={m['dim']}, {m['depth']} layers, {m['heads']} heads; "
-                   f"{t['epochs']} epochs, batch {t['batch_size']}, lr {t['lr']:g}{n}"
+                   f"{t['epochs']} epochs, batch {t['batch_size']}, lr {t['lr']:g}{n}{_precision_words(df, ds)}"
                    + _configs_words([cfgs[h] for h in hashes if h in cfgs], len(hashes),
                                     df.loc[(df["dataset"] == ds) & (df["kind"] == "train"), "model"].nunique()))
     return out
+
+
+def _precision_words(df: pd.DataFrame, ds: str) -> str:
+    """The precision the runs on a dataset computed in (store column ``precision``; rows from before it was
+    recorded read fp32): "; computed in fp32", or "; computed in bf16 and fp32" where both are present."""
+    if "precision" not in df.columns:
+        return ""
+    found = sorted(set(df.loc[(df["dataset"] == ds) & df["kind"].isin(["train", "eval"]), "precision"]) - {""})
+    if not found:
+        return ""
+    return f"; computed in {' and '.join(found)}"
 
 
 def _differing_keys(configs: list[dict[str, Any]], *, skip: str) -> list[str]:

@@ -72,7 +72,8 @@ def test_on_the_fly_equals_hand_loop(which, test_split, tmp_path):
     model = _timm_vit() if which == "timm_vit" else _resnet()
     pre = Preprocess.from_timm(model) if which == "timm_vit" else Preprocess((0.5, 0.4, 0.3), (0.2, 0.25, 0.3))
     rows = benchmark(model, "synthetic-vision", corruption=CORR, severity=SEVS, max_examples=N, preprocess=pre,
-                     name=which, seed=5, store=tmp_path / "store", device="cpu", batch_size=16)
+                     name=which, seed=5, store=tmp_path / "store", device="cpu", batch_size=16,
+                     amp="off")  # the hand loop computes in fp32
     acc = rows[rows.metric == "accuracy"].set_index(["condition", "severity"])["value"]
     x, y = test_split
     crop = (pre.crop_pct, pre.interpolation) if pre.crop_pct is not None else None  # timm's whole data config
@@ -99,7 +100,7 @@ def test_regenerated_directory_equals_hand_loop(regen_dir, test_split, tmp_path)
     from robustbench_dgsa.engine.benchmark import benchmark
     model = _resnet()
     rows = benchmark(model, "synthetic-vision", corruption=CORR, severity=SEVS, corruption_dir=regen_dir,
-                     max_examples=N, name="resnet-tiny", device="cpu")
+                     max_examples=N, name="resnet-tiny", device="cpu", amp="off")  # as the hand loop: fp32
     acc = rows[rows.metric == "accuracy"].set_index(["condition", "severity"])["value"]
     assert set(rows[rows.condition != "clean"].source) == {"regenerated"}
     _, y = test_split
@@ -240,7 +241,7 @@ def test_text_model_with_tokenizer_hook_equals_hand_loop():
     model = _BagOfWords(vocab)
     noise = TEXT_NOISE_TYPES[0]
     rows = benchmark(model, "synthetic-text", text_noise=noise, severity=3, max_examples=N, tokenizer=tokenizer,
-                     name="bow", device="cpu", seed=4)
+                     name="bow", device="cpu", seed=4, amp="off")  # as the hand loop: fp32
     acc = rows[rows.metric == "accuracy"].set_index(["condition", "severity"])["value"]
     test = load_dataset("synthetic-text", "test")
     y = np.asarray(test.y)[:N]

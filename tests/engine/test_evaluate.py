@@ -61,9 +61,9 @@ def test_image_corruptions_rows_and_predictions(vision_ckpt, tmp_path):
 def test_on_the_fly_is_chunk_independent(vision_ckpt, tmp_path):
     from robustbench_dgsa.engine.evaluate import evaluate
     a = evaluate(vision_ckpt.checkpoint, corruptions=["shot_noise"], severities=[3], store_dir=tmp_path / "a",
-                 device="cpu", progress=False, chunk=1000)
+                 device="cpu", progress=False, chunk=1000, amp="off")   # fp32, as the near-tie check recomputes
     b = evaluate(vision_ckpt.checkpoint, corruptions=["shot_noise"], severities=[3], store_dir=tmp_path / "b",
-                 device="cpu", progress=False, chunk=7)
+                 device="cpu", progress=False, chunk=7, amp="off")
     pa = store.load_predictions(tmp_path / "a").sort_values(["condition", "index"])
     pb = store.load_predictions(tmp_path / "b").sort_values(["condition", "index"])
     assert_same_up_to_near_ties(vision_ckpt.checkpoint, pa, pb, lambda idx: _shot_noise_3(idx))

@@ -48,7 +48,7 @@ def test_benchmark_of_a_pretrained_model_gives_the_cards_clean_accuracy(tiny_zoo
     routes run the same evaluation core on the same inputs in the same batches, hence the same predictions."""
     import robustbench_dgsa as rb
     ext = rb.load_pretrained(entry, zoo_dir=tiny_zoo[0])
-    rows = rb.benchmark(ext, dataset, corruption=None, progress=False)
+    rows = rb.benchmark(ext, dataset, corruption=None, progress=False, amp="off")   # the card was made in fp32
     clean = rows[(rows.condition == "clean") & (rows.metric == "accuracy")]
     card = ext.info["card"]
     assert int(clean.n.iloc[0]) == card["metrics"]["n_test"]
@@ -95,7 +95,7 @@ def test_evaluate_pretrained_cli_gives_the_cards_clean_accuracy(tiny_zoo, tmp_pa
     monkeypatch.setattr(zoo_module, "ZOO_DIR", zoo)
     card = resolve_pretrained("dgvit", zoo)
     code, out, err = run_main(["evaluate", "--pretrained", "dgvit", "--max-examples", str(card.metrics["n_test"]),
-                               "--json", "--quiet"], tmp_path)
+                               "--amp", "off", "--json", "--quiet"], tmp_path)   # the card was made in fp32
     assert code == 0, err
     doc = json.loads(out)
     assert doc["clean_accuracy"] == card.metrics["clean_accuracy"]
