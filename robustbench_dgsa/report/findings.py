@@ -175,7 +175,7 @@ def _notes(v: vd.Verdicts, t: pd.DataFrame, labels: dict[str, str]) -> list[str]
     out = [
         "Δ = gated model − baseline over matched seeds (seed s fixes the training subset and data order of every "
         "model), in the claim's measure (points); Claimed = the direction the sentence asserts, as registered "
-        "before the results were looked at (see 'Claims as registered').",
+        "(see 'Claims as registered').",
         "Test: the one primary test of the claim — paired t over matched seeds (two-sided), or TOST for a claim of "
         f"no difference — Holm-corrected within its family F# (size m). Verdict: {vd.SUPPORTED} = Holm p < {a} AND "
         f"at least {small_n.MIN_SIGN_FRACTION:.0%} of seeds in the claimed direction; {vd.CONTRADICTED} = Holm p "
