@@ -22,3 +22,11 @@ def console(min_width: int | None = None, **kwargs: Any) -> Any:
     if probe.is_terminal:
         return probe
     return Console(width=100_000 if min_width is None else max(probe.width, min_width), **kwargs)
+
+
+def token_list(summary: dict[str, Any]) -> str:
+    """A rollout summary's strongest tokens as `"gripping" −0.144, "," +0.040`: each token quoted (so a comma
+    token stays readable), with its signed relevance."""
+    scores = summary.get("top_scores") or [None] * len(summary["top_tokens"])
+    return ", ".join(json.dumps(str(t), ensure_ascii=False) + ("" if v is None else f" {v:+.3g}".replace("-", "−"))
+                     for t, v in zip(summary["top_tokens"], scores))
