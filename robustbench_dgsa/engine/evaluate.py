@@ -608,11 +608,8 @@ def _predict_from_folder(model, pre, corruption_dir: Path, corruption: str, seve
 
 
 def _frost_textures(frost_dir: str | Path | None, data_root: str | Path | None):
-    if frost_dir is None and data_root is not None:
-        guess = Path(data_root) / "corruptions" / "frost"
-        if guess.is_dir():
-            frost_dir = guess
-    return load_frost_textures(frost_dir)
+    from robustbench_dgsa.data.locate import frost_dir_for
+    return load_frost_textures(frost_dir_for(frost_dir, data_root))
 
 
 def _predict_on_the_fly(model, pre, x_all: np.ndarray, idx: np.ndarray, corruption: str, severity: int,

@@ -182,12 +182,14 @@ def _job_done(plan: Plan, job) -> bool:
 def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path | None:
     """Generate the corrupted test images once for all models and seeds (CIFAR-C layout under
     ``<out>/corrupted/<dataset>``), instead of once per evaluation; frost uses the real textures in
-    ``<data root>/corruptions/frost`` when that folder exists (else the default lookup, which may be procedural). Same images, same random draws (keyed by
-    image index) as on-the-fly corruption; the rows say ``source="regenerated"``. None when the test images
+    ``<data root>/corruptions/frost`` when that folder exists (:func:`~robustbench_dgsa.data.locate.frost_dir_for`;
+    else the default lookup, which may be procedural). Same images, same random draws (keyed by image index) as
+    on-the-fly corruption; the rows say ``source="regenerated"``. None when the test images
     are not RGB (evaluation then corrupts on the fly)."""
     from corruptions.layout import read_manifest, regenerate
 
     from robustbench_dgsa.config import resolve_config
+    from robustbench_dgsa.data.locate import frost_dir_for
     from robustbench_dgsa.engine.predict import select_test
     from robustbench_dgsa.models import get_model_config
     from robustbench_dgsa.util.progress import track
@@ -206,9 +208,8 @@ def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path
             and set(plan.corruptions) <= set(man.corruptions):
         return out
     missing = [c for c in plan.corruptions if man is None or c not in man.corruptions]
-    frost = Path(plan.data_root) / "corruptions" / "frost" if plan.data_root else None
-    regenerate(x[:n], y[:n], out, missing, plan.severities, seed=0,
-               frost=frost if frost is not None and frost.is_dir() and "frost" in missing else None,
+    frost = frost_dir_for(None, plan.data_root) if "frost" in missing else None
+    regenerate(x[:n], y[:n], out, missing, plan.severities, seed=0, frost=frost,
                progress=(lambda it, total=None, description="": track(it, total, description, enabled=progress)),
                input_description=f"{dataset} test split, first {n} images")
     return out
