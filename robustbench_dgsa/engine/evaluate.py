@@ -404,6 +404,7 @@ def dataset_family(dataset: str, corruption_dir: str | Path | None) -> str | Non
 def _write_run(writer: "store.RunWriter", record: "_Recorder", subject: "EvalSubject", plan: "EvalPlan",
                data: "_EvalData", severities: list[int], dev, frost_source: str, t_start: float) -> None:
     """Predictions, provenance, then all rows at once."""
+    from robustbench_dgsa.util.paths import relative_to
     writer.write_predictions(plan.split, pd.concat(record.preds, ignore_index=True))
     writer.write_provenance({"kind": "eval", **subject.provenance, "model": subject.name, "seed": subject.seed,
                              "config_hash": subject.config_hash, "dataset": plan.dataset,
@@ -414,7 +415,9 @@ def _write_run(writer: "store.RunWriter", record: "_Recorder", subject: "EvalSub
                              "n": int(len(data.y)), "data_source": data.source,
                              "data_root": str(plan.data_root or ""),
                              "corruptions": list(plan.corruptions or []), "severities": list(severities),
-                             "corruption_dir": str(plan.corruption_dir or ""),
+                             # relative to the store (the report reads its manifest from there)
+                             "corruption_dir": relative_to(plan.corruption_dir, writer.store_dir)
+                             if plan.corruption_dir else "",
                              "corruption_seed": int(plan.corruption_seed),
                              "text_noise": list(plan.text_noise or []), "device": str(dev),
                              "frost_source": frost_source,

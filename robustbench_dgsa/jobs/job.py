@@ -272,9 +272,12 @@ def _lead(root: Path, job: Job, ev: EvalSettings, word: _Word, *, device: str, d
             atomic.write_json(out / JOB_FAILED, {"job": job.to_dict(), "error": f"{type(e).__name__}: {e}",
                                                  "traceback": traceback.format_exc(), "host": socket.gethostname()})
             raise
-        atomic.write_json(out / JOB_DONE, record)
         from robustbench_dgsa import store
-        store.mark_finished(root / "store", job.id, record)
+        from robustbench_dgsa.util.paths import relative_to
+        # each record names the checkpoint relative to its own folder (the run folder, the store)
+        atomic.write_json(out / JOB_DONE, {**record, "checkpoint": relative_to(record["checkpoint"], out)})
+        store.mark_finished(root / "store", job.id,
+                            {**record, "checkpoint": relative_to(record["checkpoint"], root / "store")})
         (out / JOB_FAILED).unlink(missing_ok=True)
         return record
 

@@ -23,7 +23,6 @@ import dataclasses
 import json
 import os
 import platform
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -260,7 +259,7 @@ def _metrics(evaluation: Any, data_root: Path) -> dict[str, Any]:
 
 
 def _training(cfg: Any, build: ZooBuild, result: Any, seconds: float) -> dict[str, Any]:
-    return {"command": f"{COMMAND} {shlex.quote(str(cfg.data.data_root))} --model {cfg.model.name}",
+    return {"command": f"{COMMAND} DATA_ROOT --model {cfg.model.name}",   # DATA_ROOT: the build's --data-root
             "preset": build.preset, "seed": SEED,
             "epochs": int(cfg.train.epochs), "train_run_id": result.run_id, "config_hash": result.config_hash,
             "train_seconds": result.final.get("train_seconds"), "build_seconds": round(seconds, 1),
