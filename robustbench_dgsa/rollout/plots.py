@@ -312,6 +312,7 @@ def render_text_rollout_html(tokens_by_model: Mapping[str, Sequence[str]],
         parts.append(f"<h2>{html.escape(title)}</h2>")
     if caption:
         parts.append(f'<p class="note">{html.escape(caption)}</p>')
+    guides: dict[bool, str] = {}
     for i, n in enumerate(names):
         toks = list(tokens_by_model[n])
         s = np.asarray(scores_by_model[n], dtype=np.float64)
@@ -326,6 +327,8 @@ def render_text_rollout_html(tokens_by_model: Mapping[str, Sequence[str]],
                          f'title="{v:.4g}">{html.escape(str(t))}</span>')
         parts.append(" ".join(spans))
         parts.append("</div>")
+        guides.setdefault(signed, reading_guide(signed))
+    parts += [f'<p class="note">{html.escape(g)}</p>' for g in guides.values()]   # how to read the colours
     parts.append("</body></html>")
     out = Path(out_html)
     atomic.write_text(out, "\n".join(parts) + "\n")

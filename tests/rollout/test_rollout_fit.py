@@ -130,3 +130,9 @@ def test_text_figure_has_a_colour_scale_per_model_and_a_reading_guide():
     assert "−0.144" in texts and "+0.144" in texts                  # the signed scale is symmetric about 0
     assert "no vote against the class" in reading_guide(True)
     assert text_overflow(fig, pad_px=0.0) == []
+
+
+def test_text_page_carries_the_reading_guide(tmp_path):
+    from robustbench_dgsa.rollout.plots import reading_guide, render_text_rollout_html
+    page = render_text_rollout_html({"dgt": ["a", ","]}, {"dgt": [0.1, -0.2]}, tmp_path / "t.html").read_text()
+    assert reading_guide(True) in page
