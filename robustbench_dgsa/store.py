@@ -197,7 +197,11 @@ class RunWriter:
                 pass
 
     def write_provenance(self, info: dict[str, Any]) -> None:
-        record = {"run_id": self.run_id, "created": _now(), **provenance.collect(info.get("device")), **info}
+        """The run record ``runs/<run id>.json``: ``info`` with the provenance; every absolute path in it is
+        written relative to the store (a store moved or copied to another machine names no local path)."""
+        from robustbench_dgsa.util.paths import portable_paths
+        record = {"run_id": self.run_id, "created": _now(), **provenance.collect(info.get("device")),
+                  **portable_paths(info, self.store_dir)}
         atomic.write_json(run_record_path(self.store_dir, self.run_id), record)
 
     def write_predictions(self, tag: str, df: pd.DataFrame) -> Path:

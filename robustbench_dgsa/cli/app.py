@@ -1,4 +1,5 @@
 """The Typer application object. Command modules register themselves on it (see cli/__init__.py)."""
+import inspect
 from typing import Any, List, Optional
 
 import typer
@@ -16,7 +17,18 @@ class App(typer.Typer):
 
     def command(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("cls", VocabularyCommand)
-        return super().command(*args, **kwargs)
+
+        def register(f: Any) -> Any:
+            # the command list shows the help's first paragraph as one reflowed line (the docstring's own line
+            # breaks would otherwise show as ragged breaks in `dgsa-bench --help`)
+            short = kwargs.get("short_help") or one_paragraph(kwargs.get("help") or inspect.getdoc(f) or "")
+            return typer.Typer.command(self, *args, **{**kwargs, "short_help": short or None})(f)
+        return register
+
+
+def one_paragraph(text: str) -> str:
+    """The first paragraph of a help text with its line breaks and runs of spaces made single spaces."""
+    return " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
 
 
 app = App(

@@ -18,14 +18,60 @@ if TYPE_CHECKING:  # the library (numpy, pandas, torch) is imported when the com
     from robustbench_dgsa.analysis.compare import Comparison
 
 
-def _render(cmp: Comparison) -> None:
-    from rich.console import Console
+#: the width of compare's tables without --wide
+NARROW = 100
+
+
+#: columns that name what a table is about: one value in every row moves them into the title
+_KEYS = ("dataset", "condition", "model_b", "test", "n", "n_a", "n_b", "n_seeds", "n_cells", "blocks", "k",
+         "n_blocks", "n_corruptions", "mCA_complete", "metric")
+
+
+def _narrow(show, title: str):
+    """For a 100-column table: columns empty in every row dropped, and naming columns (:data:`_KEYS`) with one
+    value in every row moved into the title (``[dataset=cifar10, n=5]``). Returns (frame, title)."""
+    fixed = []
+    for c in list(show.columns):
+        values = {str(v) for v in show[c]}
+        if values <= {"", "nan", "None"}:
+            show = show.drop(columns=c)
+        elif c in _KEYS and len(values) == 1 and len(show) > 1:
+            fixed.append(f"{c}={values.pop()}")
+            show = show.drop(columns=c)
+    return show, title + (f" [{', '.join(fixed)}]" if fixed else "")
+
+
+def _table(show, title: str, wide: bool, p_cols, cells):
+    """A Rich table of ``show``; narrow: a light frame, and a one-row table turned into field | value lines."""
+    from rich import box
     from rich.markup import escape
     from rich.table import Table
+    if not wide and len(show) == 1 and show.shape[1] > 6:
+        t = Table(title=escape(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+        t.add_column("field")
+        t.add_column("value", overflow="fold")
+        for c, v in zip(show.columns, next(iter(cells(show)))):
+            t.add_row(escape(str(c)), escape(str(v)))
+        return t
+    t = Table(title=escape(title), title_justify="left", show_lines=False)
+    if not wide:
+        t.box, t.pad_edge, t.collapse_padding = box.SIMPLE_HEAD, False, True
+    for c in show.columns:
+        t.add_column(escape(str(c)), justify="left" if show[c].dtype == object and c not in p_cols else "right",
+                     overflow="fold")
+    for row in cells(show):
+        t.add_row(*(escape(str(v)) for v in row))
+    return t
+
+
+def _render(cmp: Comparison, wide: bool = False) -> None:
+    from rich.console import Console
+    from rich.markup import escape
 
     from robustbench_dgsa.report.comparison import P_COLS, TITLES, cells, display_frame
 
-    console = render.console(highlight=False)  # piped or redirected: never cut tables at 80 columns
+    # --wide: every column, never cut at 80 columns when piped; else at most NARROW columns (cells wrap)
+    console = render.console(highlight=False) if wide else render.console(highlight=False, max_width=NARROW)
     info = cmp.info
     refs = info.get("references") or {}
     # names come from the store (any text): escaped, so "[/x]" or "/..." is printed, not read as markup
@@ -34,13 +80,10 @@ def _render(cmp: Comparison) -> None:
                   f"reference={', '.join(f'{r} ({d})' for d, r in refs.items()) or info['reference']} "
                   f"alpha={info['alpha']:g}" + (" paired" if info["paired"] else "")))
     for name, df in cmp.tables.items():
-        show = display_frame(name, df)
-        t = Table(title=escape(TITLES.get(name, name)), title_justify="left", show_lines=False)
-        for c in show.columns:
-            t.add_column(escape(str(c)), justify="left" if show[c].dtype == object and c not in P_COLS else "right")
-        for row in cells(show):
-            t.add_row(*(escape(str(v)) for v in row))
-        console.print(t)
+        show, title = display_frame(name, df), TITLES.get(name, name)
+        if not wide:
+            show, title = _narrow(show, title)
+        console.print(_table(show, title, wide, P_COLS, cells))
     for f in cmp.families:
         console.print(f"[dim]{escape(str(f))}[/]")
     for w in cmp.warnings:  # warnings: stderr (stdout holds the tables); the library's partial=True is --partial
@@ -80,6 +123,8 @@ def compare(
                                        "beside it as <stem>.<table>.csv."),
     latex: Optional[Path] = typer.Option(None, "--latex", help="Write all tables as booktabs LaTeX."),
     json_out: bool = opt.json_(help="Print JSON instead of tables."),
+    wide: bool = typer.Option(False, "--wide", help="Every column of every table, as wide as they need (default: "
+                              "at most 100 columns: constant columns go into the title, cells wrap)."),
 ) -> None:
     """Compare models over seeds and corruption cells: t-intervals, Welch/paired t + Holm, Hedges' g,
     Wilcoxon over cells, Friedman + average ranks + critical difference, honest warnings (methods:
@@ -99,6 +144,6 @@ def compare(
         doc["written"] = [str(p) for p in written]
         render.echo_json(doc, fallback=str)
         return
-    _render(cmp)
+    _render(cmp, wide)
     for p in written:
         typer.echo(f"wrote {p}")

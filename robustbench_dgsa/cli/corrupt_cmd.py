@@ -68,10 +68,10 @@ def _verify_table(df) -> None:
 def corrupt(  # long: its Typer signature declares 17 options (30 lines); the body is under 60
     input: Optional[str] = typer.Option(
         None, "--input", "-i",
-        help="Dataset name (with --data-root), an image folder (*.png/*.jpg, labels from class sub-folders), a "
-             ".npy uint8 N x H x W x 3 array, or a .npz with 'x' and optional 'y'; imagenet / tiny-imagenet: the "
-             "validation images under --data-root into ImageNet-C's / Tiny-ImageNet-C's folder layout. Omit to "
-             "only --verify-against an existing --out directory."),
+        help="Dataset name (with --data-root), one image file (corrupted PNGs + a preview grid), an image folder "
+             "(*.png/*.jpg, labels from class sub-folders), a .npy uint8 N x H x W x 3 array, or a .npz with 'x' and "
+             "optional 'y'; imagenet / tiny-imagenet: the validation images under --data-root into ImageNet-C's / "
+             "Tiny-ImageNet-C's folder layout. Omit to only --verify-against an existing --out directory."),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Root folder of the dataset files."),
     split: str = typer.Option("test", "--split", help="Dataset split (also <folder>/<split> for image folders)."),
     corruption: str = opt.corruption("all"),
@@ -85,11 +85,10 @@ def corrupt(  # long: its Typer signature declares 17 options (30 lines); the bo
     out: Optional[Path] = opt.out(None, help="Output folder (official layout + manifest.json)."),
     device: str = opt.device(),
     chunk_size: int = typer.Option(1000, "--chunk-size", min=1, max=10**6, help="Images per chunk (bounds memory)."),
-    frost_dir: Optional[Path] = typer.Option(None, "--frost-dir",
-                                             help="Folder with frost1.png, frost2.png, frost3.png, frost4.jpg, "
-                                                  "frost5.jpg (e.g. ../shared/data/corruptions/frost). Default: an "
-                                                  "installed imagecorruptions, else a labelled procedural "
-                                                  "substitute."),
+    frost_dir: Optional[Path] = typer.Option(None, "--frost-dir", help=(
+        "Folder with frost1.png, frost2.png, frost3.png, frost4.jpg, frost5.jpg (e.g. ../shared/data/corruptions/"
+        "frost). Default: <data-root>/corruptions/frost when present, else an installed imagecorruptions, else a "
+        "labelled procedural substitute.")),
     limit: Optional[int] = opt.max_examples(help="Use only the first N images."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing output files."),
     preview: Optional[Path] = typer.Option(None, "--preview",
@@ -139,8 +138,9 @@ def _check_corrupt_paths(input: Optional[str], out: Optional[Path], preview: Opt
     from robustbench_dgsa.util.errors import UserError
     if input is None:
         if verify_against is None or out is None:
-            raise UserError("give --input (and --out and/or --preview), or --out DIR --verify-against DIR to "
-                            "compare an existing regenerated folder")
+            raise UserError("give --input (and --out and/or --preview), or --out DIR --verify-against DIR to compare "
+                            "an existing regenerated folder; for example: dgsa-bench corrupt --input synthetic-vision "
+                            "--max-examples 4 --corruption fog,snow --severity 1-5 --preview fog-snow.png")
         if preview is not None:
             raise UserError("--preview needs --input")
     elif out is None and preview is None:

@@ -133,7 +133,9 @@ def _time_line(timings: dict) -> str:
         if k == "total":
             continue
         inside = within.get(k)
-        parts.append(f"{k} {phases[k]:.1f}s" + (f" within {inside}" if inside in phases and phases[k] > 0 else ""))
+        count = f" for {timings['rollouts']} rollout set(s)" if k == "rollout" and "rollouts" in timings else ""
+        parts.append(f"{k} {phases[k]:.1f}s{count}"
+                     + (f" within {inside}" if inside in phases and phases[k] > 0 else ""))
     overlap = any(within.get(k) in phases and phases[k] > 0 for k in phases)
     return (f"Time: {phases['total']:.1f}s wall ({', '.join(parts)})"
             + ("; the phases overlap (one marked 'within' ran inside another's wall time): do not add them up"

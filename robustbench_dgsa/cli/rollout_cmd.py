@@ -68,7 +68,7 @@ def _report(doc: dict[str, Any], as_json: bool, files: list[Path]) -> None:
         typer.echo(json.dumps(slim, indent=2))  # the summary as the library wrote it (plain JSON already)
         return
     for m in doc["models"]:
-        extra = f", top tokens {', '.join(m['top_tokens'])}" if "top_tokens" in m else ""
+        extra = f", strongest tokens (by |relevance|) {render.token_list(m)}" if "top_tokens" in m else ""
         seed = f", seed {m['seed']}" if m.get("seed") is not None else ""
         typer.echo(f"{m['model']} ({m['source']}{seed}): mode {m['spec']}, range [{m['min']:.4g}, {m['max']:.4g}], "
                    f"top-10% mass {m['top10_mass']:.3f}, pred {m['pred_class']} ({m['prob']:.3f}){extra}")

@@ -12,6 +12,8 @@ from typing import Iterable, Sequence
 from robustbench_dgsa.util.errors import DataError
 
 DEFAULT_DATA_ROOT = "data"
+#: where the frost photographs sit under a data root (``<root>/corruptions/frost``)
+FROST_SUBDIR = ("corruptions", "frost")
 
 
 def resolve_root(data_root: str | os.PathLike | None) -> Path:
@@ -19,6 +21,18 @@ def resolve_root(data_root: str | os.PathLike | None) -> Path:
     if data_root is None or str(data_root) == "":
         data_root = os.environ.get("DGSA_DATA_ROOT") or DEFAULT_DATA_ROOT
     return Path(data_root).expanduser()
+
+
+def frost_dir_for(frost_dir: str | os.PathLike | None, data_root: str | os.PathLike | None) -> Path | None:
+    """The one rule for frost's photographs, used by every command: ``frost_dir`` when given, else
+    ``<data_root>/corruptions/frost`` when a data root is given and that folder exists, else None (the
+    corruptions library's own lookup: an installed imagecorruptions, else a labelled procedural substitute)."""
+    if frost_dir is not None:
+        return Path(frost_dir).expanduser()
+    if data_root is None or str(data_root) == "":
+        return None
+    guess = Path(data_root).expanduser().joinpath(*FROST_SUBDIR)
+    return guess if guess.is_dir() else None
 
 
 def bases(root: Path, subdirs: Sequence[str]) -> list[Path]:

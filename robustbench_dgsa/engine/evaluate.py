@@ -415,6 +415,7 @@ def dataset_family(dataset: str, corruption_dir: str | Path | None) -> str | Non
 def _write_run(writer: "store.RunWriter", record: "_Recorder", subject: "EvalSubject", plan: "EvalPlan",
                data: "_EvalData", severities: list[int], dev, frost_source: str, t_start: float) -> None:
     """Predictions, provenance, then all rows at once."""
+    from robustbench_dgsa.util.paths import relative_to
     writer.write_predictions(plan.split, pd.concat(record.preds, ignore_index=True))
     writer.write_provenance({"kind": "eval", **subject.provenance, "model": subject.name, "seed": subject.seed,
                              "config_hash": subject.config_hash, "dataset": plan.dataset,
@@ -425,7 +426,9 @@ def _write_run(writer: "store.RunWriter", record: "_Recorder", subject: "EvalSub
                              "n": int(len(data.y)), "data_source": data.source,
                              "data_root": str(plan.data_root or ""),
                              "corruptions": list(plan.corruptions or []), "severities": list(severities),
-                             "corruption_dir": str(plan.corruption_dir or ""),
+                             # relative to the store (the report reads its manifest from there)
+                             "corruption_dir": relative_to(plan.corruption_dir, writer.store_dir)
+                             if plan.corruption_dir else "",
                              "corruption_seed": int(plan.corruption_seed),
                              "text_noise": list(plan.text_noise or []), "device": str(dev),
                              "precision": resolve_precision(dev, plan.amp), "compiled": bool(plan.compile),
@@ -620,11 +623,8 @@ def _predict_from_folder(model, pre, corruption_dir: Path, corruption: str, seve
 
 
 def _frost_textures(frost_dir: str | Path | None, data_root: str | Path | None):
-    if frost_dir is None and data_root is not None:
-        guess = Path(data_root) / "corruptions" / "frost"
-        if guess.is_dir():
-            frost_dir = guess
-    return load_frost_textures(frost_dir)
+    from robustbench_dgsa.data.locate import frost_dir_for
+    return load_frost_textures(frost_dir_for(frost_dir, data_root))
 
 
 def _predict_on_the_fly(model, pre, x_all: np.ndarray, idx: np.ndarray, corruption: str, severity: int,

@@ -54,8 +54,8 @@ def image_source(spec: str) -> str:
     if path.suffix.lower() in _ARRAY_SUFFIXES:
         return f"{path.suffix.lower()[1:]}:{path}"
     if path.exists():
-        raise CorruptionError(f"{path}: unsupported input (give a .npy or .npz file, an image folder, or a "
-                              f"dataset name)")
+        raise CorruptionError(f"{path}: unsupported input (give an image file (.png, .jpg), a .npy or .npz file, "
+                              f"an image folder, or a dataset name)")
     if looks_like_path(spec):
         raise CorruptionError(f"{path}: no such file or folder")
     return spec
@@ -139,8 +139,8 @@ def frost_textures(names: Sequence[str], frost_dir: Path | None, log: Say, warn:
         frost = load_frost_textures(frost_dir)
     log(f"frost textures: {frost.source}")
     if str(frost.source).startswith("procedural"):
-        warn(f"warning: no frost textures found (give {spell['frost_dir']} or install imagecorruptions); frost "
-             f"uses a procedural substitute and is not the reference frost")
+        warn(f"warning: no frost textures found (give {spell['frost_dir']}, a data root holding corruptions/frost, "
+             f"or install imagecorruptions); frost uses a procedural substitute and is not the reference frost")
     return frost
 
 
@@ -181,8 +181,16 @@ def corrupt_images(input: str | None, out: Path | None = None, *, split: str = "
     wrapper for the writer (None: none). Returns (summary, the comparison table or None)."""
     from corruptions import layout
 
+    from robustbench_dgsa.data.locate import frost_dir_for
+
     started = time.monotonic()
     summary: dict[str, Any] = {}
+    if input is not None and "frost" in corruptions:
+        frost_dir = frost_dir_for(frost_dir, data_root)   # the one rule: given, else <data root>/corruptions/frost
+    if input is not None and is_image_file(input):
+        return corrupt_image_file(Path(input).expanduser(), out, corruptions=corruptions, severities=severities,
+                                  seed=seed, constants=constants, device=device, frost_dir=frost_dir,
+                                  overwrite=overwrite, preview=preview, log=log, warn=warn, spell=spell), None
     if input is not None:
         names, sevs = list(corruptions), list(severities)
         from robustbench_dgsa.engine.predict import resolve_device
@@ -226,6 +234,75 @@ def corrupt_images(input: str | None, out: Path | None = None, *, split: str = "
     return summary, df
 
 
+# ---------------------------------------------------------------------------------------------- one photograph
+
+#: image files ``corrupt`` takes one at a time (read by the suite's one image reader)
+SINGLE_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp")
+
+
+def is_image_file(spec: str) -> bool:
+    """Whether an input names one image file (rather than a folder, an array file or a dataset)."""
+    path = Path(spec).expanduser()
+    return path.is_file() and path.suffix.lower() in SINGLE_IMAGE_SUFFIXES
+
+
+def single_image_constants(constants: str | None, h: int, w: int, log: Say, spell: Mapping[str, str] = SPELL) -> str:
+    """``constants`` when given; else those of the image's size; else (a photograph of another size) those of
+    the reference size nearest its shorter side, said through ``log`` (the library warns that they were made
+    for another size)."""
+    from corruptions.registry import REGIMES, regime_for_size
+    if constants is not None:
+        return constants_for(constants, h, w)
+    name = regime_for_size(h, w)
+    if name is None:
+        name = min(REGIMES.values(), key=lambda r: (abs(r.size - min(h, w)), r.size)).name
+        log(f"note: {h}x{w} is no reference size: using the {name} constants (nearest to its shorter side; "
+            f"{spell['constants']} chooses others)")
+    return name
+
+
+def corrupt_image_file(path: Path, out: Path | None, *, corruptions: Sequence[str], severities: Sequence[int],
+                       seed: int = 0, constants: str | None = None, device: str = "auto",
+                       frost_dir: Path | None = None, overwrite: bool = False, preview: Path | None = None,
+                       log: Say = _quiet, warn: Say = _quiet, spell: Mapping[str, str] = SPELL) -> dict[str, Any]:
+    """One photograph under each corruption and severity: ``<out>/<stem>_<corruption>_s<severity>.png`` and a
+    preview grid (``preview``, default ``<out>/<stem>_preview.png``). Every target is checked before anything is
+    written (existing files need ``overwrite``). Returns the summary."""
+    from corruptions import corrupt
+    from corruptions.preview import preview_grid
+    from PIL import Image
+
+    from robustbench_dgsa.data import readers
+    from robustbench_dgsa.engine.predict import resolve_device
+    from robustbench_dgsa.util import atomic
+    started = time.monotonic()
+    names, sevs = list(corruptions), list(severities)
+    frost = frost_textures(names, frost_dir, log, warn, spell)
+    x = readers.to_rgb(readers.decode_image_file(path).pixels)
+    constants = single_image_constants(constants, x.shape[0], x.shape[1], log, spell)
+    targets = {(c, s): out / f"{path.stem}_{c}_s{s}.png" for c in names for s in sevs} if out is not None else {}
+    preview = preview if preview is not None or out is None else out / f"{path.stem}_preview.png"
+    taken = [p for p in [*targets.values(), preview] if p is not None and p.exists()]
+    if taken and not overwrite:
+        raise UserError(f"{taken[0]} exists ({len(taken)} output file(s) would be replaced; pass overwrite=True "
+                        f"to replace them)", options="overwrite")
+    dev = str(resolve_device(device))
+    log(f"input: {path}: one image {x.shape[0]}x{x.shape[1]}, constants {constants}")
+    for (c, s), target in targets.items():
+        img = corrupt(x[None], c, s, constants=constants, seed=seed, indices=[0], device=dev, frost=frost)[0]
+        with atomic.atomic_path(target) as tmp:
+            Image.fromarray(img).save(tmp, format="PNG")
+    if preview is not None:
+        preview_grid(x[None], names, sevs, preview, constants=constants, seed=seed, frost=frost, device=dev,
+                     title=f"{path.name}, {constants} constants, seed {seed}")
+    log(f"wrote {len(targets)} corrupted image(s){' to ' + str(out) if out is not None else ''}; preview: {preview}")
+    return {"input": str(path), "description": "corrupted copies of one image", "n": 1,
+            "image_shape": list(x.shape), "corruptions": names, "severities": sevs, "seed": seed,
+            "constants": constants, "frost_source": None if frost is None else frost.source,
+            "files": [str(p) for p in targets.values()], "preview": None if preview is None else str(preview),
+            "out": None if out is None else str(out), "seconds": round(time.monotonic() - started, 2)}
+
+
 # ---------------------------------------------------------------------------------------------- text
 
 
@@ -242,6 +319,7 @@ def corrupt_val_set(dataset: str, data_root: Path | None, out: Path | None, name
     with SHA256SUMS and manifest.json (finished conditions are skipped). Returns the summary."""
     from corruptions import layout
 
+    from robustbench_dgsa.data.locate import frost_dir_for
     from robustbench_dgsa.engine.predict import resolve_device
     started = time.monotonic()
     if data_root is None or out is None:
@@ -249,7 +327,8 @@ def corrupt_val_set(dataset: str, data_root: Path | None, out: Path | None, name
                         "output folder", options=("data_root", "out"))
     if other is not None:
         raise UserError(f"previews and verification work on the CIFAR-C layout, not with input {dataset}")
-    frost = frost_textures(names, frost_dir, log, warn, spell)
+    frost = frost_textures(names, frost_dir_for(frost_dir, data_root) if "frost" in names else frost_dir, log, warn,
+                           spell)
     manifest = layout.regenerate_val_folders(dataset, data_root, out, names, sevs, constants=constants, limit=limit,
                                              seed=seed, device=str(resolve_device(device)), frost=frost,
                                              overwrite=overwrite, progress=progress)

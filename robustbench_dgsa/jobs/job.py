@@ -149,7 +149,15 @@ def read_done(root: str | Path, job: Job, precision: str | None = None) -> dict[
     rows = store.rows_path(Path(root) / "store", rid)
     if not isinstance(rid, str) or not rows.is_file() or not _same_precision(info, precision):
         return None
-    return None if _belongs(job, info, d / CHECKPOINT, rows) else info
+    return None if _belongs(job, info, d / CHECKPOINT, rows) else _located(info, d)
+
+
+def _located(info: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A job record read back, its checkpoint (stored relative to the record's folder) as a path from here."""
+    ckpt = info.get("checkpoint")
+    if isinstance(ckpt, str) and ckpt and not Path(ckpt).is_absolute():
+        info = {**info, "checkpoint": os.path.normpath(Path(folder).absolute() / ckpt)}
+    return info
 
 
 def _done_in_store(root: str | Path, job: Job) -> dict[str, Any] | None:
@@ -164,7 +172,7 @@ def _done_in_store(root: str | Path, job: Job) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     ok = isinstance(first, dict) and (first.get("model"), first.get("seed")) == (job.model, job.seed)
-    return info if ok else None
+    return _located(info, Path(root) / "store") if ok else None
 
 
 def foreign_results(root: str | Path, job: Job) -> str | None:
@@ -295,9 +303,13 @@ def _lead(root: Path, job: Job, ev: EvalSettings, word: _Word, *, device: str, d
             atomic.write_json(out / JOB_FAILED, {"job": job.to_dict(), "error": f"{type(e).__name__}: {e}",
                                                  "traceback": traceback.format_exc(), "host": socket.gethostname()})
             raise
-        atomic.write_json(out / JOB_DONE, record)
         from robustbench_dgsa import store
-        store.mark_finished(root / "store", job.id, record)
+        from robustbench_dgsa.util.paths import relative_to
+        # each record names the checkpoint relative to its own folder (the run folder, the store)
+        atomic.write_json(out / JOB_DONE, {**record, "checkpoint": relative_to(record["checkpoint"], out)})
+        store.mark_finished(root / "store", job.id,
+                            {**record, "checkpoint": relative_to(record["checkpoint"], root / "store")})
+        record = _located({**record, "checkpoint": relative_to(record["checkpoint"], out)}, out)
         (out / JOB_FAILED).unlink(missing_ok=True)
         return record
 

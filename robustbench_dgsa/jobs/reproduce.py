@@ -196,12 +196,14 @@ def _job_done(plan: Plan, job) -> bool:
 def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path | None:
     """Generate the corrupted test images once for all models and seeds (CIFAR-C layout under
     ``<out>/corrupted/<dataset>``), instead of once per evaluation; frost uses the real textures in
-    ``<data root>/corruptions/frost`` when that folder exists (else the default lookup, which may be procedural). Same images, same random draws (keyed by
-    image index) as on-the-fly corruption; the rows say ``source="regenerated"``. None when the test images
+    ``<data root>/corruptions/frost`` when that folder exists (:func:`~robustbench_dgsa.data.locate.frost_dir_for`;
+    else the default lookup, which may be procedural). Same images, same random draws (keyed by image index) as
+    on-the-fly corruption; the rows say ``source="regenerated"``. None when the test images
     are not RGB (evaluation then corrupts on the fly)."""
     from corruptions.layout import read_manifest, regenerate
 
     from robustbench_dgsa.config import resolve_config
+    from robustbench_dgsa.data.locate import frost_dir_for
     from robustbench_dgsa.engine.predict import select_test
     from robustbench_dgsa.models import get_model_config
     from robustbench_dgsa.util.progress import track
@@ -220,9 +222,8 @@ def corrupted_test_set(plan: Plan, dataset: str, progress: bool = False) -> Path
             and set(plan.corruptions) <= set(man.corruptions):
         return out
     missing = [c for c in plan.corruptions if man is None or c not in man.corruptions]
-    frost = Path(plan.data_root) / "corruptions" / "frost" if plan.data_root else None
-    regenerate(x[:n], y[:n], out, missing, plan.severities, seed=0,
-               frost=frost if frost is not None and frost.is_dir() and "frost" in missing else None,
+    frost = frost_dir_for(None, plan.data_root) if "frost" in missing else None
+    regenerate(x[:n], y[:n], out, missing, plan.severities, seed=0, frost=frost,
                progress=(lambda it, total=None, description="": track(it, total, description, enabled=progress)),
                input_description=f"{dataset} test split, first {n} images")
     return out
@@ -250,14 +251,15 @@ def _train_and_evaluate(plan: Plan, job, progress: bool, corruption_dirs: dict[s
                               progress=progress, amp=pinned_amp(plan))
 
 
-def _rollout(plan: Plan, job, progress: bool) -> None:
-    """Rollout sets (Figures 2/3), salient mass and drift for one trained model (the first seed only)."""
+def _rollout(plan: Plan, job, progress: bool) -> bool:
+    """Rollout sets (Figures 2/3), salient mass and drift for one trained model (the first seed only). Returns
+    whether it made them (False: already in the store)."""
     from robustbench_dgsa.rollout.runs import rollout_metrics_run
 
     out = job_runner.job_dir(plan.out, job)
     store_dir = plan.out / "store"
     if store.read_finished(store_dir, f"rollout-{job.id}") is not None:
-        return
+        return False
     ckpt = out / "checkpoint.safetensors"
     if job.dataset.startswith("synthetic"):
         summary = rollout_metrics_run(ckpt, store_dir, job.dataset, corruptions=plan.rollout_corruptions,
@@ -267,6 +269,7 @@ def _rollout(plan: Plan, job, progress: bool) -> None:
     else:
         rid = _figure_rollout_set(plan, job, ckpt, store_dir)
     store.mark_finished(store_dir, f"rollout-{job.id}", {"run_id": rid, "job": job.to_dict()})
+    return True
 
 
 def _figure_rollout_set(plan: Plan, job, ckpt: Path, store_dir: Path, k: int = 4) -> str:
@@ -411,7 +414,8 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     for job in plan.jobs:
         first.setdefault((job.model, job.dataset), job)   # the lowest seed of each model on each dataset
     todo = [j for j in plan.jobs if not _job_done(plan, j)]
-    _corrupt_train_rollout(plan, todo, list(first.values()), workers, progress, phase)
+    rollouts = {"made": 0, "inside": 0}
+    _corrupt_train_rollout(plan, todo, list(first.values()), workers, progress, phase, rollouts)
     t0 = time.monotonic()
     benched = set()
     for (model_name, _), job in first.items():   # Table 9: one row per model (on its first dataset)
@@ -427,8 +431,9 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     phase("report", t0)
     timings["total"] = round(time.monotonic() - t_all, 2)
     # "corrupt" runs inside the wall time of "train_evaluate" (beside the text jobs): the phases overlap
+    within = {"corrupt": "train_evaluate", **({"rollout": "train_evaluate"} if rollouts["inside"] else {})}
     atomic.write_json(out / TIMINGS_FILE, {"phases": timings, "phase_order": list(timings), "jobs": len(plan.jobs),
-                                           "within": {"corrupt": "train_evaluate"},
+                                           "within": within, "rollouts": rollouts["made"],
                                            "torch_threads": torch.get_num_threads(), "workers": workers,
                                            "preset": plan.preset,
                                            "quick": quick, "seeds": plan.seeds, "models": plan.models,
@@ -438,10 +443,13 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
 
 
 def _corrupt_train_rollout(plan: Plan, todo: list[Any], firsts: list[Any], workers: int | None, progress: bool,
-                           phase: Callable[..., None]) -> None:
+                           phase: Callable[..., None], rollout_stats: dict[str, int]) -> None:
     """The phases "corrupt", "train_evaluate" and "rollout" in one pool of ``workers`` processes: ``todo`` jobs are
     trained and evaluated, ``firsts`` (one job per model and dataset) get rollouts, each right after its job (so a
-    job's results and its rollout land in the store together). ``phase(name, t0, seconds)`` records each.
+    job's results and its rollout land in the store together). ``phase(name, t0, seconds)`` records each: the
+    rollout phase is the seconds its rollouts took (summed over the worker processes), most of them inside
+    train_evaluate's wall time; ``rollout_stats`` gets how many rollout sets were made (``made``) and how many of
+    them inside train_evaluate (``inside``).
 
     The corrupted test images are made once per image dataset, as the first tasks; the text jobs, which do not
     need them, run beside them when there are several workers; the image jobs start once they exist."""
@@ -470,24 +478,27 @@ def _corrupt_train_rollout(plan: Plan, todo: list[Any], firsts: list[Any], worke
         phase("corrupt", None, seconds)
         tasks += [pool.submit(_job_task, plan, j, one, corruption_dirs, j.id in first_ids) for j in todo
                   if j.dataset in image_sets]
-        for task in tasks:
-            pool.result(task)
+        inside = [pool.result(task) for task in tasks]       # rollouts made right after their jobs
         phase("train_evaluate", t0)
-        t0 = time.monotonic()
-        for task in [pool.submit(_job_task, plan, job, False, {}, True, False) for job in firsts]:  # not made above
-            pool.result(task)
-        phase("rollout", t0)
+        after = [pool.result(task) for task in [pool.submit(_job_task, plan, job, False, {}, True, False)
+                                                for job in firsts]]  # those not made above
+        made = inside + after
+        rollout_stats.update(made=sum(n for n, _ in made), inside=sum(n for n, _ in inside))
+        phase("rollout", None, sum(sec for _, sec in made))
 
 
 def _job_task(plan: Plan, job, progress: bool, corruption_dirs: dict[str, Path | None], rollout: bool,
-              train: bool = True) -> None:
+              train: bool = True) -> tuple[int, float]:
     """One worker task: train and evaluate ``job`` (``train``), then (``rollout``) its rollout set; each status
-    line names the job (several run at once)."""
+    line names the job (several run at once). Returns (rollout sets made: 0 or 1, seconds they took)."""
     with log_prefix(job_tag(job)):
         if train:
             _train_and_evaluate(plan, job, progress, corruption_dirs)
         if rollout:
-            _rollout(plan, job, False)
+            t0 = time.monotonic()
+            if _rollout(plan, job, False):
+                return 1, time.monotonic() - t0
+    return 0, 0.0
 
 
 def job_tag(job) -> str:

@@ -23,7 +23,6 @@ import dataclasses
 import json
 import os
 import platform
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -151,6 +150,7 @@ def _corrupted_set(build: ZooBuild, dataset: str) -> Path:
     from corruptions.registry import resolve_corruptions
 
     from robustbench_dgsa.data import load_dataset
+    from robustbench_dgsa.data.locate import FROST_SUBDIR, frost_dir_for
     from robustbench_dgsa.util.progress import track
 
     out = build.work / "corrupted" / f"{dataset}-c"
@@ -158,9 +158,10 @@ def _corrupted_set(build: ZooBuild, dataset: str) -> Path:
     man = read_manifest(out) if out.is_dir() else None
     if man is not None and set(names) <= set(man.corruptions):
         return out
-    frost = build.data_root / "corruptions" / "frost"
-    if not frost.is_dir():
-        raise UserError(f"frost photographs not found: {frost} (the zoo's mCA uses the real frost textures)")
+    frost = frost_dir_for(None, build.data_root)
+    if frost is None:
+        raise UserError(f"frost photographs not found: {build.data_root.joinpath(*FROST_SUBDIR)} (the zoo's mCA "
+                        "uses the real frost textures)")
     data = load_dataset(dataset, "test", data_root=str(build.data_root))
     regenerate(np.asarray(data.x), np.asarray(data.y), out, names, [1, 2, 3, 4, 5], seed=CORRUPTION_SEED,
                frost=frost, progress=(lambda it, total=None, description="":
@@ -264,7 +265,7 @@ def _metrics(evaluation: Any, data_root: Path) -> dict[str, Any]:
 
 
 def _training(cfg: Any, build: ZooBuild, result: Any, seconds: float) -> dict[str, Any]:
-    return {"command": f"{COMMAND} {shlex.quote(str(cfg.data.data_root))} --model {cfg.model.name}",
+    return {"command": f"{COMMAND} DATA_ROOT --model {cfg.model.name}",   # DATA_ROOT: the build's --data-root
             "preset": build.preset, "seed": SEED,
             "epochs": int(cfg.train.epochs), "train_run_id": result.run_id, "config_hash": result.config_hash,
             "train_seconds": result.final.get("train_seconds"), "build_seconds": round(seconds, 1),

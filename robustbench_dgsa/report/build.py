@@ -1,4 +1,4 @@
-"""``dgsa-bench report``: SPEC §8's figures and tables regenerated from the results store alone.
+"""``dgsa-bench report``: the report's figures and tables regenerated from the results store alone.
 
 :func:`build_report` reads a store (:mod:`robustbench_dgsa.store`) and the paper's published numbers
 (:func:`robustbench_dgsa.report.published.load_published`, package data ``robustbench_dgsa/report/published.csv``,

@@ -19,7 +19,7 @@ PAPER_SEEDS = 5
 def caveat_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
     """What a reader must know before trusting any number below (each line names the evidence)."""
     out: list[str] = []
-    for ds, src in sorted(frost_substitutes(rep.df, rep.runs).items()):
+    for ds, src in sorted(frost_substitutes(rep.df, rep.runs, rep.store_dir).items()):
         out.append(f"Substitute: frost on {dataset_label(ds)} uses the {src} textures, not the reference frost "
                    "images (the corruption manifest / evaluation record says so); its cells, mCA and the weather "
                    "group are not comparable with CIFAR-10-C.")

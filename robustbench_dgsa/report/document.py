@@ -71,7 +71,7 @@ class Report:
         """Whether frost on ``dataset`` was made with the procedural substitute textures (run provenance /
         corruption manifest say so): every frost number and image of it is then marked."""
         if self._frost is None:
-            self._frost = frost_substitutes(self.df, self.runs)
+            self._frost = frost_substitutes(self.df, self.runs, self.store_dir)
         return dataset in self._frost
 
     def rel(self, path: str | os.PathLike) -> str:
@@ -113,6 +113,10 @@ class Report:
             info.update(extra)
         rel = f"{stem}.sources.json"
         atomic.write_json(self.out_dir / rel, info)
+        if not len(rows):   # a table typed in from the paper: say so, not "0 rows" and the hash of nothing
+            published = (extra or {}).get("published_sha256")
+            return rel, (f"the paper's printed numbers, typed in from its text (robustbench_dgsa/report/published.csv,"
+                         f" sha256 {published[:12]}); no results of this store" if published else "")
         short = ", ".join(c[:10] for c in commits[:3]) + (" …" if len(commits) > 3 else "")
         summary = (f"{len(rows)} rows from {len(run_ids)} runs"
                    + (f", git {short}" if commits else "")

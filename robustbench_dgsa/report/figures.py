@@ -1,4 +1,4 @@
-"""Figure recipes of the report (SPEC §8): fixed style, deterministic output, PNG + PDF.
+"""Figure recipes of the report: fixed style, deterministic output, PNG + PDF.
 
 Every recipe takes tidy rows from the results store (never a model) and returns a matplotlib
 :class:`~matplotlib.figure.Figure`, or ``None`` when the rows hold nothing to draw. Colours, markers and line

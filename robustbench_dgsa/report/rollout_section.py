@@ -103,8 +103,9 @@ def rollout_numbers(rep: Report) -> None:
             title = f"Rollout salient mass: {label}{title_seeds}"
             notes = ["Fraction of the rollout's positive relevance inside the known salient region (images) or "
                      "tokens (text) of the synthetic test set; chance = the salient share of the input (what a "
-                     f"uniform map scores). Higher = more focused on the signal. {over} Mode (SPEC §7): "
-                     "positive = positive part, comparable across models; signed = L1-normalised signed rollout "
+                     f"uniform map scores). Higher = more focused on the signal. {over} Mode (docs/METHODS.md, "
+                     "Attention rollout): positive = positive part, comparable across models; signed = L1-normalised "
+                     "signed rollout "
                      "(the differential models' default); '—' = mode not run for that model."]
             t = Table(["Mode", "Chance"] + [display_name(m) for m in models], recs, title, notes)
             rep.table("rollout", f"rollout_mass_{ds}", title, t, pd.concat([mass, chance]).drop(columns="mode"))

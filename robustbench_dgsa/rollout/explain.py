@@ -58,6 +58,43 @@ def _model_summary(s: RolloutSource, spec: Any, scores: np.ndarray, probs: np.nd
             "prob": float(probs[pred])}
 
 
+def _class_list(classes: Sequence[str]) -> str:
+    """All names up to 12 classes, else the first three … the last."""
+    names = [str(c) for c in classes]
+    return ", ".join(names) if len(names) <= 12 else ", ".join(names[:3]) + f", … {names[-1]}"
+
+
+def data_note(sources: Sequence[RolloutSource]) -> str | None:
+    """What the models were trained on and which classes they can answer with, e.g. "models trained on CIFAR-10:
+    10 classes (airplane, …, truck); …" — a prediction on any other input is still one of them. None when no
+    model records its classes."""
+    from robustbench_dgsa.data.registry import dataset_label
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for s in sources:
+        classes = tuple(str(c) for c in (s.meta.get("classes") or []))
+        if classes:
+            data = s.meta.get("dataset")
+            groups.setdefault((dataset_label(str(data)) if data else "no data (untrained)", classes), []).append(s.name)
+    if not groups:
+        return None
+    many = len(groups) > 1
+    parts = [f"{'models' if len(names) > 1 else 'model'}{' ' + ', '.join(names) if many else ''} trained on {data}: "
+             f"{len(classes)} classes ({_class_list(classes)})" for (data, classes), names in groups.items()]
+    size = {tuple(s.preprocess.get("image_size") or ()) if isinstance(s.preprocess.get("image_size"), (list, tuple))
+            else s.preprocess.get("image_size") for s in sources if isinstance(s.preprocess, dict)}
+    resized = ""
+    if len(size) == 1 and (only := size.pop()) is not None:
+        side = f"{only[0]} × {only[1]}" if isinstance(only, tuple) and len(only) == 2 else f"{only} × {only}"
+        resized = f" the image is resized to {side};"
+    return "; ".join(parts) + f";{resized} every prediction is one of these classes, whatever the input shows."
+
+
+def strongest(scores: np.ndarray, k: int) -> list[int]:
+    """Indices of the ``k`` largest |score| (signed rollout: a strongly negative token counts as much as a
+    strongly positive one), ties in input order."""
+    return [int(j) for j in np.argsort(-np.abs(np.asarray(scores, dtype=np.float64)), kind="stable")[:k]]
+
+
 def _column_title(s: RolloutSource, summary: dict[str, Any]) -> str:
     from robustbench_dgsa.models.registry import display_name
     seed = f" · seed {summary['seed']}" if summary.get("seed") is not None else ""
@@ -90,7 +127,7 @@ def explain_image(image: str | Path, sources: Sequence[RolloutSource], out: str 
         summary.append(info)
     if len(sources) == 1:
         s, r, info = sources[0], results[0], summary[0]
-        plot_image_rollout(img, r.heatmaps[0], out, signed=r.spec.signed,
+        plot_image_rollout(img, r.heatmaps[0], out, signed=r.spec.signed, footnote=data_note(sources),
                            title=_column_title(s, info).replace("\n", " — ", 1).replace("\n", " rollout; predicted "))
         heat = r.heatmaps[0]
     else:
@@ -98,7 +135,7 @@ def explain_image(image: str | Path, sources: Sequence[RolloutSource], out: str 
         plot_rollout_grid(img[None], {k: r.heatmaps for k, r in zip(keys, results)}, out,
                           signed_by_model={k: r.spec.signed for k, r in zip(keys, results)},
                           column_titles={k: _column_title(s, info) for k, s, info in zip(keys, sources, summary)},
-                          footnote=_modes_footnote(summary))
+                          footnote="\n".join(n for n in (data_note(sources), _modes_footnote(summary)) if n))
         heat = np.stack([r.heatmaps[0] for r in results])
     npy = out.with_suffix(".npy")
     with atomic.atomic_path(npy) as tmp:
@@ -146,15 +183,18 @@ def explain_text(text: str, sources: Sequence[RolloutSource], out: str | Path,
         seed = f", seed {info['seed']}" if info.get("seed") is not None else ""
         labels.append(f"({chr(ord('a') + i)}) {display_name(s.name)} [{spec.mode}{seed}] — pred "
                       f"{info['pred_class']} ({info['prob']:.2f})")
-        sc = r.scores[0]
-        order = np.argsort(-sc, kind="stable")[:5]
-        info.update(top_tokens=[r.tokens[0][j] for j in order], unknown_tokens=int(r.unknown[0].sum()),
-                    tokens=r.tokens[0], scores=[float(v) for v in sc])
+        sc = np.asarray(r.scores[0], dtype=np.float64)
+        order = strongest(sc, 5)
+        info.update(top_tokens=[r.tokens[0][j] for j in order], top_scores=[float(sc[j]) for j in order],
+                    unknown_tokens=int(r.unknown[0].sum()), tokens=r.tokens[0], scores=[float(v) for v in sc])
         summary.append(info)
     html_path = out.with_suffix(".html")
-    plot_text_rollout(toks, scores, out, signed_by_model=signed, labels=labels, title="Attention rollout")
+    note = data_note(sources)
+    plot_text_rollout(toks, scores, out, signed_by_model=signed, labels=labels, title="Attention rollout",
+                      note=note)
+    caption = " ".join(c for c in (text if len(text) < 2000 else None, f"({note})" if note else None) if c)
     render_text_rollout_html(toks, scores, html_path, signed_by_model=signed, labels=labels,
-                             title="Attention rollout", caption=text if len(text) < 2000 else None)
+                             title="Attention rollout", caption=caption or None)
     doc = {"text": text, "figure": str(out), "html": str(html_path), "models": summary}
     atomic.write_json(out.with_suffix(".json"), doc)
     return Explanation(doc, [out, html_path, out.with_suffix(".json")])

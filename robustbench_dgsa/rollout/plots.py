@@ -38,7 +38,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from robustbench_dgsa.models.registry import display_name, model_order  # noqa: E402
 from robustbench_dgsa.util import atomic  # noqa: E402
-from robustbench_dgsa.util.figures import save_as, style  # noqa: E402
+from robustbench_dgsa.util.figures import grow_to_fit_texts, save_as, style  # noqa: E402
 
 SIGNED_CMAP = "RdBu_r"
 POSITIVE_CMAP = "viridis"
@@ -46,6 +46,9 @@ TEXT_POSITIVE_CMAP = "Reds"      # token backgrounds need a light low end for th
 SALIENT_STYLE = dict(colors="black", linewidths=0.9, linestyles="--")
 OUTLINE_STYLE = dict(colors="0.15", linewidths=0.45, alpha=0.55)   # the image under a heatmap: grey, no hue
 OUTLINE_LEVELS = 4
+#: column width of Figure 2 (inches) and the tallest an image panel may get (a 1:4 portrait gets narrower instead)
+GRID_COLUMN_IN = 1.75
+GRID_MAX_PANEL_IN = 3.6
 
 
 def scale_label(signed: bool) -> str:
@@ -121,13 +124,25 @@ def _blank(ax) -> None:
 # --- images ------------------------------------------------------------------------------------------
 
 def plot_image_rollout(image_uint8: np.ndarray, heatmap: np.ndarray, out_png: str | os.PathLike, *,
-                       signed: bool, title: str | None = None, out_pdf: str | os.PathLike | None = None) -> Path:
-    """One image: input | heatmap over the image's grey outline, with its colour bar. Returns the PNG path."""
+                       signed: bool, title: str | None = None, out_pdf: str | os.PathLike | None = None,
+                       footnote: str | None = None) -> Path:
+    """One image: input | heatmap over the image's grey outline, with its colour bar; ``footnote``: a line under
+    it. The canvas follows the image's aspect. Returns the PNG path."""
+    return save_as(image_rollout_figure(image_uint8, heatmap, signed=signed, title=title, footnote=footnote),
+                   out_png, out_pdf)
+
+
+def image_rollout_figure(image_uint8: np.ndarray, heatmap: np.ndarray, *, signed: bool, title: str | None = None,
+                         footnote: str | None = None) -> Figure:
+    """The figure of :func:`plot_image_rollout`."""
     img = _to_rgb(image_uint8)
     H, W = img.shape[:2]
     extent = (0, W, H, 0)
+    panel_h = min(GRID_MAX_PANEL_IN, max(0.5, 2.8 * H / W))
+    note = _wrap_note(footnote, 100) if footnote else None
     with style():
-        fig = Figure(figsize=(6.2, 3.4), layout="constrained")
+        fig = Figure(figsize=(6.2, panel_h + 0.8 + (0.12 * len(note.split("\n")) if note else 0.0)),
+                     layout="constrained")
         axes = fig.subplots(1, 2)
         axes[0].imshow(img, extent=extent, interpolation="nearest")
         axes[0].set_title("input")
@@ -140,7 +155,24 @@ def plot_image_rollout(image_uint8: np.ndarray, heatmap: np.ndarray, out_png: st
             _blank(ax)
         if title:
             fig.suptitle(title, fontsize=9)
-        return save_as(fig, out_png, out_pdf)
+        if note:
+            fig.supxlabel(note, fontsize=6.5, color="0.3")
+    return grow_to_fit_texts(fig)
+
+
+def _grid_size(imgs: Sequence[np.ndarray], cols: int, title: str | None, footnote: str | None) -> tuple[float, float]:
+    """Figure 2's canvas from the images' aspect: each row as tall as its image at the column width (at most
+    :data:`GRID_MAX_PANEL_IN`), plus room for the column titles (three lines), the colour bars with their
+    three-line labels, the title and the wrapped footnote. :func:`grow_to_fit_texts` fixes what this misses."""
+    rows = sum(min(GRID_MAX_PANEL_IN, max(0.35, GRID_COLUMN_IN * im.shape[0] / im.shape[1])) for im in imgs)
+    note_lines = len(_wrap_note(footnote, int(22 * cols)).split("\n")) if footnote else 0
+    height = rows + 0.6 + 0.95 + (0.3 if title else 0.0) + 0.12 * note_lines + 0.1
+    return GRID_COLUMN_IN * cols + 0.3, height
+
+
+def _wrap_note(note: str, width: int) -> str:
+    """A footnote wrapped to ``width`` characters, its own line breaks kept (one paragraph per line)."""
+    return "\n".join(w for para in note.split("\n") for w in textwrap.wrap(para, width) or [""])
 
 
 def _column_norm(maps: Sequence[np.ndarray], signed: bool) -> tuple[str, Normalize]:
@@ -183,7 +215,7 @@ def rollout_grid_figure(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_m
     norms = {n: _column_norm(heatmaps_by_model[n], signed[n]) for n in names}
     cols = 1 + len(names)
     with style():
-        fig = Figure(figsize=(1.75 * cols + 0.3, 1.7 * K + 1.0 + (0.3 if title else 0.0)), layout="constrained")
+        fig = Figure(figsize=_grid_size(imgs, cols, title, footnote), layout="constrained")
         axes = fig.subplots(K, cols, squeeze=False)
         for r, img in enumerate(imgs):
             H, W = img.shape[:2]
@@ -221,8 +253,8 @@ def rollout_grid_figure(images: Sequence[np.ndarray] | np.ndarray, heatmaps_by_m
         if title:
             fig.suptitle(title, fontsize=10)
         if footnote:
-            fig.supxlabel("\n".join(textwrap.wrap(footnote, int(22 * cols))), fontsize=6.5, color="0.3")
-    return fig
+            fig.supxlabel(_wrap_note(footnote, int(22 * cols)), fontsize=6.5, color="0.3")
+    return grow_to_fit_texts(fig)     # whatever the image's aspect, no title, bar or note leaves the canvas
 
 
 # --- text --------------------------------------------------------------------------------------------
@@ -280,6 +312,7 @@ def render_text_rollout_html(tokens_by_model: Mapping[str, Sequence[str]],
         parts.append(f"<h2>{html.escape(title)}</h2>")
     if caption:
         parts.append(f'<p class="note">{html.escape(caption)}</p>')
+    guides: dict[bool, str] = {}
     for i, n in enumerate(names):
         toks = list(tokens_by_model[n])
         s = np.asarray(scores_by_model[n], dtype=np.float64)
@@ -294,6 +327,8 @@ def render_text_rollout_html(tokens_by_model: Mapping[str, Sequence[str]],
                          f'title="{v:.4g}">{html.escape(str(t))}</span>')
         parts.append(" ".join(spans))
         parts.append("</div>")
+        guides.setdefault(signed, reading_guide(signed))
+    parts += [f'<p class="note">{html.escape(g)}</p>' for g in guides.values()]   # how to read the colours
     parts.append("</body></html>")
     out = Path(out_html)
     atomic.write_text(out, "\n".join(parts) + "\n")
@@ -317,12 +352,55 @@ def plot_text_rollout(tokens_by_model: Mapping[str, Sequence[str]], scores_by_mo
                       out_png: str | os.PathLike, out_pdf: str | os.PathLike | None = None, *,
                       signed_by_model: Mapping[str, bool] | None = None, title: str | None = None,
                       labels: Sequence[str] | None = None, max_chars: int = 90, fontsize: float = 9.0,
-                      max_tokens: int | None = 200) -> Path:
+                      max_tokens: int | None = 200, note: str | None = None) -> Path:
     """Figure 3 as PNG (and PDF): one panel per model ((a) Transformer, (b) DT, (c) DGT, ...), tokens in a
-    monospace font on backgrounds shaded by relevance, wrapped at ``max_chars`` characters per line.
+    monospace font on backgrounds shaded by relevance, wrapped at ``max_chars`` characters per line; under
+    each panel's label its colour scale (the bar with its end values), and at the foot a one-line reading
+    guide (:func:`reading_guide`) and ``note`` (e.g. what the models were trained on).
 
     Only the first ``max_tokens`` tokens are drawn (an ellipsis marks the cut). Returns the PNG path.
     """
+    return save_as(text_rollout_figure(tokens_by_model, scores_by_model, signed_by_model=signed_by_model,
+                                       title=title, labels=labels, max_chars=max_chars, fontsize=fontsize,
+                                       max_tokens=max_tokens, note=note), out_png, out_pdf)
+
+
+def reading_guide(signed: bool) -> str:
+    """One line saying how to read a token's colour (docs/METHODS.md, Attention rollout: signed rows are
+    L1-normalised with their signs kept)."""
+    if signed:
+        return ("Signed: red = added to the class token, blue = subtracted; deep blue weighs as much as deep red "
+                "and is no vote against the class.")
+    return "Positive (classic rollout): darker red = more attention flows from this token into the class token."
+
+
+def _draw_scale(ax, x: float, y: float, lo: float, hi: float, signed: bool, fontsize: float) -> None:
+    """A small horizontal colour bar at (x, y) inches (top-left) with its end values and, when signed, 0."""
+    cmap = colormaps[SIGNED_CMAP] if signed else colormaps[TEXT_POSITIVE_CMAP]
+    ramp = np.linspace(0.0, 1.0, 256)[None, :]
+    if not signed:
+        ramp = ramp * 0.85                                           # as token_colors: the darkest end readable
+    w, h = 1.6, 0.09
+    ax.imshow(ramp, cmap=cmap, vmin=0.0, vmax=1.0, extent=(x, x + w, y + h, y), aspect="auto",
+              interpolation="bilinear")
+    ax.add_patch(Rectangle((x, y), w, h, facecolor="none", edgecolor="0.4", linewidth=0.4))
+    small = fontsize - 2.0
+    ax.text(x - 0.05, y + h / 2, _fmt_signed(lo), fontsize=small, va="center", ha="right")
+    ax.text(x + w + 0.05, y + h / 2, _fmt_signed(hi) + ("" if signed else "  (white = lowest)"),
+            fontsize=small, va="center", ha="left")
+    if signed:
+        ax.text(x + w / 2, y + h + 0.02, "0", fontsize=small, va="top", ha="center")
+
+
+def _fmt_signed(v: float) -> str:
+    return f"{v:+.3g}".replace("-", "−")
+
+
+def text_rollout_figure(tokens_by_model: Mapping[str, Sequence[str]], scores_by_model: Mapping[str, Sequence[float]],
+                        *, signed_by_model: Mapping[str, bool] | None = None, title: str | None = None,
+                        labels: Sequence[str] | None = None, max_chars: int = 90, fontsize: float = 9.0,
+                        max_tokens: int | None = 200, note: str | None = None) -> Figure:  # long: one layout pass
+    """The figure of :func:`plot_text_rollout`."""
     names = _check_text_inputs(tokens_by_model, scores_by_model)
     signed_by_model = dict(signed_by_model or {})
     char_w = 0.602 * fontsize / 72.0       # DejaVu Sans Mono advance, inches
@@ -339,8 +417,14 @@ def plot_text_rollout(tokens_by_model: Mapping[str, Sequence[str]], scores_by_mo
         label = labels[i] if labels is not None else f"({chr(ord('a') + i)}) {display_name(n)}"
         blocks.append((label, toks, s, signed, _wrap([t.replace("\n", " ") for t in toks], max_chars), cut))
     title_h = 0.35 if title else 0.0
-    heights = [line_h * (len(b[4]) + 1.4) for b in blocks]
-    height_in = title_h + sum(heights) + 0.15
+    scale_h = 0.28
+    heights = [line_h * (len(b[4]) + 1.4) + scale_h for b in blocks]
+    foot_pt = fontsize - 2.0
+    foot = [reading_guide(sig) for sig in dict.fromkeys(b[3] for b in blocks)]
+    foot_w = int((width_in - 0.3) / (0.49 * foot_pt / 72.0))  # characters per line
+    foot_lines = [w for para in foot + ([note] if note else []) for w in textwrap.wrap(para, foot_w)]
+    foot_h = 1.45 * foot_pt / 72.0 * len(foot_lines) + (0.1 if foot_lines else 0.0)
+    height_in = title_h + sum(heights) + 0.15 + foot_h
     with style():
         fig = Figure(figsize=(width_in, height_in))
         ax = fig.add_axes((0, 0, 1, 1))
@@ -352,9 +436,13 @@ def plot_text_rollout(tokens_by_model: Mapping[str, Sequence[str]], scores_by_mo
             ax.text(0.2, y + 0.15, title, fontsize=fontsize + 1, va="center", ha="left", weight="bold")
             y += title_h
         for (label, toks, s, signed, lines, cut), h in zip(blocks, heights):
-            ax.text(0.2, y + 0.5 * line_h, label + ("   (signed: white = 0, red +, blue −)" if signed else "   (positive: white = lowest)"),
-                    fontsize=fontsize, va="center", ha="left", weight="bold")
+            key = "   (signed: white = 0, red +, blue −)" if signed else "   (positive: white = lowest)"
+            ax.text(0.2, y + 0.5 * line_h, label + key, fontsize=fontsize, va="center", ha="left", weight="bold")
             y += line_h * 1.2
+            m = float(np.abs(s).max()) if s.size else 1.0
+            lo, hi = (-m, m) if signed else ((float(s.min()), float(s.max())) if s.size else (0.0, 1.0))
+            _draw_scale(ax, 0.2 + 0.6, y + 0.03, lo, hi, signed, fontsize)
+            y += scale_h
             cols = token_colors(s, signed)
             for li, line in enumerate(lines):
                 x = 0.2
@@ -371,7 +459,11 @@ def plot_text_rollout(tokens_by_model: Mapping[str, Sequence[str]], scores_by_mo
                             va="center", ha="left")
                 y += line_h
             y = y + 0.2 * line_h
-        return save_as(fig, out_png, out_pdf)
+        for line in foot_lines:
+            ax.text(0.2, y + 0.5 * 1.45 * foot_pt / 72.0, line, fontsize=foot_pt, va="center",
+                    ha="left", color="0.3")
+            y += 1.45 * foot_pt / 72.0
+    return fig
 
 
 # --- figures from stored rollout sets (the report's entry points) ------------------------------------

@@ -572,7 +572,7 @@ def _load(checkpoint_or_model: Any, preprocess: dict[str, Any] | None, meta: dic
     if not p.exists():
         raise UserError(f"checkpoint not found: {p}")
     model, ck_meta = load_checkpoint(p)
-    ck_meta = {**ck_meta, **(meta or {}), "checkpoint": str(p)}
+    ck_meta = {**ck_meta, **(meta or {}), "checkpoint": str(p.resolve())}   # the run record: relative to the store
     return model, ck_meta, preprocess or preprocess_from_meta(ck_meta)
 
 

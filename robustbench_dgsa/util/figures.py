@@ -97,19 +97,39 @@ def _save_one(fig: Figure, path: str | Path) -> Path:
     return save_figure(fig, path.parent, path.name[: -len(path.suffix)] if path.suffix else path.name, (fmt,))[0]
 
 
-def text_overflow(fig: Figure, pad_px: float = 0.5) -> list[str]:
-    """Texts (titles, labels, tick labels, legend entries) drawn partly outside the figure: a list of them
-    (empty = nothing clipped). Measured on the Agg renderer at :data:`DPI`."""
+def _text_boxes(fig: Figure) -> list:
+    """(text, window extent in pixels at :data:`DPI`) of every visible, non-empty text of ``fig`` (drawn once)."""
     with style():
         fig.set_dpi(DPI)
         renderer = FigureCanvasAgg(fig).get_renderer()
         fig.draw(renderer)
+        return [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(matplotlib.text.Text)
+                if t.get_visible() and t.get_text().strip()]
+
+
+def text_overflow(fig: Figure, pad_px: float = 0.5) -> list[str]:
+    """Texts (titles, labels, tick labels, legend entries) drawn partly outside the figure: a list of them
+    (empty = nothing clipped). Measured on the Agg renderer at :data:`DPI`."""
+    boxes = _text_boxes(fig)
+    W, H = fig.bbox.width, fig.bbox.height
+    return [text for text, bb in boxes
+            if bb.x0 < -pad_px or bb.y0 < -pad_px or bb.x1 > W + pad_px or bb.y1 > H + pad_px]
+
+
+def grow_to_fit_texts(fig: Figure, margin_px: float = 6.0, rounds: int = 6) -> Figure:
+    """Enlarge a (constrained- or tight-layout) figure until every text lies inside it: each round measures how
+    far the texts reach past each edge and adds that (plus ``margin_px``) to the canvas, then lays it out again.
+    A figure that already fits is left as it is. Returns ``fig``."""
+    for _ in range(rounds):
+        boxes = _text_boxes(fig)
+        if not boxes:
+            return fig
         W, H = fig.bbox.width, fig.bbox.height
-        bad = []
-        for t in fig.findobj(matplotlib.text.Text):
-            if not t.get_visible() or not t.get_text().strip():
-                continue
-            bb = t.get_window_extent(renderer)
-            if bb.x0 < -pad_px or bb.y0 < -pad_px or bb.x1 > W + pad_px or bb.y1 > H + pad_px:
-                bad.append(t.get_text())
-        return bad
+        over_x = max(0.0, -min(bb.x0 for _, bb in boxes)) + max(0.0, max(bb.x1 for _, bb in boxes) - W)
+        over_y = max(0.0, -min(bb.y0 for _, bb in boxes)) + max(0.0, max(bb.y1 for _, bb in boxes) - H)
+        if over_x <= 0.5 and over_y <= 0.5:
+            return fig
+        w_in, h_in = fig.get_size_inches()
+        fig.set_size_inches(w_in + (over_x + margin_px if over_x > 0.5 else 0.0) / DPI,
+                            h_in + (over_y + margin_px if over_y > 0.5 else 0.0) / DPI)
+    return fig

@@ -49,3 +49,43 @@ def inside(folder: str | Path, *names: object) -> Path:
     for n in names:
         path = path / safe_name(n)
     return path
+
+
+def relative_to(path: str | Path, folder: str | Path) -> str:
+    """``path`` written relative to ``folder`` (``../runs/x/checkpoint.safetensors``; forward slashes), so a
+    record holds no absolute path of the machine that wrote it; a relative ``path`` is read from the current
+    folder. On another drive (Windows), the path as given."""
+    import os
+    try:
+        rel = os.path.relpath(Path(path).resolve(), Path(folder).resolve())
+    except ValueError:
+        return str(path)
+    return rel.replace(os.sep, "/")
+
+
+def portable_paths(record: object, folder: str | Path) -> object:
+    """``record`` (JSON-like) with every absolute path string in it written relative to ``folder``
+    (:func:`relative_to`); other values unchanged."""
+    if isinstance(record, dict):
+        return {k: portable_paths(v, folder) for k, v in record.items()}
+    if isinstance(record, list):
+        return [portable_paths(v, folder) for v in record]
+    if isinstance(record, str) and len(record) > 1 and Path(record).is_absolute() and "\n" not in record:
+        return relative_to(record, folder)
+    return record
+
+
+def command_line(argv: list[str]) -> str:
+    """The command that ran, without the machine's install path: ``python -m robustbench_dgsa …`` when it ran
+    through the package's ``__main__.py`` (``python -m``, or the path of that file), else the program's name
+    (``dgsa-bench …``) then the arguments as given."""
+    if not argv:
+        return ""
+    prog = Path(argv[0])
+    if prog.name == "__main__.py" and prog.parent.name:
+        head = f"python -m {prog.parent.name}"
+    elif prog.name in ("-c", "-m", ""):
+        head = "python"
+    else:
+        head = prog.name
+    return " ".join([head, *argv[1:]])

@@ -84,10 +84,11 @@ def device_description(device: str | None = None) -> str:
 
 
 def collect(device: str | None = None) -> dict:
+    from robustbench_dgsa.util.paths import command_line
     commit, dirty = git_state()
     return {"git_commit": commit, "git_dirty": dirty, "package_version": package_version(),
             "versions": package_versions(),
-            "device": device_description(device), "command": " ".join(sys.argv), "platform": platform.platform(),
+            "device": device_description(device), "command": command_line(sys.argv), "platform": platform.platform(),
             "plugins": plugins.plugin_records()}
 
 

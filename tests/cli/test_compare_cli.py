@@ -119,7 +119,8 @@ def test_compare_two_seeds_marks_nothing_significant(tmp_path, monkeypatch, caps
 
 def test_compare_defaults_match_the_report(tmp_path, monkeypatch, capsys):
     """Image and text models in one store: ViT is the reference on the image dataset, Transformer on the
-    text one, no pair mixes modalities, and piped tables are not cut at 80 columns."""
+    text one, no pair mixes modalities; piped tables fit 100 columns (wrapped, never cut), or with --wide are
+    as wide as they need."""
     path = tmp_path / "mixed"
     rng = np.random.default_rng(1)
     for ds, models, conds in (("cifar10", ("vit", "dvit", "dgvit"), CELLS),
@@ -142,7 +143,9 @@ def test_compare_defaults_match_the_report(tmp_path, monkeypatch, capsys):
     assert not any("in common" in w or re.search(r"\b(dt|dgt|transformer) vs (vit|dvit|dgvit)\b", w)
                    for w in doc["warnings"]), doc["warnings"]
     code, out, _ = _run(monkeypatch, capsys, "--store", str(path))
-    assert max(len(line) for line in out.splitlines()) > 120 and "…" not in out
+    assert max(len(line) for line in out.splitlines()) <= 100 and "…" not in out    # 100 columns, nothing cut
+    code, out, _ = _run(monkeypatch, capsys, "--store", str(path), "--wide")
+    assert max(len(line) for line in out.splitlines()) > 120 and "…" not in out    # --wide: never cut at 80
 
 
 def test_compare_latex_compiles(small_store, tmp_path, monkeypatch, capsys, compile_latex):

@@ -157,7 +157,11 @@ def test_a_store_copied_without_its_checkpoints_resumes_without_retraining(tmp_p
     dst = tmp_path / "b"
     shutil.copytree(src / "store", dst / "store")
     assert is_finished(dst, job)
-    assert run_job(dst, job, device="cpu") == first            # nothing trained: the same record comes back
+    again = run_job(dst, job, device="cpu")                    # nothing trained: the same record comes back,
+    assert {**again, "checkpoint": None} == {**first, "checkpoint": None}
+    # its checkpoint named from the new folder (records hold paths relative to their store, none of the old machine)
+    assert again["checkpoint"] == str(dst.absolute() / "runs" / job.id / "checkpoint.safetensors")
+    assert first["checkpoint"] == str(src.absolute() / "runs" / job.id / "checkpoint.safetensors")
     assert not (dst / "runs").exists()
     [other] = plan(["vit"], [1], ["synthetic-vision"], "tiny", TINY)
     assert not is_finished(dst, other)

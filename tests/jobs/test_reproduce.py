@@ -53,6 +53,9 @@ def test_quick_main_job_end_to_end(quick_run):
     assert (df["kind"] == "rollout").any()
     timings = json.loads((out / "timings.json").read_text())
     assert timings["phases"]["total"] > 0
+    # the rollouts are counted: one set per model and dataset, made right after their jobs, and timed
+    assert timings["rollouts"] == 6 and timings["phases"]["rollout"] > 0
+    assert timings["within"]["rollout"] == "train_evaluate"
 
 
 def test_cli_rerun_resumes_and_prints_summary(quick_run):
