@@ -73,16 +73,13 @@ def evaluate_command(
                                              help="For --timm / --module: the seed these weights were trained with; "
                                                   "several trained seeds under one --name are one model with n "
                                                   "seeds in compare and report."),
-    amp: Optional[str] = typer.Option(None, "--amp", help=opt.AMP_HELP + " Default: the checkpoint's train.amp "
-                                                                          "(auto for --timm/--module)."),
+    amp: Optional[str] = opt.amp("Default: the checkpoint's train.amp (auto for --timm/--module)."),
     compile_model: bool = opt.compile_(),
 ) -> None:
     """Accuracy of a checkpoint (or of a timm / any importable model): clean, per corruption and severity, and
     under text noise (into the store)."""
     from robustbench_dgsa.jobs.evaluation import evaluate_model, result_summary
 
-    if amp is not None and amp not in ("auto", "bf16", "off"):
-        raise UserError(f"--amp: expected one of auto, bf16, off, got {amp!r}")
     corruptions = opt.parse_corruptions(corruption)
     severities = opt.parse_severities(severity)
     noise = opt.parse_text_noise(text_noise)

@@ -413,6 +413,15 @@ AMP_HELP = ("Precision: auto (bf16 on CUDA and on CPUs with native bf16, AVX512-
             "bf16 or off (fp32). Recorded in every row.")
 
 
+def amp(help: str) -> Any:
+    """``--amp`` (auto | bf16 | off, or None for the command's default), checked when parsed."""
+    def check(value: str | None) -> str | None:
+        if value is not None and value not in ("auto", "bf16", "off"):
+            raise typer.BadParameter(f"expected one of auto, bf16, off, got {value!r}")
+        return value
+    return typer.Option(None, "--amp", callback=check, help=AMP_HELP + " " + help)
+
+
 def compile_(help: str | None = None) -> Any:
     return typer.Option(False, "--compile", help=help or COMPILE_HELP)
 
