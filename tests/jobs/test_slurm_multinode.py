@@ -22,6 +22,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -241,6 +242,8 @@ def test_submitit_multi_task_parameters(sweep_dir):
 def _submitit_script(sweep_dir: Path, res: SlurmResources) -> str:
     """The sbatch script submitit itself would submit for these resources."""
     submitit = pytest.importorskip("submitit")
+    if shutil.which("srun") is None:  # submitit's SlurmExecutor refuses to exist without srun ("Could not detect")
+        pytest.skip("srun not on PATH (submitit's slurm executor needs it)")
     ex = submitit.AutoExecutor(folder=str(sweep_dir / "slurm" / "submitit"), cluster="slurm")
     ex.update_parameters(**slurm.submitit_parameters(sweep_dir, res, 3))
     try:
