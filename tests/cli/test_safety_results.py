@@ -617,3 +617,57 @@ def test_a_job_restarted_after_its_evaluation_records_it_once(swapped_sweep, tmp
     done = json.loads((jdir / "job_done.json").read_text())
     assert done["eval_run_id"] in before and done["evaluation"]["clean_accuracy"] is not None
     assert [row["condition"] for row in done["evaluation"]["table"]] == ["clean", "contrast"]
+
+
+# --------------------------------------------------------------------------------------------- batch sizes (issue 35)
+
+def _cells_and_preds(store_dir: Path):
+    from robustbench_dgsa import store
+    rows = store.load_results(store_dir)
+    acc = rows[rows.metric == "accuracy"]
+    cells = {(c, int(s)): float(v) for c, s, v in zip(acc.condition, acc.severity, acc.value)}
+    preds = store.load_predictions(store_dir).sort_values(["condition", "severity", "index"])
+    return cells, preds[["condition", "severity", "index", "pred"]].to_numpy().tolist()
+
+
+def test_evaluate_batch_size_100_equals_64(fx, tmp_path, run_main):
+    """``evaluate --batch-size 100`` (RobustBench's clean_accuracy default; not a multiple of the CPU's 64-example
+    forward chunk) on 250 examples: the same cells and predictions as at 64. It crashed with "operands could not
+    be broadcast" before issue 35's fix (a batch of 100 yielded 128 outputs)."""
+    found = {}
+    for bs in (64, 100):
+        code, out, err = run_main(["evaluate", "--checkpoint", str(fx["ckpt"]), "--corruption", "contrast",
+                                   "--severity", "1", "--max-examples", "250", "--batch-size", str(bs),
+                                   "--device", "cpu", "--store", f"s{bs}", "--quiet"], tmp_path)
+        assert code == 0 and "Traceback" not in err, err
+        found[bs] = _cells_and_preds(tmp_path / f"s{bs}")
+    assert found[64] == found[100]
+    assert len(found[64][1]) == 2 * 250 and set(found[64][0]) == {("clean", 0), ("contrast", 1)}
+
+
+def test_robustbench_shaped_benchmark_takes_batch_size_100(tmp_path):
+    """``robustbench_dgsa.robustbench.benchmark(..., batch_size=100)`` on a RobustBench data folder of 130 images
+    (random pixels; the 15 corruption files of 5 x 130): the same (clean, robust) accuracies as at 64."""
+    import pickle
+
+    from robustbench_dgsa.report.export import ROBUSTBENCH_CORRUPTIONS
+    from robustbench_dgsa.robustbench import benchmark
+    n, rng = 130, np.random.default_rng(0)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 10)).eval()
+    torch.nn.init.normal_(model[1].weight)          # predictions spread over the classes on random pixels
+    x = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
+    with torch.no_grad():                           # labels: the model's own answer on half the images
+        y = model(torch.from_numpy(x).permute(0, 3, 1, 2).float() / 255).argmax(1).numpy()
+    y[::2] = rng.integers(0, 10, len(y[::2]))
+    (tmp_path / "cifar-10-batches-py").mkdir()
+    with open(tmp_path / "cifar-10-batches-py" / "test_batch", "wb") as f:  # RobustBench's own (pickled) format
+        pickle.dump({b"data": x.transpose(0, 3, 1, 2).reshape(n, 3072), b"labels": [int(v) for v in y]}, f)
+    cdir = tmp_path / "CIFAR-10-C"
+    cdir.mkdir()
+    np.save(cdir / "labels.npy", np.tile(y, 5).astype(np.uint8))
+    for name in ROBUSTBENCH_CORRUPTIONS:
+        np.save(cdir / f"{name}.npy", rng.integers(0, 256, (5 * n, 32, 32, 3), dtype=np.uint8))
+    got = {bs: benchmark(model, n_examples=n, dataset="cifar10", threat_model="corruptions", data_dir=str(tmp_path),
+                         batch_size=bs, device="cpu") for bs in (64, 100)}
+    assert got[100] == got[64] and 0.4 < got[64][0] < 1 and got[64][1] < got[64][0]
