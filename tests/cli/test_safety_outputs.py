@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -445,3 +446,29 @@ def test_same_size_edit_with_restored_mtime_is_caught(tmp_path, monkeypatch):
     assert os.stat(f).st_size == st.st_size and os.stat(f).st_mtime_ns == st.st_mtime_ns
     with pytest.raises(CorruptionError, match="contents differ"):
         load_corrupted(out, "contrast", 1)
+
+
+# --------------------------------------------------------------------------------------------- names in compare --latex
+
+TEX_NAMES = ("vit\n\\input{/etc/hostname}", "dvit%\r\\write18{touch pwned}\\immediate")
+
+
+def _tex_without_comments(text: str) -> str:
+    """What TeX reads of ``text``: each line up to its first unescaped ``%``."""
+    return "\n".join(re.split(r"(?<!\\)%", line, maxsplit=1)[0] for line in text.split("\n"))
+
+
+def test_compare_latex_keeps_names_out_of_live_tex(tmp_path, run_main):
+    """Issue 35, item 1: ``compare --latex`` wrote the model names raw into its ``%`` header comments, so a newline
+    in a name ended the comment and ``\\input{/etc/hostname}`` became live LaTeX. Comments and cells now go through
+    the report's one LaTeX escaper: no line break inside a comment, no control word from a name outside one."""
+    st = _eval_store(tmp_path / "store", models=("dgvit", *TEX_NAMES), seeds=(0, 1, 2))
+    code, _, err = run_main(["compare", "--store", str(st), "--latex", "cmp.tex"], tmp_path)
+    assert code == 0, err
+    text = (tmp_path / "cmp.tex").read_text(encoding="utf-8")
+    live = _tex_without_comments(text)
+    for word in ("\\input", "\\write18", "\\immediate"):
+        assert word not in live, word
+    assert "\r" not in text
+    header = [ln for ln in text.split("\n") if "models=" in ln]
+    assert len(header) == 1 and header[0].startswith("% ") and "hostname" in header[0]   # the names, inert
