@@ -257,6 +257,77 @@ def test_store_value_check_covers_parquet_tables(fx, tmp_path, run_main):
     assert "results.parquet row" in line and "outside [0, 1]" in line
 
 
+# --------------------------------------------------------------------------------------------- broken rows (issue 35)
+
+def _without(key):
+    return lambda r: {k: v for k, v in r.items() if k != key}
+
+
+BROKEN_ROWS = {   # id: (change to a copy of a stored eval accuracy row, words the error names)
+    "value-null": (lambda r: {**r, "value": None}, "no value"),
+    "no-metric": (_without("metric"), "no metric"),
+    "no-kind": (_without("kind"), "no kind"),
+    "eval-no-n": (_without("n"), "no n"),
+    "severity-99": (lambda r: {**r, "severity": 99}, "severity 99"),
+    "severity-0-corrupted": (lambda r: {**r, "severity": 0}, "severity 0"),
+    "clean-severity-3": (lambda r: {**r, "condition": "clean", "severity": 3}, "severity 3"),
+    "n-0": (lambda r: {**r, "n": 0}, "n = 0"),
+    "n-negative": (lambda r: {**r, "n": -5}, "n = -5"),
+    "unknown-condition": (lambda r: {**r, "condition": "sunburn"}, "unknown condition 'sunburn'"),
+    "unknown-kind": (lambda r: {**r, "kind": "guess"}, "unknown kind 'guess'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_ROWS))
+def test_broken_row_is_an_error_naming_file_and_line(case, fx, tmp_path, run_main):
+    """Issue 35, item 2: the store's one reader checks every row. Each of these loaded with exit 0 before (a null
+    value as NaN, a row without ``metric`` dropped, severity 99, ``n`` <= 0, an unknown condition ...); now
+    ``compare`` stops with one ``error:`` line naming the rows file and line, exit 2, nothing written."""
+    change, words = BROKEN_ROWS[case]
+    bad = _store_copy(fx["store"], tmp_path / "bad", lambda r: {**change(r), "run_id": "eval-20990101T000000-bad000"})
+    line = _run(run_main, fx, tmp_path, ["compare", "--store", str(bad)], USAGE)
+    assert "eval-20990101T000000-bad000.jsonl line 1" in line and words in line, line
+
+
+def test_broken_row_in_a_parquet_table_is_an_error(fx, tmp_path, run_main):
+    """The same check on results.parquet (a store shipped compacted): a row of severity 99 is refused by row."""
+    from robustbench_dgsa import store
+    folder = shutil.copytree(fx["store"], tmp_path / "st")
+    df = store.load_results(folder)
+    df.loc[df.index[(df.kind == "eval") & (df.condition != "clean")][-1], "severity"] = 99
+    df.to_parquet(folder / "results.parquet", index=False)
+    shutil.rmtree(folder / "rows")
+    line = _run(run_main, fx, tmp_path, ["compare", "--store", str(folder)], USAGE)
+    assert "results.parquet row" in line and "severity 99" in line
+
+
+def test_torn_last_line_is_skipped_with_a_warning(fx, tmp_path, run_main):
+    """The one tolerance, on purpose: a writer killed mid-append leaves a torn last line (no newline). The rows
+    before it are used and a ``warning:`` line names the file and line; it is never dropped silently."""
+    folder = shutil.copytree(fx["store"], tmp_path / "st")
+    rows_file = sorted((folder / "rows").glob("eval-*.jsonl"))[0]
+    whole = rows_file.read_text(encoding="utf-8")
+    rows_file.write_text(whole + whole.splitlines()[0][:40], encoding="utf-8")  # torn: no newline after it
+    code, out, err = run_main(["compare", "--store", str(folder)], tmp_path)
+    assert code == 0, err
+    n = len(whole.splitlines()) + 1
+    warned = [ln for ln in err.splitlines() if ln.startswith("warning:") and "torn last line" in ln]
+    assert len(warned) == 1 and f"{rows_file.name} line {n}" in warned[0], err
+
+
+def test_committed_evidence_store_still_loads(tmp_path):
+    """The row check accepts every row of the committed campaign store: its JSONL, and its results.parquet alone
+    (a copy without rows/, so every Parquet row is checked)."""
+    from robustbench_dgsa import store
+    evidence = REPO / "results" / "evidence" / "store"
+    if not (evidence / "results.parquet").is_file():
+        pytest.skip("results/evidence/store not in this checkout")
+    (tmp_path / "parquet_only").mkdir()
+    shutil.copy(evidence / "results.parquet", tmp_path / "parquet_only" / "results.parquet")
+    sizes = [len(store.load_results(folder)) for folder in (evidence, tmp_path / "parquet_only")]
+    assert sizes[0] > 5000 and sizes[1] > 5000
+
+
 # --------------------------------------------------------------------------------------------- 13: duplicate cells
 
 @pytest.mark.parametrize("command", ["export", "compare", "report"])
