@@ -134,6 +134,41 @@ def rollout_set_path(store_dir: str | Path, run_id: str, model: str) -> Path:
     return rollouts_dir(store_dir) / f"{safe_name(run_id)}__{safe_name(model)}.npz"
 
 
+def is_store(folder: str | Path) -> bool:
+    """Whether ``folder`` is a results store: it holds ``rows/`` or ``results.parquet``."""
+    folder = Path(folder)
+    return rows_dir(folder).is_dir() or results_path(folder).is_file()
+
+
+def store_holding(path: str | Path) -> Path | None:
+    """The results store that ``path`` is, or lies inside (its nearest such folder), else None."""
+    full = Path(path).expanduser().absolute()
+    for folder in (full, *full.parents):
+        if is_store(folder):
+            return folder
+    return None
+
+
+def check_outputs(outputs: dict[str, str | Path | None], stores: dict[str, str | Path | None] | None = None) -> None:
+    """The one check of where a command writes, before it writes anything: no output (file or folder, keyed by
+    what the caller calls it) is a results store or lies inside one, a store it writes into (``stores``) is not
+    inside another store, and no two of them are the same path. UserError naming the first problem."""
+    seen: dict[Path, str] = {}
+    for label, path in [*outputs.items(), *(stores or {}).items()]:
+        if path is None:
+            continue
+        full = Path(path).expanduser().resolve()
+        if full in seen:
+            raise UserError(f"{seen[full]} and {label} are the same path ({path}); give each its own")
+        seen[full] = label
+        is_output = label in outputs
+        holder = store_holding(full if is_output else full.parent)
+        if holder is not None:
+            where = "is the results store" if holder == full else f"is inside the results store {holder}"
+            raise UserError(f"{label} {path}: {where}; write {'it' if is_output else 'the store'} outside any "
+                            "store (a store holds only what its runs write)")
+
+
 def new_run_id(prefix: str = "run") -> str:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S")
     return f"{prefix}-{stamp}-{uuid.uuid4().hex[:6]}"

@@ -134,6 +134,8 @@ def _evaluated_checkpoint(checkpoint: Optional[Path], pretrained: Optional[str],
         checkpoint = pretrained_checkpoint(pretrained.strip())[1]
         store = store if store is not None else opt.DEFAULT_STORE  # never a folder inside the installed package
     opt.check_output_dir(store, "--store")
+    opt.check_outputs({}, {"--store": store if store is not None or checkpoint is None
+                           else checkpoint.parent / "store"})
     _check_store_links(store, checkpoint)
     return checkpoint, store
 

@@ -345,6 +345,14 @@ def check_output_file(path: Path | str | None, option: str = "--out", suffixes: 
     return p
 
 
+def check_outputs(outputs: dict[str, Path | None], stores: dict[str, Path | None] | None = None) -> None:
+    """Every path a command writes, by its flag (:func:`robustbench_dgsa.store.check_outputs`, the library's one
+    check): none in or equal to a results store, a ``--store`` not inside another, no two the same."""
+    from robustbench_dgsa.store import check_outputs as check
+
+    check(outputs, stores)
+
+
 # ------------------------------------------------------------------------------------------------ declarations
 # Each returns a typer.Option; use as a parameter default: ``severity: str = options.severity()``.
 
