@@ -150,7 +150,6 @@ def _check_corrupt_paths(input: Optional[str], out: Optional[Path], preview: Opt
     opt.check_output_file(preview, "--preview", suffixes=(".png",))
     if input is not None:
         opt.check_output_dir(out, "--out")
-    opt.check_outputs({"--out": out, "--preview": preview})
 
 
 @app.command("corrupt-text")
@@ -187,7 +186,6 @@ def corrupt_text(
     sevs = opt.parse_severities(severity)
     seed_ = opt.parse_one_seed(seed)
     opt.check_output_dir(out, "--out")
-    opt.check_outputs({"--out": out})
     with opt.overwrite_flag():
         summary = corrupt_texts(input, out, split=split, data_root=data_root, text_column=text_column,
                                 label_column=label_column, encoding=encoding, noise=types, severities=sevs,

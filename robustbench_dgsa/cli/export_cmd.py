@@ -44,7 +44,6 @@ def export_command(
         raise UserError(f"--format must be one of {', '.join(_FORMATS)}, got {fmt!r}")
     opt.check_source(source)
     opt.check_output_dir(out, "--out")
-    opt.check_outputs({"--out": out})
     models = [m.strip() for m in model.split(",") if m.strip()] if model else None
     res = export_robustbench(store, out, dataset=dataset, store_dataset=store_dataset, models=models, source=source,
                              mce_reference=mce_reference)

@@ -36,7 +36,6 @@ def report_command(
         raise UserError("give either --out or --name, not both")
     ds = opt.split_list(datasets) or None
     opt.check_output_dir(out, "--out")
-    opt.check_outputs({"--out": out})
     folder = build_report(store, out, name=name, datasets=ds, reference=reference, title=title)
     _print_summary(folder, as_json)
 
@@ -115,7 +114,6 @@ def reproduce_command(
     corruptions = opt.parse_corruptions(corruption)
     noise = opt.parse_text_noise(text_noise)
     opt.check_output_dir(out, "--out")
-    opt.check_outputs({"--out": out})
     folder = reproduce(out, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
                        text_dataset=text_dataset, models=opt.split_list(models) or None, severities=severities,
                        corruptions=corruptions, text_noise=noise, max_test=max_examples,

@@ -56,7 +56,6 @@ def sweep_plan(
     opt.check_data_root(data_root)
     opt.check_corruption_dir(corruption_dir)
     opt.check_output_dir(sweep_dir, "SWEEP_DIR")
-    opt.check_outputs({"SWEEP_DIR": sweep_dir})
     merged, jobs = plan_sweep(sweep_dir, opt.split_list(models), seeds, opt.split_list(datasets), preset,
                               parse_set_options(set_), data_root=str(data_root.resolve()) if data_root else None,
                               download=download, evaluation=ev, device=device, ffn_ratio=ffn_ratio)
