@@ -209,10 +209,10 @@ def test_rank_0_stops_the_others_when_the_job_is_finished_or_locked(sweep_dir, t
     from robustbench_dgsa.jobs.sweep import load_jobs
     state, words = two_ranks
     job = load_jobs(sweep_dir)[0]
-    monkeypatch.setattr(job_runner, "read_done", lambda root, j: {"job": j.to_dict(), "finished": True})
+    monkeypatch.setattr(job_runner, "read_done", lambda root, j, precision=None: {"job": j.to_dict(), "finished": True})
     assert job_runner.run_job(sweep_dir, job)["finished"] and words == [False]     # told once: do not train
     words.clear()
-    monkeypatch.setattr(job_runner, "read_done", lambda root, j: None)
+    monkeypatch.setattr(job_runner, "read_done", lambda root, j, precision=None: None)
     monkeypatch.setattr(job_runner.JobLock, "__enter__", lambda self: (_ for _ in ()).throw(
         job_runner.JobLocked("job is being run by pid 1")))
     with pytest.raises(job_runner.JobLocked):
