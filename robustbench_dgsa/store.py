@@ -15,9 +15,11 @@ Every one of these paths is named here (:func:`rows_path`, :func:`rollouts_dir`,
 them rather than joining folder names onto a store path.
 
 Rows are appended line by line and flushed, so a killed run leaves at worst one torn last line (no newline
-at its end), which the reader skips; any other malformed line (not JSON, not UTF-8, not an object, unknown
-columns, wrongly typed values, an infinite value, an accuracy outside [0, 1] or NaN over examples: see
-:func:`value_problem`) is refused with one line naming the file and line, never dropped or computed on.
+at its end), which the reader skips with a warning naming the file and line; any other malformed line (not JSON,
+not UTF-8, not an object, unknown columns, wrongly typed values, a required column missing or null, an unknown
+kind or condition, a severity outside 1..5 (0 for clean), ``n`` below 1, an infinite value, an accuracy outside
+[0, 1] or NaN over examples: see :func:`row_problem`), and any such row of results.parquet, is refused with one
+line naming the file and line, never dropped or computed on.
 ``compact`` rewrites results.parquet atomically while holding ``.compact.lock`` (a ``filelock.FileLock``: an
 flock the kernel releases when its holder dies, so a dead owner's lock is never left standing) and reads the rows
 inside it, so of two overlapping compactions the later one includes everything the earlier one did plus what was
@@ -29,11 +31,13 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import json
 import math
 import numbers
 import os
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -128,6 +132,41 @@ def predictions_path(store_dir: str | Path, run_id: str, tag: str) -> Path:
 def rollout_set_path(store_dir: str | Path, run_id: str, model: str) -> Path:
     """``<store>/rollouts/<run_id>__<model>.npz`` (both names made safe for a file name)."""
     return rollouts_dir(store_dir) / f"{safe_name(run_id)}__{safe_name(model)}.npz"
+
+
+def is_store(folder: str | Path) -> bool:
+    """Whether ``folder`` is a results store: it holds ``rows/`` or ``results.parquet``."""
+    folder = Path(folder)
+    return rows_dir(folder).is_dir() or results_path(folder).is_file()
+
+
+def store_holding(path: str | Path) -> Path | None:
+    """The results store that ``path`` is, or lies inside (its nearest such folder), else None."""
+    full = Path(path).expanduser().absolute()
+    for folder in (full, *full.parents):
+        if is_store(folder):
+            return folder
+    return None
+
+
+def check_outputs(outputs: dict[str, str | Path | None], stores: dict[str, str | Path | None] | None = None) -> None:
+    """The one check of where a command writes, before it writes anything: no output (file or folder, keyed by
+    what the caller calls it) is a results store or lies inside one, a store it writes into (``stores``) is not
+    inside another store, and no two of them are the same path. UserError naming the first problem."""
+    seen: dict[Path, str] = {}
+    for label, path in [*outputs.items(), *(stores or {}).items()]:
+        if path is None:
+            continue
+        full = Path(path).expanduser().resolve()
+        if full in seen:
+            raise UserError(f"{seen[full]} and {label} are the same path ({path}); give each its own")
+        seen[full] = label
+        is_output = label in outputs
+        holder = store_holding(full if is_output else full.parent)
+        if holder is not None:
+            where = "is the results store" if holder == full else f"is inside the results store {holder}"
+            raise UserError(f"{label} {path}: {where}; write {'it' if is_output else 'the store'} outside any "
+                            "store (a store holds only what its runs write)")
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -228,10 +267,62 @@ def _check_row(row: Any, path: Path, n: int) -> dict[str, Any]:
         if isinstance(value, bool) or not isinstance(value, _PY_TYPES[dtype]):
             raise UserError(f"{path} line {n}: column {key!r} must be {dtype}, got {value!r}; "
                             "remove or fix the line")
-    problem = value_problem(row.get("metric"), row.get("value"), row.get("n"))
+    problem = row_problem(row)
     if problem:
         raise UserError(f"{path} line {n}: {problem}; remove or fix the line")
     return row
+
+
+#: what a row's ``kind`` may be (see :data:`COLUMNS`)
+KINDS = ("train", "eval", "rollout", "bench")
+#: columns every row has, whatever its kind; ``eval`` rows also say what was measured on (:data:`_EVAL_KEYS`)
+_REQUIRED = ("run_id", "kind", "model", "metric", "value")
+_EVAL_KEYS = ("dataset", "condition", "severity", "n")
+SEVERITIES = (1, 2, 3, 4, 5)   # a corrupted / noised condition; "clean" has severity 0
+
+
+def _given(value: Any) -> bool:
+    """Whether a column holds a value: missing, None / NA / NaN, "" and -1 (the store's "not applicable") do not."""
+    if value is None or value is pd.NA or (isinstance(value, str) and value == ""):
+        return False
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return not (value == -1 or math.isnan(value))
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def known_conditions() -> frozenset[str]:
+    """``clean``, every image corruption and every text-noise type: the conditions a row may name."""
+    from corruptions.registry import ALL
+    from corruptions.text import TEXT_NOISE_TYPES
+    return frozenset(("clean", *ALL, *TEXT_NOISE_TYPES))
+
+
+def row_problem(row: dict[str, Any]) -> str | None:
+    """Why a row (a JSON row, or a row of a Parquet table with its defaults) cannot be read as a result, None when
+    it can: a required column missing, an unknown kind or condition, a severity other than 0 for ``clean`` or
+    1..5 for any other condition, an ``n`` below 1 (0 only for a NaN value: measured over no examples), or a
+    value :func:`value_problem` refuses. The one row check of every reader (JSON lines and Parquet alike)."""
+    kind = row.get("kind")
+    missing = [k for k in (*_REQUIRED, *(_EVAL_KEYS if kind == "eval" else ()))
+               if (row.get(k) is None or row.get(k) is pd.NA if k == "value" else not _given(row.get(k)))]
+    if missing:
+        return f"no {', '.join(missing)} (a {kind or 'result'} row needs {'them' if len(missing) > 1 else 'it'})"
+    if kind not in KINDS:
+        return f"unknown kind {kind!r} (valid: {', '.join(KINDS)})"
+    condition, severity, count, value = row.get("condition"), row.get("severity"), row.get("n"), row.get("value")
+    if _given(condition):
+        if not isinstance(condition, str) or condition not in known_conditions():
+            return f"unknown condition {condition!r} (not clean, an image corruption or a text-noise type)"
+        allowed = (0,) if condition == "clean" else SEVERITIES
+        if severity not in allowed:
+            return f"severity {severity!r} for condition {condition!r} (must be {' or '.join(map(str, allowed))})"
+    elif _given(severity):
+        return f"severity {severity!r} without a condition"
+    if _given(count) and not (isinstance(count, numbers.Real) and (count >= 1 or (
+            count == 0 and isinstance(value, numbers.Real) and math.isnan(value)))):
+        return f"n = {count!r} (examples behind the value: at least 1; 0 only for a NaN value over none)"
+    return value_problem(row.get("metric"), value, count)
 
 
 #: metrics whose values are fractions: a value outside [0, 1] is a damaged row, never a result
@@ -254,24 +345,20 @@ def value_problem(metric: Any, value: Any, n: Any = None) -> str | None:
     return None
 
 
-def _check_frame_values(df: pd.DataFrame, path: Path) -> None:
-    """:func:`value_problem` for every row of a Parquet table; the first bad row is a UserError naming it."""
-    if not len(df):
-        return
-    value = pd.to_numeric(df["value"], errors="coerce").astype(float)
-    frac = df["metric"].isin(FRACTION_METRICS)
-    bad = value.map(math.isinf) | (frac & ((value < 0) | (value > 1) | (value.isna() & (df["n"] != 0))))
-    if bool(bad.any()):
-        i = int(bad.to_numpy().nonzero()[0][0])
-        row = df.iloc[i]
-        problem = value_problem(row["metric"], float(row["value"]), int(row["n"])) or "bad value"
-        raise UserError(f"{path} row {i + 1} (run {row['run_id']}): {problem}; restore the file, or delete it "
-                        "(it is rebuilt from rows/)")
+def _check_frame_rows(df: pd.DataFrame, path: Path) -> None:
+    """:func:`row_problem` for every row of a Parquet table; the first bad row is a UserError naming it."""
+    for i, row in enumerate(df.to_dict("records")):
+        problem = row_problem(row)
+        if problem:
+            raise UserError(f"{path} row {i + 1} (run {row.get('run_id')}): {problem}; restore the file, or delete "
+                            "it (it is rebuilt from rows/)")
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Rows of one file; a torn last line (no newline: a killed writer) is skipped, anything else malformed is a
-    UserError naming the file and line."""
+    """Rows of one file, each checked by :func:`row_problem`: anything malformed is a UserError naming the file and
+    line. The one tolerance, on purpose: a torn last line (not JSON and no newline after it: a writer killed, or
+    still writing, mid-append; the rows before it are whole, and a resumed ``train`` rewrites its file) is
+    skipped with a warning naming the file and line, never silently."""
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -284,13 +371,13 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
         torn = n == len(lines)                               # the last piece has no newline after it
         try:
             row = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError:
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
             if torn:
+                warnings.warn(f"{path} line {n}: torn last line skipped (no newline after it: a run killed or "
+                              "still writing mid-append); the rows before it are used")
                 continue
-            raise UserError(f"{path} line {n}: not UTF-8 text; remove or fix the file") from None
-        except json.JSONDecodeError as e:
-            if torn:
-                continue
+            if isinstance(e, UnicodeDecodeError):
+                raise UserError(f"{path} line {n}: not UTF-8 text; remove or fix the file") from None
             raise UserError(f"{path} line {n}: not a JSON row ({e.msg}); remove or fix the line") from None
         rows.append(_check_row(row, path, n))
     return rows
@@ -341,7 +428,7 @@ def load_results(store_dir: str | Path) -> pd.DataFrame:
             raise UserError(f"{parquet} is not a results table (no column {', '.join(missing)}); delete it and "
                             "run `dgsa-bench report` or any command that writes the store to rebuild it")
         df = df[~df["run_id"].isin(seen)]
-        _check_frame_values(df, parquet)
+        _check_frame_rows(df, parquet)
         frames.append(df)
     frames = [f for f in frames if len(f)]
     if not frames:

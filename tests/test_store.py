@@ -60,7 +60,8 @@ def test_torn_last_line_is_skipped(store_dir):
     w = _write_run(store_dir, "r1")
     with open(w.rows_path, "a") as f:
         f.write('{"run_id": "r1", "metric": "accur')             # a killed writer
-    df = store.load_results(store_dir)
+    with pytest.warns(UserWarning, match=r"r1\.jsonl line 4: torn last line skipped"):   # never silently
+        df = store.load_results(store_dir)
     assert len(df) == 3
 
 
@@ -108,9 +109,12 @@ def test_new_run_ids_are_unique():
 
 # --- integrity: malformed rows, concurrent compaction, failed runs ------------------------------------------
 
+GOOD_ROW = b'{"run_id": "r9", "kind": "bench", "model": "vit", "metric": "params", "value": 5.0}'
+
+
 @pytest.mark.parametrize("content, expect", [
-    (b'{"run_id": "r9", "metric": "accuracy", "value": 0.5}\nnot json at all\n', "line 2: not a JSON row"),
-    (b'{"run_id": "r9", "value": 0.5}\n\xff\xfe\xfa garbage\n', "line 2: not UTF-8"),
+    (GOOD_ROW + b'\nnot json at all\n', "line 2: not a JSON row"),
+    (GOOD_ROW + b'\n\xff\xfe\xfa garbage\n', "line 2: not UTF-8"),
     (b'[1, 2, 3]\n', "line 1: a result row must be a JSON object"),
     (b'{"run_id": "r9", "colour": "red"}\n', "line 1: unknown result column 'colour'"),
     (b'{"run_id": "r9", "value": "high"}\n', "line 1: column 'value' must be float64"),

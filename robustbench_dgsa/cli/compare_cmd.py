@@ -135,6 +135,7 @@ def compare(
     opt.check_output_file(csv, "--csv")
     opt.check_output_file(latex, "--latex")
     opt.check_output_file(cd_plot, "--cd-plot", suffixes=(".png", ".pdf", ".svg"))
+    opt.check_outputs({"--csv": csv, "--latex": latex, "--cd-plot": cd_plot})
     cmp, written = compare_store(store, csv=csv, latex=latex, cd_plot=cd_plot, dataset=dataset,
                                  models=opt.split_list(models) or None, reference=reference, metric=metric,
                                  condition=condition, paired=paired, alpha=alpha, aso=aso, all_pairs=all_pairs,

@@ -133,7 +133,9 @@ def _evaluated_checkpoint(checkpoint: Optional[Path], pretrained: Optional[str],
         from robustbench_dgsa.models.zoo import pretrained_checkpoint
         checkpoint = pretrained_checkpoint(pretrained.strip())[1]
         store = store if store is not None else opt.DEFAULT_STORE  # never a folder inside the installed package
-    opt.check_output_dir(store, "--store")
+    opt.check_output_dir(store, "--store", store=True)
+    if store is None and checkpoint is not None:  # the default store beside the checkpoint: not inside another
+        opt.check_outputs({}, {"--store": checkpoint.parent / "store"})
     _check_store_links(store, checkpoint)
     return checkpoint, store
 

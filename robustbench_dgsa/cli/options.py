@@ -278,13 +278,15 @@ def _check_creatable(path: Path, option: str, what: str) -> None:
                         f"change the folder's permissions")
 
 
-def check_output_dir(path: Path | str | None, option: str = "--out") -> Path | None:
+def check_output_dir(path: Path | str | None, option: str = "--out", store: bool = False) -> Path | None:
     """A folder a command will write into: existing and writable (with no symbolic link inside it, see
-    :func:`check_no_links`), or creatable. One-line UserError naming the path and what to do otherwise;
-    nothing is created here."""
+    :func:`check_no_links`), or creatable, and not in a results store (:func:`check_outputs`; ``store``: the
+    folder is a store the command writes into, which may be one but not lie inside another). One-line UserError
+    naming the path and what to do otherwise; nothing is created here."""
     if path is None:
         return None
     p = Path(path).expanduser()
+    check_outputs({}, {option: p}) if store else check_outputs({option: p})
     if p.exists():
         if not p.is_dir():
             kind = special_kind(p) or "a file"
@@ -331,6 +333,7 @@ def check_output_file(path: Path | str | None, option: str = "--out", suffixes: 
     p = Path(path).expanduser()
     if suffixes and p.suffix.lower() not in suffixes:
         raise UserError(f"{option} must name a {'/'.join(suffixes)} file, got {p}")
+    check_outputs({option: p})                       # not in a results store
     if p.is_dir():
         raise UserError(f"{option} {p}: is a folder, but a file is expected; give a file name such as "
                         f"{p / ('out' + (suffixes[0] if suffixes else ''))}")
@@ -343,6 +346,14 @@ def check_output_file(path: Path | str | None, option: str = "--out", suffixes: 
         return p
     _check_creatable(p, option, "file name")
     return p
+
+
+def check_outputs(outputs: dict[str, Path | None], stores: dict[str, Path | None] | None = None) -> None:
+    """Every path a command writes, by its flag (:func:`robustbench_dgsa.store.check_outputs`, the library's one
+    check): none in or equal to a results store, a ``--store`` not inside another, no two the same."""
+    from robustbench_dgsa.store import check_outputs as check
+
+    check(outputs, stores)
 
 
 # ------------------------------------------------------------------------------------------------ declarations

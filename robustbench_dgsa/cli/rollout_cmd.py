@@ -94,7 +94,7 @@ def _check_outputs(out: Optional[Path], store: Optional[Path], index: Optional[i
     for side in (out.with_suffix(".npy"), out.with_suffix(".json")) if out is not None else ():
         opt.check_output_file(side, "--out (beside it)")  # the heat maps and the summary go there too
     if store is not None:
-        opt.check_output_dir(store, "--store")
+        opt.check_output_dir(store, "--store", store=True)
     if index is not None and (dataset is None or metrics):
         raise UserError("--index goes with --dataset NAME (an image dataset), not with --metrics")
 

@@ -92,7 +92,8 @@ def train_command(
         raise UserError("--model needs at least one model name")
     opt.check_data_root(data_root)
     opt.check_output_dir(out, "--out")      # also: no symbolic link inside (<out>/store, run folders, rows)
-    opt.check_output_dir(store, "--store")
+    opt.check_output_dir(store, "--store", store=True)
+    opt.check_outputs({"--out": out}, {"--store": store})
     summary = train_runs(model_list, dataset, seeds, out, preset=preset, config_file=config, data_root=data_root,
                          overrides=_overrides(epochs, batch_size, lr, device, download, set_, compile_model),
                          store=store, resume=resume, progress=not quiet, nproc=nproc,

@@ -234,9 +234,11 @@ def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_ma
     try:
         for start in range(0, len(inputs), batch_size):
             outs = []
-            for s in range(start, min(start + batch_size, len(inputs)), step):
-                xb = inputs[s:s + step].to(dev, non_blocking=True)
-                mb = None if key_padding_mask is None else key_padding_mask[s:s + step].to(dev)
+            end = min(start + batch_size, len(inputs))
+            for s in range(start, end, step):     # chunks of this batch only: the last one stops at its end
+                stop = min(s + step, end)
+                xb = inputs[s:stop].to(dev, non_blocking=True)
+                mb = None if key_padding_mask is None else key_padding_mask[s:stop].to(dev)
                 if trim:
                     xb, mb = trim_padding(xb, mb)
                 with autocast(dev, amp):

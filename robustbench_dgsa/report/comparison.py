@@ -102,12 +102,12 @@ def write_latex(cmp: Comparison, path: Path) -> Path:
     """Every table as booktabs LaTeX through the report's one table writer, the same cells as printed."""
     from robustbench_dgsa.util import atomic
 
-    from .tables import LATEX_PREAMBLE, Table
+    from .tables import LATEX_PREAMBLE, Table, latex_comment
 
     parts = ["% dgsa-bench compare; preamble: " + LATEX_PREAMBLE.replace("\n", " "),
-             f"% metric={cmp.info['metric']} models={','.join(cmp.info['models'])} "
-             f"reference={cmp.info['reference']} alpha={cmp.info['alpha']:g}"]
-    parts += [f"% warning: {w}" for w in cmp.warnings]
+             latex_comment(f"metric={cmp.info['metric']} models={','.join(cmp.info['models'])} "
+                           f"reference={cmp.info['reference']} alpha={cmp.info['alpha']:g}")]
+    parts += [latex_comment(f"warning: {w}") for w in cmp.warnings]
     for name, df in cmp.tables.items():
         show = display_frame(name, df)
         notes = [f for f in cmp.families if (name == "pairwise") == ("t-test" in f)] if name in (

@@ -172,6 +172,12 @@ def latex_escape(s: object) -> str:
     return "".join(out)
 
 
+def latex_comment(text: object) -> str:
+    """A ``%`` comment line for a ``.tex`` file: ``text`` through :func:`latex_escape`, so a line break in it
+    (a model name, a warning) cannot end the comment and nothing in it is live LaTeX even outside one."""
+    return "% " + latex_escape(text)
+
+
 def rounded(v: float, digits: int = 2) -> str:
     """The one rounding of a number for print: ``v`` with ``digits`` decimals, after snapping it to 12
     significant digits, so one quantity summed in two orders (197/800 as 0.24624999999999997 and as

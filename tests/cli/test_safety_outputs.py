@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -445,3 +446,79 @@ def test_same_size_edit_with_restored_mtime_is_caught(tmp_path, monkeypatch):
     assert os.stat(f).st_size == st.st_size and os.stat(f).st_mtime_ns == st.st_mtime_ns
     with pytest.raises(CorruptionError, match="contents differ"):
         load_corrupted(out, "contrast", 1)
+
+
+# --------------------------------------------------------------------------------------------- names in compare --latex
+
+TEX_NAMES = ("vit\n\\input{/etc/hostname}", "dvit%\r\\write18{touch pwned}\\immediate")
+
+
+def _tex_without_comments(text: str) -> str:
+    """What TeX reads of ``text``: each line up to its first unescaped ``%``."""
+    return "\n".join(re.split(r"(?<!\\)%", line, maxsplit=1)[0] for line in text.split("\n"))
+
+
+def test_compare_latex_keeps_names_out_of_live_tex(tmp_path, run_main):
+    """Issue 35, item 1: ``compare --latex`` wrote the model names raw into its ``%`` header comments, so a newline
+    in a name ended the comment and ``\\input{/etc/hostname}`` became live LaTeX. Comments and cells now go through
+    the report's one LaTeX escaper: no line break inside a comment, no control word from a name outside one."""
+    st = _eval_store(tmp_path / "store", models=("dgvit", *TEX_NAMES), seeds=(0, 1, 2))
+    code, _, err = run_main(["compare", "--store", str(st), "--latex", "cmp.tex"], tmp_path)
+    assert code == 0, err
+    text = (tmp_path / "cmp.tex").read_text(encoding="utf-8")
+    live = _tex_without_comments(text)
+    for word in ("\\input", "\\write18", "\\immediate"):
+        assert word not in live, word
+    assert "\r" not in text
+    header = [ln for ln in text.split("\n") if "models=" in ln]
+    assert len(header) == 1 and header[0].startswith("% ") and "hostname" in header[0]   # the names, inert
+
+
+# --------------------------------------------------------------------------------------------- outputs and stores
+
+OUTPUT_CASES = {   # id: (arguments, with {S} the store and {W} the working folder; words the error names)
+    "compare-csv-in-rows": (["compare", "--store", "{S}", "--csv", "{S}/rows/evil.jsonl"], "inside the results store"),
+    "compare-latex-in-store": (["compare", "--store", "{S}", "--latex", "{S}/cmp.tex"], "inside the results store"),
+    "compare-csv-is-latex": (["compare", "--store", "{S}", "--csv", "x", "--latex", "x"], "same path"),
+    "compare-plot-is-csv": (["compare", "--store", "{S}", "--csv", "{W}/x.png", "--cd-plot", "x.png"], "same path"),
+    "report-out-is-store": (["report", "--store", "{S}", "--out", "{S}"], "is the results store"),
+    "report-out-in-rows": (["report", "--store", "{S}", "--out", "{S}/rows"], "inside the results store"),
+    "export-out-in-store": (["export", "--store", "{S}", "--out", "{S}/rb", "--dataset", "cifar10"],
+                            "inside the results store"),
+    "evaluate-store-in-store": (["evaluate", "--pretrained", "vit", "--store", "{S}/rows", "--dataset",
+                                 "synthetic-vision", "--max-examples", "4"], "inside the results store"),
+    "train-out-is-store": (["train", "-m", "vit", "-d", "synthetic-vision", "--out", "{S}", "--preset", "tiny"],
+                           "is the results store"),
+    "train-out-is-its-store": (["train", "-m", "vit", "-d", "synthetic-vision", "--out", "o", "--store", "o",
+                                "--preset", "tiny"], "same path"),
+    "reproduce-out-in-store": (["reproduce", "--quick", "--out", "{S}/rep"], "inside the results store"),
+    "sweep-plan-in-store": (["sweep", "plan", "{S}/sw", "-m", "vit", "-d", "synthetic-vision"],
+                            "inside the results store"),
+    "corrupt-out-in-store": (["corrupt", "--input", "{W}/x.npy", "--out", "{S}/c", "--corruption", "fog",
+                              "--severity", "1"], "inside the results store"),
+}
+
+
+@pytest.mark.parametrize("case", list(OUTPUT_CASES))
+def test_outputs_never_land_in_a_store_or_on_each_other(case, tmp_path, run_main):
+    """Issue 35, item 3: ``compare --csv S/rows/evil.jsonl`` broke the store, ``report --out S`` wrote ~100 files
+    among ``rows/``, ``--csv x --latex x`` overwrote one with the other. One check of where every command writes
+    (``store.check_outputs``): one ``error:`` line, exit 2, nothing written anywhere."""
+    args, words = OUTPUT_CASES[case]
+    st = _eval_store(tmp_path / "S", models=("vit", "dvit"), seeds=(0, 1))
+    work = tmp_path / "W"
+    work.mkdir()
+    np.save(work / "x.npy", np.zeros((2, 32, 32, 3), np.uint8))
+    before = _snapshot(tmp_path)
+    code, _, err = run_main([a.replace("{S}", str(st)).replace("{W}", str(work)) for a in args], work)
+    line = _one_error(code, err)
+    assert words in line, line
+    assert _snapshot(tmp_path) == before, "something was written"
+
+
+def test_report_beside_its_store_is_still_allowed(tmp_path, run_main):
+    """The control: reproduce's layout (the report in a folder that holds the store) stays allowed."""
+    st = _eval_store(tmp_path / "rep" / "store", seeds=(0, 1))
+    code, _, err = run_main(["report", "--store", str(st), "--out", str(tmp_path / "rep")], tmp_path)
+    assert code == 0, err
+    assert (tmp_path / "rep" / "index.md").is_file()

@@ -257,6 +257,77 @@ def test_store_value_check_covers_parquet_tables(fx, tmp_path, run_main):
     assert "results.parquet row" in line and "outside [0, 1]" in line
 
 
+# --------------------------------------------------------------------------------------------- broken rows (issue 35)
+
+def _without(key):
+    return lambda r: {k: v for k, v in r.items() if k != key}
+
+
+BROKEN_ROWS = {   # id: (change to a copy of a stored eval accuracy row, words the error names)
+    "value-null": (lambda r: {**r, "value": None}, "no value"),
+    "no-metric": (_without("metric"), "no metric"),
+    "no-kind": (_without("kind"), "no kind"),
+    "eval-no-n": (_without("n"), "no n"),
+    "severity-99": (lambda r: {**r, "severity": 99}, "severity 99"),
+    "severity-0-corrupted": (lambda r: {**r, "severity": 0}, "severity 0"),
+    "clean-severity-3": (lambda r: {**r, "condition": "clean", "severity": 3}, "severity 3"),
+    "n-0": (lambda r: {**r, "n": 0}, "n = 0"),
+    "n-negative": (lambda r: {**r, "n": -5}, "n = -5"),
+    "unknown-condition": (lambda r: {**r, "condition": "sunburn"}, "unknown condition 'sunburn'"),
+    "unknown-kind": (lambda r: {**r, "kind": "guess"}, "unknown kind 'guess'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_ROWS))
+def test_broken_row_is_an_error_naming_file_and_line(case, fx, tmp_path, run_main):
+    """Issue 35, item 2: the store's one reader checks every row. Each of these loaded with exit 0 before (a null
+    value as NaN, a row without ``metric`` dropped, severity 99, ``n`` <= 0, an unknown condition ...); now
+    ``compare`` stops with one ``error:`` line naming the rows file and line, exit 2, nothing written."""
+    change, words = BROKEN_ROWS[case]
+    bad = _store_copy(fx["store"], tmp_path / "bad", lambda r: {**change(r), "run_id": "eval-20990101T000000-bad000"})
+    line = _run(run_main, fx, tmp_path, ["compare", "--store", str(bad)], USAGE)
+    assert "eval-20990101T000000-bad000.jsonl line 1" in line and words in line, line
+
+
+def test_broken_row_in_a_parquet_table_is_an_error(fx, tmp_path, run_main):
+    """The same check on results.parquet (a store shipped compacted): a row of severity 99 is refused by row."""
+    from robustbench_dgsa import store
+    folder = shutil.copytree(fx["store"], tmp_path / "st")
+    df = store.load_results(folder)
+    df.loc[df.index[(df.kind == "eval") & (df.condition != "clean")][-1], "severity"] = 99
+    df.to_parquet(folder / "results.parquet", index=False)
+    shutil.rmtree(folder / "rows")
+    line = _run(run_main, fx, tmp_path, ["compare", "--store", str(folder)], USAGE)
+    assert "results.parquet row" in line and "severity 99" in line
+
+
+def test_torn_last_line_is_skipped_with_a_warning(fx, tmp_path, run_main):
+    """The one tolerance, on purpose: a writer killed mid-append leaves a torn last line (no newline). The rows
+    before it are used and a ``warning:`` line names the file and line; it is never dropped silently."""
+    folder = shutil.copytree(fx["store"], tmp_path / "st")
+    rows_file = sorted((folder / "rows").glob("eval-*.jsonl"))[0]
+    whole = rows_file.read_text(encoding="utf-8")
+    rows_file.write_text(whole + whole.splitlines()[0][:40], encoding="utf-8")  # torn: no newline after it
+    code, out, err = run_main(["compare", "--store", str(folder)], tmp_path)
+    assert code == 0, err
+    n = len(whole.splitlines()) + 1
+    warned = [ln for ln in err.splitlines() if ln.startswith("warning:") and "torn last line" in ln]
+    assert len(warned) == 1 and f"{rows_file.name} line {n}" in warned[0], err
+
+
+def test_committed_evidence_store_still_loads(tmp_path):
+    """The row check accepts every row of the committed campaign store: its JSONL, and its results.parquet alone
+    (a copy without rows/, so every Parquet row is checked)."""
+    from robustbench_dgsa import store
+    evidence = REPO / "results" / "evidence" / "store"
+    if not (evidence / "results.parquet").is_file():
+        pytest.skip("results/evidence/store not in this checkout")
+    (tmp_path / "parquet_only").mkdir()
+    shutil.copy(evidence / "results.parquet", tmp_path / "parquet_only" / "results.parquet")
+    sizes = [len(store.load_results(folder)) for folder in (evidence, tmp_path / "parquet_only")]
+    assert sizes[0] > 5000 and sizes[1] > 5000
+
+
 # --------------------------------------------------------------------------------------------- 13: duplicate cells
 
 @pytest.mark.parametrize("command", ["export", "compare", "report"])
@@ -617,3 +688,57 @@ def test_a_job_restarted_after_its_evaluation_records_it_once(swapped_sweep, tmp
     done = json.loads((jdir / "job_done.json").read_text())
     assert done["eval_run_id"] in before and done["evaluation"]["clean_accuracy"] is not None
     assert [row["condition"] for row in done["evaluation"]["table"]] == ["clean", "contrast"]
+
+
+# --------------------------------------------------------------------------------------------- batch sizes (issue 35)
+
+def _cells_and_preds(store_dir: Path):
+    from robustbench_dgsa import store
+    rows = store.load_results(store_dir)
+    acc = rows[rows.metric == "accuracy"]
+    cells = {(c, int(s)): float(v) for c, s, v in zip(acc.condition, acc.severity, acc.value)}
+    preds = store.load_predictions(store_dir).sort_values(["condition", "severity", "index"])
+    return cells, preds[["condition", "severity", "index", "pred"]].to_numpy().tolist()
+
+
+def test_evaluate_batch_size_100_equals_64(fx, tmp_path, run_main):
+    """``evaluate --batch-size 100`` (RobustBench's clean_accuracy default; not a multiple of the CPU's 64-example
+    forward chunk) on 250 examples: the same cells and predictions as at 64. It crashed with "operands could not
+    be broadcast" before issue 35's fix (a batch of 100 yielded 128 outputs)."""
+    found = {}
+    for bs in (64, 100):
+        code, out, err = run_main(["evaluate", "--checkpoint", str(fx["ckpt"]), "--corruption", "contrast",
+                                   "--severity", "1", "--max-examples", "250", "--batch-size", str(bs),
+                                   "--device", "cpu", "--store", f"s{bs}", "--quiet"], tmp_path)
+        assert code == 0 and "Traceback" not in err, err
+        found[bs] = _cells_and_preds(tmp_path / f"s{bs}")
+    assert found[64] == found[100]
+    assert len(found[64][1]) == 2 * 250 and set(found[64][0]) == {("clean", 0), ("contrast", 1)}
+
+
+def test_robustbench_shaped_benchmark_takes_batch_size_100(tmp_path):
+    """``robustbench_dgsa.robustbench.benchmark(..., batch_size=100)`` on a RobustBench data folder of 130 images
+    (random pixels; the 15 corruption files of 5 x 130): the same (clean, robust) accuracies as at 64."""
+    import pickle
+
+    from robustbench_dgsa.report.export import ROBUSTBENCH_CORRUPTIONS
+    from robustbench_dgsa.robustbench import benchmark
+    n, rng = 130, np.random.default_rng(0)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 10)).eval()
+    torch.nn.init.normal_(model[1].weight)          # predictions spread over the classes on random pixels
+    x = rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8)
+    with torch.no_grad():                           # labels: the model's own answer on half the images
+        y = model(torch.from_numpy(x).permute(0, 3, 1, 2).float() / 255).argmax(1).numpy()
+    y[::2] = rng.integers(0, 10, len(y[::2]))
+    (tmp_path / "cifar-10-batches-py").mkdir()
+    with open(tmp_path / "cifar-10-batches-py" / "test_batch", "wb") as f:  # RobustBench's own (pickled) format
+        pickle.dump({b"data": x.transpose(0, 3, 1, 2).reshape(n, 3072), b"labels": [int(v) for v in y]}, f)
+    cdir = tmp_path / "CIFAR-10-C"
+    cdir.mkdir()
+    np.save(cdir / "labels.npy", np.tile(y, 5).astype(np.uint8))
+    for name in ROBUSTBENCH_CORRUPTIONS:
+        np.save(cdir / f"{name}.npy", rng.integers(0, 256, (5 * n, 32, 32, 3), dtype=np.uint8))
+    got = {bs: benchmark(model, n_examples=n, dataset="cifar10", threat_model="corruptions", data_dir=str(tmp_path),
+                         batch_size=bs, device="cpu") for bs in (64, 100)}
+    assert got[100] == got[64] and 0.4 < got[64][0] < 1 and got[64][1] < got[64][0]

@@ -187,7 +187,8 @@ def test_failed_run_removes_its_rows_and_resume_rebuilds_them(tmp_path, monkeypa
     from robustbench_dgsa.engine import train as train_mod
     from robustbench_dgsa.engine.train import train
     store_dir = tmp_path / "store"
-    store.RunWriter(store_dir, "other-run", base=dict(kind="eval")).add("accuracy", 0.5)   # someone else's rows
+    store.RunWriter(store_dir, "other-run", base=dict(kind="eval", model="vit", dataset="synthetic-vision")).add(
+        "accuracy", 0.5, condition="clean", severity=0, n=10)                                # someone else's rows
     before = sorted(p.relative_to(store_dir) for p in store_dir.rglob("*"))
     real = train_mod.evaluate_split
 

@@ -22,6 +22,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -208,10 +209,10 @@ def test_rank_0_stops_the_others_when_the_job_is_finished_or_locked(sweep_dir, t
     from robustbench_dgsa.jobs.sweep import load_jobs
     state, words = two_ranks
     job = load_jobs(sweep_dir)[0]
-    monkeypatch.setattr(job_runner, "read_done", lambda root, j: {"job": j.to_dict(), "finished": True})
+    monkeypatch.setattr(job_runner, "read_done", lambda root, j, precision=None: {"job": j.to_dict(), "finished": True})
     assert job_runner.run_job(sweep_dir, job)["finished"] and words == [False]     # told once: do not train
     words.clear()
-    monkeypatch.setattr(job_runner, "read_done", lambda root, j: None)
+    monkeypatch.setattr(job_runner, "read_done", lambda root, j, precision=None: None)
     monkeypatch.setattr(job_runner.JobLock, "__enter__", lambda self: (_ for _ in ()).throw(
         job_runner.JobLocked("job is being run by pid 1")))
     with pytest.raises(job_runner.JobLocked):
@@ -241,6 +242,8 @@ def test_submitit_multi_task_parameters(sweep_dir):
 def _submitit_script(sweep_dir: Path, res: SlurmResources) -> str:
     """The sbatch script submitit itself would submit for these resources."""
     submitit = pytest.importorskip("submitit")
+    if shutil.which("srun") is None:  # submitit's SlurmExecutor refuses to exist without srun ("Could not detect")
+        pytest.skip("srun not on PATH (submitit's slurm executor needs it)")
     ex = submitit.AutoExecutor(folder=str(sweep_dir / "slurm" / "submitit"), cluster="slurm")
     ex.update_parameters(**slurm.submitit_parameters(sweep_dir, res, 3))
     try:

@@ -1,7 +1,7 @@
 """File names built from data stay inside their folder (issue 12, item 2).
 
 ``util.paths.safe_name`` is the one slug: the unit tests pin its properties; the end-to-end test builds a store
-whose dataset, model, condition and run names hold ``../``, absolute paths and odd Unicode, then runs ``report``
+whose dataset, model and run names hold ``../``, absolute paths and odd Unicode, then runs ``report``
 and ``export`` through the CLI and saves rollout sets, and walks the file system: every new file is under the
 folder the user chose, and no folder is made from a name.
 """
@@ -51,7 +51,9 @@ def test_different_names_never_share_a_file():
 # From <tmp>/a/b/c/rep, "fig4_severity_" + "../../../../x" resolved by the OS is <tmp>/a/x: outside --out.
 BAD_DATASETS = ["../../../../escaped ☃ データ", "folder:/abs/path/to/images"]
 BAD_MODELS = ["vit", "../../../../evil-model", "/abs/módel ☃"]
-BAD_CONDITIONS = ["../../cond", "contrast"]
+# A condition outside the known names (e.g. "../../cond") never gets this far: the store's reader refuses it (issue
+# 35; tests/cli/test_safety_results.py::test_broken_row_is_an_error_naming_file_and_line[unknown-condition]).
+BAD_CONDITIONS = ["fog", "contrast"]
 
 
 def _hostile_store(store_dir: Path) -> None:
