@@ -93,11 +93,16 @@ def benchmark(model: nn.Module, n_examples: int = MAX_EXAMPLES, dataset: Any = "
               data_dir: str | Path = "./data", corruptions_data_dir: str | Path | None = None,
               device: Any = None, batch_size: int = 32, eps: float | None = None, log_path: str | None = None,
               preprocessing: Any = None, aa_state_path: Any = None, *, timm_norm: bool = False,
-              **unknown: Any) -> tuple[float, float]:
-    """``robustbench.eval.benchmark``'s call for common corruptions; returns ``(clean_acc, robust_acc)``. See the
-    module docstring. ``dataset`` may also be in-memory data: ``(x, y)`` tensors (x float (N, C, H, W) in [0, 1])
-    or a torch ``Dataset`` of (image, label) pairs; its corruptions are then made on the fly (keyed, CIFAR
-    constants at 32 px) and ``n_examples`` is capped at its length."""
+              attack: str = "autoattack", attack_seed: int = 0, **unknown: Any) -> tuple[float, float]:
+    """``robustbench.eval.benchmark``'s call; returns ``(clean_acc, robust_acc)``. See the module docstring.
+
+    ``threat_model``: ``"corruptions"`` (the default), ``"Linf"`` or ``"L2"`` (AutoAttack's standard version from
+    ``pyautoattack`` 0.2.0, the extra ``[adversarial]``; ``eps`` in pixel units, default RobustBench's 8/255 (Linf)
+    or 0.5 (L2) on CIFAR; ``attack="apgd-ce"`` / ``"apgd-ce+apgd-t"`` runs only AutoAttack's first attack(s) for a
+    quick look: a weaker attack, not AutoAttack; ``attack_seed`` is AutoAttack's seed). ``dataset`` may also be
+    in-memory data: ``(x, y)`` tensors (x float (N, C, H, W) in [0, 1]) or a torch ``Dataset`` of (image, label)
+    pairs; its corruptions are then made on the fly (keyed, CIFAR constants at 32 px) and ``n_examples`` is capped
+    at its length."""
     from robustbench_dgsa.data.memory import is_in_memory
     in_memory = is_in_memory(dataset)
     if in_memory and to_disk:
@@ -106,6 +111,9 @@ def benchmark(model: nn.Module, n_examples: int = MAX_EXAMPLES, dataset: Any = "
                              model_name, device, batch_size,
                              dict(eps=eps, log_path=log_path, preprocessing=preprocessing,
                                   aa_state_path=aa_state_path), unknown)
+    if str(getattr(threat_model, "value", threat_model)) != "corruptions":
+        return _benchmark_adversarial(model, n, dataset if in_memory else ds, threat_model, eps, attack,
+                                      attack_seed, to_disk, model_name, data_dir, device, batch_size, timm_norm)
     cdir = None if in_memory else Path(corruptions_data_dir or data_dir) / CORRUPTION_FOLDERS[ds]
     if cdir is not None and not cdir.is_dir():
         raise BenchmarkArgumentError(f"corrupted data not found: {cdir} (put the official {CORRUPTION_FOLDERS[ds]} "
@@ -152,10 +160,16 @@ def _check_arguments(model: Any, n_examples: Any, dataset: Any, threat_model: An
         raise BenchmarkArgumentError(f"dataset must be one of {', '.join(CORRUPTION_FOLDERS)}, got {dataset!r}")
     tm = str(getattr(threat_model, "value", threat_model))
     if tm != "corruptions":
-        raise BenchmarkArgumentError(f"threat_model {tm!r} is not measured here: this suite evaluates common "
-                                     "corruptions (threat_model='corruptions'); Linf / L2 need RobustBench's "
-                                     "AutoAttack")
+        from robustbench_dgsa.engine.adversarial import check_eps, threat_model_name
+        try:
+            check_eps(threat_model_name(tm), adversarial["eps"], ds)
+        except UserError as e:
+            raise BenchmarkArgumentError(f"{e} (threat_model Linf, L2 or corruptions)") from None
+        adversarial = {k: v for k, v in adversarial.items() if k != "eps"}
     given = [k for k, v in adversarial.items() if v is not None]
+    if given and tm != "corruptions":
+        raise BenchmarkArgumentError(f"{', '.join(given)}: not supported here (AutoAttack's log and resume state "
+                                     "files, ImageNet preprocessing); leave them None")
     if given:
         raise BenchmarkArgumentError(f"{', '.join(given)} must be None for threat_model='corruptions' on "
                                      f"{ds} (adversarial / ImageNet arguments)")
@@ -166,6 +180,49 @@ def _check_arguments(model: Any, n_examples: Any, dataset: Any, threat_model: An
     if isinstance(device, (list, tuple)):
         raise BenchmarkArgumentError("one device only (several devices are not supported, as in RobustBench)")
     return ds, int(n_examples)
+
+
+def _benchmark_adversarial(model: nn.Module, n: int, data: Any, threat_model: Any, eps: Any, attack: str,
+                           attack_seed: int, to_disk: bool, model_name: str | None, data_dir: Any, device: Any,
+                           batch_size: int, timm_norm: bool) -> tuple[float, float]:
+    """Linf / L2: AutoAttack (or its first attack(s)) on the first n clean test images, in pixel units."""
+    from robustbench_dgsa.engine import adversarial as adv
+    from robustbench_dgsa.models.external import input_preprocess
+    tm = adv.threat_model_name(threat_model)
+    ds = data if isinstance(data, str) else "cifar10"
+    e = adv.check_eps(tm, eps, ds)
+    try:
+        a = adv.check_attack(attack)
+        adv.require_pyautoattack()
+    except UserError as err:
+        raise BenchmarkArgumentError(str(err)) from None
+    if getattr(model, "training", False):
+        warnings.warn("The given model is *not* in eval mode; it is evaluated in eval mode", ModelModeWarning,
+                      stacklevel=3)
+    x, y = _memory_tensors(data, n) if not isinstance(data, str) else load_clean_dataset(data, n, data_dir)
+    dev = _device(device)
+    attacked = adv.pixel_model(model, input_preprocess(model, timm_norm)).to(dev)
+    res = adv.run_attack(attacked, x, y, threat_model=tm, eps=e, attack=a, seed=attack_seed,
+                         batch_size=int(batch_size), device=dev)
+    log(f"Clean accuracy: {res.clean_acc:.2%}")
+    log(f"Robust accuracy ({tm}, eps {e:.6g}, {res.label}): {res.robust_acc:.2%} ({len(y)} images)")
+    if to_disk:
+        from robustbench_dgsa.report.export import export_robustbench
+        with tempfile.TemporaryDirectory(prefix="dgsa-robustbench-") as store:
+            adv.store_results(store, [res], model=str(model_name), dataset=ds, threat_model=tm,
+                              info={"origin": "benchmark", "model_class": type(model).__qualname__})
+            export_robustbench(store, Path.cwd(), dataset=ds, models=[str(model_name)])
+    return res.clean_acc, res.robust_acc
+
+
+def _memory_tensors(data: Any, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first n (x, y) of in-memory data as float [0, 1] and int64 tensors (not rounded to 8 bits)."""
+    if isinstance(data, (tuple, list)):
+        x, y = data
+    else:
+        pairs = [data[i] for i in range(min(n, len(data)))]
+        x, y = torch.stack([torch.as_tensor(p[0]) for p in pairs]), torch.as_tensor([int(p[1]) for p in pairs])
+    return torch.as_tensor(x, dtype=torch.float32)[:n], torch.as_tensor(y, dtype=torch.int64)[:n]
 
 
 def _device(device: Any) -> str:

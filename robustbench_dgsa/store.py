@@ -69,10 +69,13 @@ COLUMNS: dict[str, str] = {
     "package_version": "string",
     "created": "string",       # ISO-8601 UTC
     "precision": "string",     # what the run computed in: "fp32" | "bf16" (engine.predict.resolve_precision)
+    "eps": "float64",          # adversarial rows: the radius in pixel units (NaN otherwise)
+    "attack": "string",        # adversarial rows: "autoattack", "apgd-ce", "apgd-ce+apgd-t", "fab", "none"
 }
 #: columns added after stores were first written, with the value a row without them means (rows written before
-#: precision was recorded were computed in fp32: ``amp="auto"`` meant fp32 on every CPU then)
-ADDED_LATER_COLUMNS: dict[str, Any] = {"precision": "fp32"}
+#: precision was recorded were computed in fp32: ``amp="auto"`` meant fp32 on every CPU then; eps / attack: not an
+#: adversarial row)
+ADDED_LATER_COLUMNS: dict[str, Any] = {"precision": "fp32", "eps": float("nan"), "attack": ""}
 #: where corrupted evaluation data came from (the ``source`` of corrupted ``eval`` rows)
 CORRUPTION_SOURCES = ("official", "regenerated", "on-the-fly")
 _DEFAULTS = {"string": "", "int64": -1, "float64": float("nan")}
