@@ -75,11 +75,27 @@ def evaluate_command(
                                                   "seeds in compare and report."),
     amp: Optional[str] = opt.amp("Default: the checkpoint's train.amp (auto for --timm/--module)."),
     compile_model: bool = opt.compile_(),
+    threat_model: str = typer.Option("corruptions", "--threat-model",
+                                     help="corruptions (default), linf or l2: AutoAttack (pyautoattack 0.2.0, the "
+                                          "[adversarial] extra) on the first --max-examples (default 1000) test "
+                                          "images, eps in pixel units."),
+    eps: Optional[float] = typer.Option(None, "--eps", help="linf/l2 radius in pixel units ([0, 1] images; "
+                                        "default RobustBench's 8/255 / 0.5 on CIFAR, 4/255 on ImageNet)."),
+    attack: str = typer.Option("autoattack", "--attack", help="autoattack (standard version; default), apgd-ce or "
+                               "apgd-ce+apgd-t (AutoAttack's first attack(s) only: quicker, weaker; labelled so)."),
+    eps_ladder: bool = typer.Option(False, "--eps-ladder", help="Linf 0, 0.5, 1, 2, 4/255 (APGD-CE + APGD-T) and "
+                                    "8/255 (AutoAttack) instead of one --eps."),
+    min_norm: bool = typer.Option(False, "--min-norm", help="Also FAB's minimal perturbation per image (median "
+                                  "stored)."),
+    attack_seed: int = typer.Option(0, "--attack-seed", min=0, max=opt.SEED_MAX, help="AutoAttack's seed."),
 ) -> None:
     """Accuracy of a checkpoint (or of a timm / any importable model): clean, per corruption and severity, and
-    under text noise (into the store)."""
+    under text noise (into the store); with --threat-model linf|l2, robust accuracy under AutoAttack."""
     from robustbench_dgsa.jobs.evaluation import evaluate_model, result_summary
 
+    if threat_model.strip().lower() != "corruptions" or eps is not None or eps_ladder or min_norm:
+        _evaluate_adversarial(locals())
+        return
     corruptions = opt.parse_corruptions(corruption)
     severities = opt.parse_severities(severity)
     noise = opt.parse_text_noise(text_noise)
@@ -158,3 +174,46 @@ def _print_eval_table(res: Any) -> None:
         value = f"{mce['mCE']:.2f}%" if mce["mCE"] is not None else f"n/a (missing: {mce['missing']})"
         Console(highlight=False).print(f"ImageNet-C mCE (AlexNet-normalised): {value}; mCA {100 * mce['mCA']:.2f}% "
                                        f"over {mce['n_corruptions']} of the 15 corruptions")
+
+
+def _evaluate_adversarial(o: dict[str, Any]) -> None:
+    """--threat-model linf|l2: options -> jobs.adversarial.evaluate_adversarial -> table or JSON."""
+    from robustbench_dgsa.jobs.adversarial import evaluate_adversarial
+    if o["threat_model"].strip().lower() == "corruptions":
+        raise UserError("--eps, --eps-ladder and --min-norm go with --threat-model linf or l2")
+    if o["corruption"] is not None or o["severity"] is not None or o["text_noise"] is not None:
+        raise UserError("--corruption, --severity and --text-noise go with --threat-model corruptions")
+    opt.check_data_root(o["data_root"])
+    checkpoint, store = _evaluated_checkpoint(o["checkpoint"], o["pretrained"], o["timm_name"], o["module"],
+                                              o["store"])
+    _check_external_options(o["timm_name"], o["module"], o["weights"], o["random_init"], o["name"],
+                            o["model_args"], o["timm_norm"], o["seed"], o["dataset"])
+    if o["timm_name"] is not None or o["module"] is not None:
+        store = store if store is not None else opt.DEFAULT_STORE
+    run = evaluate_adversarial(checkpoint, timm_name=o["timm_name"], module=o["module"], weights=o["weights"],
+                               random_init=o["random_init"], init_seed=opt.parse_one_seed(o["seed"] or "0"),
+                               name=o["name"], model_args=opt.parse_model_args(o["model_args"]),
+                               timm_norm=o["timm_norm"], dataset=o["dataset"], data_root=o["data_root"],
+                               max_test=o["max_examples"], threat_model=o["threat_model"], eps=o["eps"],
+                               attack=o["attack"], ladder=o["eps_ladder"], min_norm=o["min_norm"],
+                               attack_seed=o["attack_seed"], store=store, batch_size=o["batch_size"],
+                               device=o["device"])
+    _render_adversarial(run, o["json_"])
+
+
+def _render_adversarial(run: Any, json_: bool) -> None:
+    rows = run.table()
+    if json_:
+        echo_json({"run_id": run.run_id, "store": str(run.store_dir), "model": run.model, "rows": rows,
+                   "seconds": run.seconds}, nonfinite="null")
+        return
+    from rich.table import Table
+    from .render import console
+    t = Table(title=f"adversarial evaluation {run.run_id} ({run.model})")
+    for col in ("threat model", "eps", "attack", "clean acc", "robust acc / median norm", "n"):
+        t.add_column(col)
+    for r in rows:
+        eps = "" if r["eps"] != r["eps"] else f"{r['eps']:.6g} ({255 * r['eps']:.3g}/255)"
+        clean = "" if r["clean_acc"] != r["clean_acc"] else f"{r['clean_acc']:.4f}"
+        t.add_row(r["threat_model"], eps, r["attack"], clean, f"{r['robust_acc']:.4f}", str(r["n"]))
+    console().print(t)
