@@ -158,3 +158,31 @@ def test_export_never_calls_a_weaker_attack_autoattack(tmp_path):
     from robustbench_dgsa.report.export_adversarial import export_adversarial
     files, _, skipped = export_adversarial(tmp_path / "s", tmp_path / "rb")
     assert not files and "no full-AutoAttack rows" in skipped[0]
+
+
+@pytest.mark.parametrize("kw,msg", [(dict(threat_model="Linf", eps=2.0), "at most 1"),
+                                    (dict(threat_model="L2", eps=-1.0), ">= 0"),
+                                    (dict(threat_model="Linf", attack="fgsm"), "unknown attack"),
+                                    (dict(threat_model="Linf", log_path="x.log"), "log_path"),
+                                    (dict(threat_model="corruptions", eps=0.1), "eps must be None")])
+def test_robustbench_benchmark_refuses_bad_adversarial_arguments(kw, msg):
+    from robustbench_dgsa.robustbench import BenchmarkArgumentError, benchmark
+    x, y = _data(2)
+    with pytest.raises(BenchmarkArgumentError, match=msg):
+        benchmark(_raw(), n_examples=2, dataset=(x, y), **kw)
+
+
+def test_robustbench_benchmark_uses_the_standard_radius_by_default(monkeypatch):
+    """eps=None on CIFAR-10 / Linf is RobustBench's 8/255, on L2 0.5 (what the attack is asked for)."""
+    from robustbench_dgsa.robustbench import benchmark
+    seen = []
+    real = adv.run_attack
+
+    def spy(*a, **k):
+        seen.append((k["threat_model"], k["eps"]))
+        return real(*a, **{**k, "attack": "apgd-ce"})
+    monkeypatch.setattr(adv, "run_attack", spy)
+    x, y = _data(2)
+    benchmark(_raw(), n_examples=2, dataset=(x, y), threat_model="Linf")
+    benchmark(_raw(), n_examples=2, dataset=(x, y), threat_model="L2")
+    assert seen == [("Linf", 8 / 255), ("L2", 0.5)]
