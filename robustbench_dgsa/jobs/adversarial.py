@@ -27,6 +27,7 @@ import torch
 
 from robustbench_dgsa.engine import adversarial as adv
 from robustbench_dgsa.util.errors import RunFailure, UserError
+from robustbench_dgsa.util.progress import log
 
 CLEAN_TOLERANCE = 0.003          # retrained clean accuracy within 0.3 pp of the recorded one
 CAMPAIGN_MODELS = ("vit", "dvit", "dgvit")
@@ -114,11 +115,15 @@ def attack_model(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, st
         results.append(adv.run_attack(model, x, y, threat_model=tm, eps=e, attack=a if e > 0 else "autoattack",
                                       seed=attack_seed, batch_size=batch_size, device=device))
         seconds[f"{tm} eps={e:.6g} {results[-1].attack}"] = round(time.monotonic() - t0, 2)
+        log(f"{name}: {tm} eps {e:.6g} ({results[-1].label}): robust accuracy {results[-1].robust_acc:.2%} "
+            f"({time.monotonic() - t0:.1f} s)")
     norms = None
     if min_norm:
         t0 = time.monotonic()
         norms = adv.min_norm(model, x, y, threat_model=tm, seed=attack_seed, batch_size=batch_size, device=device)
         seconds["fab min-norm"] = round(time.monotonic() - t0, 2)
+        log(f"{name}: FAB median minimal {tm} perturbation {adv.median_norm(norms):.6g} "
+            f"({time.monotonic() - t0:.1f} s)")
     run_id = adv.store_results(store, results, model=name, dataset=dataset, seed=seed, config_hash=config_hash,
                                min_norms=norms, threat_model=tm, labels=y.numpy(),
                                info={**(info or {}), "seconds": seconds, "device": device})
