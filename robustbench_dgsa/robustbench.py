@@ -203,7 +203,7 @@ def _benchmark_adversarial(model: nn.Module, n: int, data: Any, threat_model: An
     if getattr(model, "training", False):
         warnings.warn("The given model is *not* in eval mode; it is evaluated in eval mode", ModelModeWarning,
                       stacklevel=3)
-    x, y = _memory_tensors(data, n) if not isinstance(data, str) else load_clean_dataset(data, n, data_dir)
+    x, y = adv.memory_images(data, n) if not isinstance(data, str) else load_clean_dataset(data, n, data_dir)
     dev = _device(device)
     attacked = adv.pixel_model(model, input_preprocess(model, timm_norm)).to(dev)
     res = adv.run_attack(attacked, x, y, threat_model=tm, eps=e, attack=a, seed=attack_seed,
@@ -217,16 +217,6 @@ def _benchmark_adversarial(model: nn.Module, n: int, data: Any, threat_model: An
                               info={"origin": "benchmark", "model_class": type(model).__qualname__})
             export_robustbench(store, Path.cwd(), dataset=ds, models=[str(model_name)])
     return res.clean_acc, res.robust_acc
-
-
-def _memory_tensors(data: Any, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first n (x, y) of in-memory data as float [0, 1] and int64 tensors (not rounded to 8 bits)."""
-    if isinstance(data, (tuple, list)):
-        x, y = data
-    else:
-        pairs = [data[i] for i in range(min(n, len(data)))]
-        x, y = torch.stack([torch.as_tensor(p[0]) for p in pairs]), torch.as_tensor([int(p[1]) for p in pairs])
-    return torch.as_tensor(x, dtype=torch.float32)[:n], torch.as_tensor(y, dtype=torch.int64)[:n]
 
 
 def _device(device: Any) -> str:

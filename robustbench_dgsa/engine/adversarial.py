@@ -321,8 +321,58 @@ def store_results(store_dir: Any, results: Sequence[AttackResult], *, model: str
             writer.write_predictions("fab-min-norm", pd.DataFrame({
                 "condition": threat_model_name(threat_model).lower(), "severity": 0,
                 "index": np.arange(len(min_norms)), "label": np.asarray(lab, dtype=np.int64),
-                "pred": np.asarray(lab, dtype=np.int64) * 0 - 1, "min_norm": np.asarray(min_norms, dtype=float)}))
+                "min_norm": np.asarray(min_norms, dtype=float)}))
     except BaseException:
         writer.discard()
         raise
     return run_id
+
+
+def test_images(dataset: str, n: int | None, data_root: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first n test images of a named image dataset as float [0, 1] (N, C, H, W) and int64 labels."""
+    from robustbench_dgsa.data.registry import load_dataset
+    data = load_dataset(dataset, "test", data_root=data_root)
+    x = np.asarray(data.x if n is None else data.x[:n])
+    if x.ndim != 4:
+        raise UserError(f"{dataset}: adversarial threat models need an image dataset held in memory")
+    xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).float().div_(255.0)
+    y = data.y if n is None else data.y[:n]
+    return xt, torch.as_tensor(np.asarray(y, dtype=np.int64))
+
+
+def memory_images(data: Any, n: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first n of in-memory data ((x, y) tensors or a torch Dataset) as float [0, 1] and int64 tensors."""
+    if isinstance(data, (tuple, list)):
+        x, y = data
+    else:
+        pairs = [data[i] for i in range(len(data) if n is None else min(n, len(data)))]
+        x, y = torch.stack([torch.as_tensor(p[0]) for p in pairs]), torch.as_tensor([int(p[1]) for p in pairs])
+    x, y = torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.int64)
+    return (x, y) if n is None else (x[:n], y[:n])
+
+
+def benchmark_adversarial(module: nn.Module, dataset: Any, *, data_root: Any = None, max_examples: int | None,
+                          preprocess: Any, threat_model: Any, eps: float | None, attack: str, attack_seed: int,
+                          batch_size: int, device: str, name: str, store_dir: Any, seed: int = -1) -> "Any":
+    """:func:`robustbench_dgsa.benchmark`'s Linf / L2 route: attack the first ``max_examples`` (default all) test
+    images of ``dataset`` (a name or in-memory data) and write the run into ``store_dir``; returns the run's rows
+    (``attrs``: ``run_id``, ``result``)."""
+    from robustbench_dgsa import store as results_store
+    from robustbench_dgsa.data.memory import is_in_memory
+    tm = threat_model_name(threat_model)
+    ds = "cifar10" if is_in_memory(dataset) else str(dataset)
+    e, a = check_eps(tm, eps, ds), check_attack(attack)
+    require_pyautoattack()
+    x, y = memory_images(dataset, max_examples) if is_in_memory(dataset) else test_images(ds, max_examples,
+                                                                                         data_root)
+    attacked = pixel_model(module, preprocess).to(device)
+    res = run_attack(attacked, x, y, threat_model=tm, eps=e, attack=a, seed=attack_seed, batch_size=batch_size,
+                     device=device)
+    run_id = store_results(store_dir, [res], model=name, dataset=ds if not is_in_memory(dataset) else "in-memory",
+                           threat_model=tm, seed=seed, info={"origin": "benchmark",
+                                                  "model_class": f"{type(module).__module__}."
+                                                                 f"{type(module).__qualname__}"})
+    rows = results_store.load_results(store_dir)
+    rows = rows[rows["run_id"] == run_id].reset_index(drop=True)
+    rows.attrs.update(run_id=run_id, result=res)
+    return rows

@@ -54,17 +54,6 @@ class AdversarialRun:
         return out
 
 
-def test_images(dataset: str, n: int, data_root: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first n test images of ``dataset`` as float [0, 1] (N, C, H, W) and int64 labels."""
-    from robustbench_dgsa.data.registry import load_dataset
-    data = load_dataset(dataset, "test", data_root=data_root)
-    x = np.asarray(data.x[:n])
-    if x.ndim != 4:
-        raise UserError(f"{dataset}: adversarial threat models need an image dataset held in memory")
-    xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).float().div_(255.0)
-    return xt, torch.as_tensor(np.asarray(data.y[:n], dtype=np.int64))
-
-
 def load_attacked(checkpoint: Any = None, *, pretrained: str | None = None, timm_name: str | None = None,
                   module: str | None = None, weights: Any = None, random_init: bool = False, init_seed: int = 0,
                   model_args: dict[str, Any] | None = None, timm_norm: bool = False,
@@ -157,7 +146,7 @@ def evaluate_adversarial(checkpoint: Any = None, *, timm_name: str | None = None
     ds = dataset or info["dataset"]
     if not ds:
         raise UserError("give dataset (the model carries no training dataset)", options="dataset")
-    x, y = test_images(ds, int(max_test or DEFAULT_EXAMPLES), data_root)
+    x, y = adv.test_images(ds, int(max_test or DEFAULT_EXAMPLES), data_root)
     out = Path(store) if store is not None else Path(checkpoint).parent / "store"
     return attack_model(model.to(dev), x, y, store=out, name=name or info["model"], dataset=ds, seed=info["seed"],
                         config_hash=info["config_hash"], threat_model=tm, eps=eps, attack=attack, ladder=ladder,
@@ -202,7 +191,7 @@ def run_campaign(from_dir: Any, out: Any, *, n: int = 1000, data_root: Any = Non
     """The campaign (see the module docstring); returns one summary per model seed."""
     from robustbench_dgsa import store
     out = Path(out)
-    x, y = test_images("cifar10", n, data_root)
+    x, y = adv.test_images("cifar10", n, data_root)
     done = []
     for rec in campaign_runs(from_dir):
         key = f"adv-{rec['model']}-s{int(rec['seed'])}"
@@ -229,7 +218,7 @@ def run_pilot(zoo_name: str, out: Any, *, n: int = 100, data_root: Any = None, d
               batch_size: int = 250) -> dict[str, Any]:
     """One shipped zoo model, ladder + FAB on the first n CIFAR-10 test images, timed."""
     model, info = load_attacked(pretrained=zoo_name)
-    x, y = test_images(info["dataset"] or "cifar10", n, data_root)
+    x, y = adv.test_images(info["dataset"] or "cifar10", n, data_root)
     t0 = time.monotonic()
     run = attack_model(model, x, y, store=Path(out) / "store", name=info["model"] or zoo_name,
                        dataset=info["dataset"] or "cifar10", seed=info["seed"], config_hash=info["config_hash"],

@@ -186,3 +186,16 @@ def test_robustbench_benchmark_uses_the_standard_radius_by_default(monkeypatch):
     benchmark(_raw(), n_examples=2, dataset=(x, y), threat_model="Linf")
     benchmark(_raw(), n_examples=2, dataset=(x, y), threat_model="L2")
     assert seen == [("Linf", 8 / 255), ("L2", 0.5)]
+
+
+def test_library_benchmark_linf_returns_adversarial_rows(tmp_path):
+    """rb.benchmark(model, data, threat_model="Linf"): the run's adversarial rows, the attack named."""
+    import robustbench_dgsa as rb
+    x, y = _data(6)
+    rows = rb.benchmark(_raw(), (x, y), threat_model="Linf", eps=0.3, attack="apgd-ce", store=tmp_path / "s",
+                        name="tiny")
+    assert list(rows["kind"]) == ["adversarial"] and rows["attack"].iloc[0] == "apgd-ce"
+    assert rows["model"].iloc[0] == "tiny" and np.isclose(rows["eps"].iloc[0], 0.3)
+    assert np.isclose(rows["value"].iloc[0], rows.attrs["result"].robust_acc)
+    with pytest.raises(UserError, match="unknown threat model"):
+        rb.benchmark(_raw(), (x, y), threat_model="L1")
