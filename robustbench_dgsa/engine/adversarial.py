@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import importlib
 import math
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -26,6 +28,7 @@ import torch
 from torch import nn
 
 from robustbench_dgsa.util.errors import UserError
+from robustbench_dgsa.util.progress import log
 
 LIBRARY = "pyautoattack"
 LIBRARY_PIN = "pyautoattack==0.2.0"
@@ -376,3 +379,98 @@ def benchmark_adversarial(module: nn.Module, dataset: Any, *, data_root: Any = N
     rows = rows[rows["run_id"] == run_id].reset_index(drop=True)
     rows.attrs.update(run_id=run_id, result=res)
     return rows
+
+
+@dataclass
+class AdversarialRun:
+    run_id: str
+    store_dir: Path
+    model: str
+    results: list[AttackResult]
+    min_norms: np.ndarray | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def table(self) -> list[dict[str, Any]]:
+        out = [{"threat_model": r.threat_model, "eps": r.eps, "attack": r.label, "clean_acc": r.clean_acc,
+                "robust_acc": r.robust_acc, "n": len(r.labels)} for r in self.results]
+        if self.min_norms is not None:
+            out.append({"threat_model": self.results[0].threat_model if self.results else "Linf",
+                        "eps": float("nan"), "attack": "FAB minimal perturbation (median)",
+                        "clean_acc": float("nan"), "robust_acc": median_norm(self.min_norms),
+                        "n": len(self.min_norms)})
+        return out
+
+
+def attack_model(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, store: Any, name: str,
+                 dataset: str, seed: int = -1, config_hash: str = "", threat_model: str = "Linf",
+                 eps: float | None = None, attack: str = "autoattack", ladder: bool = False,
+                 min_norm: bool = False, attack_seed: int = 0, batch_size: int = 250, device: str = "cpu",
+                 info: dict[str, Any] | None = None) -> AdversarialRun:
+    """One model: one (threat model, eps, attack), or the Linf ladder; optionally FAB's minimal perturbation;
+    into ``store``. ``seconds`` holds the time of every step."""
+    tm = threat_model_name(threat_model)
+    if ladder and tm != "Linf":
+        raise UserError("the eps ladder is a Linf ladder; use threat_model Linf", options="threat_model")
+    steps = list(LADDER) if ladder else [(check_eps(tm, eps, dataset), check_attack(attack))]
+    require_pyautoattack()
+    model.eval()
+    results, seconds = [], {}
+    for e, a in steps:
+        t0, c0 = time.monotonic(), time.process_time()
+        results.append(run_attack(model, x, y, threat_model=tm, eps=e, attack=a if e > 0 else "autoattack",
+                                      seed=attack_seed, batch_size=batch_size, device=device))
+        key = f"{tm} eps={e:.6g} {results[-1].attack}"
+        seconds[key], seconds[f"{key} cpu"] = round(time.monotonic() - t0, 2), round(time.process_time() - c0, 2)
+        log(f"{name}: {tm} eps {e:.6g} ({results[-1].label}): robust accuracy {results[-1].robust_acc:.2%} "
+            f"({seconds[key]:.1f} s wall, {seconds[key + ' cpu']:.1f} s CPU)")
+    norms = None
+    if min_norm:
+        t0, c0 = time.monotonic(), time.process_time()
+        norms = min_norm(model, x, y, threat_model=tm, seed=attack_seed, batch_size=batch_size, device=device)
+        seconds["fab min-norm"] = round(time.monotonic() - t0, 2)
+        seconds["fab min-norm cpu"] = round(time.process_time() - c0, 2)
+        log(f"{name}: FAB median minimal {tm} perturbation {median_norm(norms):.6g} "
+            f"({seconds['fab min-norm']:.1f} s wall, {seconds['fab min-norm cpu']:.1f} s CPU)")
+    run_id = store_results(store, results, model=name, dataset=dataset, seed=seed, config_hash=config_hash,
+                               min_norms=norms, threat_model=tm, labels=y.numpy(),
+                               info={**(info or {}), "seconds": seconds, "device": device})
+    return AdversarialRun(run_id, Path(store), name, results, norms, seconds)
+
+
+def checkpoint_model(checkpoint: Any) -> tuple[nn.Module, dict[str, Any]]:
+    """A suite checkpoint as the model to attack (taking [0, 1] images: its training normalisation inside) and
+    what to record of it (model, dataset, seed, config hash, source)."""
+    from robustbench_dgsa.models.checkpoint import load_checkpoint
+    model, meta = load_checkpoint(checkpoint)
+    pre = meta.get("preprocess") or {}
+    norm = None
+    if "mean" in pre:
+        norm = type("Norm", (), {"mean": tuple(pre["mean"]), "std": tuple(pre["std"]),
+                                 "image_size": int(pre["image_size"]) if pre.get("image_size") else None})()
+    info = {"model": str(meta.get("model", "")), "dataset": str(meta.get("dataset", "")),
+            "seed": int(meta.get("seed", -1)), "config_hash": str(meta.get("config_hash", "")),
+            "source": f"checkpoint:{checkpoint}"}
+    return pixel_model(model.float(), norm), info
+
+
+def evaluate_checkpoint(checkpoint: Any, *, dataset: str | None = None, data_root: Any = None,
+                        max_test: int | None = None, threat_model: Any = "Linf", eps: float | None = None,
+                        attack: str = "autoattack", attack_seed: int = 0, ladder: bool = False,
+                        min_norm: bool = False, store_dir: Any = None, batch_size: int = 250,
+                        device: str = "cpu") -> AdversarialRun:
+    """:func:`robustbench_dgsa.evaluate`'s Linf / L2 route: a suite checkpoint attacked on the first
+    ``max_test`` (default all) test images of ``dataset`` (default: its own), into ``store_dir`` (default
+    ``<checkpoint folder>/store``)."""
+    tm = threat_model_name(threat_model)
+    if not ladder:
+        check_eps(tm, eps if eps is not None else 0.0)
+        check_attack(attack)
+    require_pyautoattack()
+    model, info = checkpoint_model(checkpoint)
+    ds = dataset or info["dataset"]
+    x, y = test_images(ds, max_test, data_root)
+    out = Path(store_dir) if store_dir is not None else Path(checkpoint).parent / "store"
+    return attack_model(model.to(device), x, y, store=out, name=info["model"], dataset=ds, seed=info["seed"],
+                        config_hash=info["config_hash"], threat_model=tm, eps=eps, attack=attack, ladder=ladder,
+                        min_norm=min_norm, attack_seed=attack_seed, batch_size=batch_size, device=device,
+                        info={"source": info["source"]})

@@ -18,40 +18,17 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 import torch
 
 from robustbench_dgsa.engine import adversarial as adv
 from robustbench_dgsa.util.errors import RunFailure, UserError
-from robustbench_dgsa.util.progress import log
 
 CLEAN_TOLERANCE = 0.003          # retrained clean accuracy within 0.3 pp of the recorded one
 CAMPAIGN_MODELS = ("vit", "dvit", "dgvit")
 DEFAULT_EXAMPLES = 1000          # test images attacked when no number is given (AutoAttack is costly)
-
-
-@dataclass
-class AdversarialRun:
-    run_id: str
-    store_dir: Path
-    model: str
-    results: list[adv.AttackResult]
-    min_norms: np.ndarray | None = None
-    seconds: dict[str, float] = field(default_factory=dict)
-
-    def table(self) -> list[dict[str, Any]]:
-        out = [{"threat_model": r.threat_model, "eps": r.eps, "attack": r.label, "clean_acc": r.clean_acc,
-                "robust_acc": r.robust_acc, "n": len(r.labels)} for r in self.results]
-        if self.min_norms is not None:
-            out.append({"threat_model": self.results[0].threat_model if self.results else "Linf",
-                        "eps": float("nan"), "attack": "FAB minimal perturbation (median)",
-                        "clean_acc": float("nan"), "robust_acc": adv.median_norm(self.min_norms),
-                        "n": len(self.min_norms)})
-        return out
 
 
 def load_attacked(checkpoint: Any = None, *, pretrained: str | None = None, timm_name: str | None = None,
@@ -60,19 +37,12 @@ def load_attacked(checkpoint: Any = None, *, pretrained: str | None = None, timm
                   num_classes: int | None = None) -> tuple[torch.nn.Module, dict[str, Any]]:
     """The model to attack, taking [0, 1] images (its normalisation inside), and what to record of it: name,
     dataset, seed, config hash, source."""
-    from robustbench_dgsa.models.external import Preprocess, load_module_model, load_timm_model
+    from robustbench_dgsa.models.external import load_module_model, load_timm_model
     if pretrained is not None:
         from robustbench_dgsa.models.zoo import pretrained_checkpoint
         checkpoint = pretrained_checkpoint(pretrained)[1]
     if checkpoint is not None:
-        from robustbench_dgsa.models.checkpoint import load_checkpoint
-        model, meta = load_checkpoint(checkpoint)
-        pre = meta.get("preprocess") or {}
-        norm = Preprocess(tuple(pre["mean"]), tuple(pre["std"]), int(pre["image_size"])) if "mean" in pre else None
-        info = {"model": str(meta.get("model", "")), "dataset": str(meta.get("dataset", "")),
-                "seed": int(meta.get("seed", -1)), "config_hash": str(meta.get("config_hash", "")),
-                "source": f"checkpoint:{checkpoint}"}
-        return adv.pixel_model(model.float(), norm), info
+        return adv.checkpoint_model(checkpoint)
     args = dict(model_args or {})
     if timm_name is not None:
         if num_classes is not None:
@@ -85,47 +55,13 @@ def load_attacked(checkpoint: Any = None, *, pretrained: str | None = None, timm
                                                         "config_hash": "", "source": ext.source}
 
 
-def attack_model(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, store: Any, name: str,
-                 dataset: str, seed: int = -1, config_hash: str = "", threat_model: str = "Linf",
-                 eps: float | None = None, attack: str = "autoattack", ladder: bool = False,
-                 min_norm: bool = False, attack_seed: int = 0, batch_size: int = 250, device: str = "cpu",
-                 info: dict[str, Any] | None = None) -> AdversarialRun:
-    """One model: one (threat model, eps, attack), or the Linf ladder; optionally FAB's minimal perturbation;
-    into ``store``. ``seconds`` holds the time of every step."""
-    tm = adv.threat_model_name(threat_model)
-    if ladder and tm != "Linf":
-        raise UserError("the eps ladder is a Linf ladder; use threat_model Linf", options="threat_model")
-    steps = list(adv.LADDER) if ladder else [(adv.check_eps(tm, eps, dataset), adv.check_attack(attack))]
-    adv.require_pyautoattack()
-    model.eval()
-    results, seconds = [], {}
-    for e, a in steps:
-        t0 = time.monotonic()
-        results.append(adv.run_attack(model, x, y, threat_model=tm, eps=e, attack=a if e > 0 else "autoattack",
-                                      seed=attack_seed, batch_size=batch_size, device=device))
-        seconds[f"{tm} eps={e:.6g} {results[-1].attack}"] = round(time.monotonic() - t0, 2)
-        log(f"{name}: {tm} eps {e:.6g} ({results[-1].label}): robust accuracy {results[-1].robust_acc:.2%} "
-            f"({time.monotonic() - t0:.1f} s)")
-    norms = None
-    if min_norm:
-        t0 = time.monotonic()
-        norms = adv.min_norm(model, x, y, threat_model=tm, seed=attack_seed, batch_size=batch_size, device=device)
-        seconds["fab min-norm"] = round(time.monotonic() - t0, 2)
-        log(f"{name}: FAB median minimal {tm} perturbation {adv.median_norm(norms):.6g} "
-            f"({time.monotonic() - t0:.1f} s)")
-    run_id = adv.store_results(store, results, model=name, dataset=dataset, seed=seed, config_hash=config_hash,
-                               min_norms=norms, threat_model=tm, labels=y.numpy(),
-                               info={**(info or {}), "seconds": seconds, "device": device})
-    return AdversarialRun(run_id, Path(store), name, results, norms, seconds)
-
-
 def evaluate_adversarial(checkpoint: Any = None, *, timm_name: str | None = None, module: str | None = None,
                          weights: Any = None, random_init: bool = False, init_seed: int = 0, name: str | None = None,
                          model_args: dict[str, Any] | None = None, timm_norm: bool = False,
                          dataset: str | None = None, data_root: Any = None, max_test: int | None = None,
                          threat_model: str = "Linf", eps: float | None = None, attack: str = "autoattack",
                          ladder: bool = False, min_norm: bool = False, attack_seed: int = 0, store: Any = None,
-                         batch_size: int = 250, device: str = "auto") -> AdversarialRun:
+                         batch_size: int = 250, device: str = "auto") -> adv.AdversarialRun:
     """What ``dgsa-bench evaluate --threat-model linf|l2`` runs: load the model (a checkpoint, ``timm_name`` or
     ``module``), attack the first ``max_test`` (default :data:`DEFAULT_EXAMPLES`) test images, store the result
     (default store: ``<checkpoint folder>/store``). Every argument is checked before anything is loaded."""
@@ -148,7 +84,7 @@ def evaluate_adversarial(checkpoint: Any = None, *, timm_name: str | None = None
         raise UserError("give dataset (the model carries no training dataset)", options="dataset")
     x, y = adv.test_images(ds, int(max_test or DEFAULT_EXAMPLES), data_root)
     out = Path(store) if store is not None else Path(checkpoint).parent / "store"
-    return attack_model(model.to(dev), x, y, store=out, name=name or info["model"], dataset=ds, seed=info["seed"],
+    return adv.attack_model(model.to(dev), x, y, store=out, name=name or info["model"], dataset=ds, seed=info["seed"],
                         config_hash=info["config_hash"], threat_model=tm, eps=eps, attack=attack, ladder=ladder,
                         min_norm=min_norm, attack_seed=attack_seed, batch_size=batch_size, device=dev,
                         info={"source": info["source"]})
@@ -201,7 +137,7 @@ def run_campaign(from_dir: Any, out: Any, *, n: int = 1000, data_root: Any = Non
         t0 = time.monotonic()
         ckpt, clean = retrain(rec, out / "work", progress)
         model, info = load_attacked(ckpt)
-        run = attack_model(model, x, y, store=out / "store", name=rec["model"], dataset="cifar10",
+        run = adv.attack_model(model, x, y, store=out / "store", name=rec["model"], dataset="cifar10",
                            seed=int(rec["seed"]), config_hash=str(rec.get("config_hash", "")), ladder=True,
                            min_norm=True, batch_size=batch_size, device=device,
                            info={**info, "retrained_clean_acc": clean, "recorded_train_run": rec.get("run_id")})
@@ -220,7 +156,7 @@ def run_pilot(zoo_name: str, out: Any, *, n: int = 100, data_root: Any = None, d
     model, info = load_attacked(pretrained=zoo_name)
     x, y = adv.test_images(info["dataset"] or "cifar10", n, data_root)
     t0 = time.monotonic()
-    run = attack_model(model, x, y, store=Path(out) / "store", name=info["model"] or zoo_name,
+    run = adv.attack_model(model, x, y, store=Path(out) / "store", name=info["model"] or zoo_name,
                        dataset=info["dataset"] or "cifar10", seed=info["seed"], config_hash=info["config_hash"],
                        ladder=True, min_norm=True, batch_size=batch_size, device=device, info=info)
     return {"run_id": run.run_id, "model": zoo_name, "n": n, "seconds_total": round(time.monotonic() - t0, 1),

@@ -199,3 +199,19 @@ def test_library_benchmark_linf_returns_adversarial_rows(tmp_path):
     assert np.isclose(rows["value"].iloc[0], rows.attrs["result"].robust_acc)
     with pytest.raises(UserError, match="unknown threat model"):
         rb.benchmark(_raw(), (x, y), threat_model="L1")
+
+
+def test_library_evaluate_of_a_checkpoint_under_linf(tmp_path):
+    """rb.evaluate(checkpoint, threat_model="Linf"): the checkpoint's own normalisation inside, eps in pixels."""
+    import robustbench_dgsa as rb
+    from robustbench_dgsa.models.checkpoint import save_checkpoint
+    model = _suite_like()
+    ckpt = save_checkpoint(tmp_path / "run" / "checkpoint.safetensors", model, {
+        "model": "dgvit", "dataset": "synthetic-vision", "seed": 4, "config_hash": "abc",
+        "preprocess": {"mean": list(MEAN), "std": list(STD), "image_size": 8, "in_chans": 3}})
+    run = rb.evaluate(ckpt, max_test=4, threat_model="Linf", eps=16 / 255, attack="apgd-ce", device="cpu")
+    df = store.load_results(tmp_path / "run" / "store")
+    row = df[df["kind"] == "adversarial"].iloc[0]
+    assert row["model"] == "dgvit" and row["seed"] == 4 and row["config_hash"] == "abc"
+    assert row["dataset"] == "synthetic-vision" and np.isclose(row["eps"], 16 / 255)
+    assert run.results[0].norm.max() <= 16 / 255 + 1e-6
