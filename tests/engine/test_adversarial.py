@@ -215,3 +215,13 @@ def test_library_evaluate_of_a_checkpoint_under_linf(tmp_path):
     assert row["model"] == "dgvit" and row["seed"] == 4 and row["config_hash"] == "abc"
     assert row["dataset"] == "synthetic-vision" and np.isclose(row["eps"], 16 / 255)
     assert run.results[0].norm.max() <= 16 / 255 + 1e-6
+
+
+def test_export_cli_prints_linf_records(run_main, tmp_path):
+    x, y = _data(4)
+    r = adv.run_attack(adv.pixel_model(_raw()), x, y, eps=0.3, attack="apgd-ce")
+    r.eps, r.attack = 8 / 255, "autoattack"                 # stand-in row at the standard radius
+    adv.store_results(tmp_path / "s", [r], model="m", dataset="cifar10")
+    code, out, err = run_main(["export", "--store", str(tmp_path / "s"), "--out", str(tmp_path / "rb")], tmp_path)
+    assert code == 0, err
+    assert "cifar10/Linf/m: clean" in err and "AutoAttack" in err and "8/255" in err
