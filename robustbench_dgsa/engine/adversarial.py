@@ -205,6 +205,10 @@ def run_attack(model: nn.Module, x: Any, y: Any, *, threat_model: Any = "Linf", 
     aa_mod = require_pyautoattack()
     aa = aa_mod.AutoAttack(model, norm=tm, eps=e, seed=int(seed), version="standard", device=device)
     aa.verbose = False
+    with torch.no_grad():                     # fewer than 10 classes: target every other class (standard: 9)
+        n_cls = int(model(x[:1].to(device)).shape[1])
+    aa.apgd_targeted.n_target_classes = min(aa.apgd_targeted.n_target_classes, n_cls - 1)
+    aa.fab.n_target_classes = min(aa.fab.n_target_classes, n_cls - 1)
     for sub in ATTACKS[a]:
         idx = np.flatnonzero(adv == labels)
         if not len(idx):

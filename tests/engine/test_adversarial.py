@@ -225,3 +225,14 @@ def test_export_cli_prints_linf_records(run_main, tmp_path):
     code, out, err = run_main(["export", "--store", str(tmp_path / "s"), "--out", str(tmp_path / "rb")], tmp_path)
     assert code == 0, err
     assert "cifar10/Linf/m: clean" in err and "AutoAttack" in err and "8/255" in err
+
+
+def test_targeted_attacks_fit_a_model_with_few_classes():
+    """APGD-T's standard 9 target classes need 10 classes; a 4-class model gets 3 (every other class)."""
+    torch.manual_seed(0)
+    model = adv.pixel_model(nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 4)))
+    x, _ = _data(4)
+    with torch.no_grad():
+        y = model(x).argmax(1)
+    r = adv.run_attack(model, x, y, eps=0.02, attack="apgd-ce+apgd-t")
+    assert r.clean_acc == 1.0 and 0.0 <= r.robust_acc <= 1.0
