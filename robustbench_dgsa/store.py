@@ -52,7 +52,7 @@ from robustbench_dgsa.util.paths import safe_name
 # name -> dtype; every row has all of them (missing values: "" / -1 / NaN).
 COLUMNS: dict[str, str] = {
     "run_id": "string",        # one train/evaluate/rollout invocation
-    "kind": "string",          # "train" | "eval" | "rollout" | "bench"
+    "kind": "string",          # "train" | "eval" | "rollout" | "bench" | "adversarial"
     "model": "string",         # registry name (vit, dvit, dgvit, transformer, dt, dgt, ...)
     "config_hash": "string",   # RunConfig.hash() of the trained model
     "dataset": "string",       # dataset name (cifar10, imdb, synthetic-vision, ...)

@@ -1,4 +1,5 @@
-"""Export evaluation results in RobustBench's format (common corruptions), from the results store alone.
+"""Export evaluation results in RobustBench's format (common corruptions; Linf / L2: :mod:`.export_adversarial`),
+from the results store alone.
 
 Writes, under ``out_dir``::
 
