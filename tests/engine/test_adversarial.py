@@ -236,3 +236,11 @@ def test_targeted_attacks_fit_a_model_with_few_classes():
         y = model(x).argmax(1)
     r = adv.run_attack(model, x, y, eps=0.02, attack="apgd-ce+apgd-t")
     assert r.clean_acc == 1.0 and 0.0 <= r.robust_acc <= 1.0
+
+
+def test_ladder_steps():
+    assert [round(255 * e, 2) for e, _ in adv.LADDER] == [0, 0.5, 1, 2, 4, 8]
+    assert [a for _, a in adv.LADDER] == ["none"] + ["apgd-ce+apgd-t"] * 4 + ["autoattack"]
+    assert [a for _, a in adv.ladder_steps("apgd-ce")] == ["none"] + ["apgd-ce"] * 4 + ["autoattack"]
+    with pytest.raises(UserError, match="unknown attack"):
+        adv.ladder_steps("pgd")
