@@ -367,7 +367,8 @@ def memory_images(data: Any, n: int | None) -> tuple[torch.Tensor, torch.Tensor]
 
 def benchmark_adversarial(module: nn.Module, dataset: Any, *, data_root: Any = None, max_examples: int | None,
                           preprocess: Any, threat_model: Any, eps: float | None, attack: str, attack_seed: int,
-                          batch_size: int, device: str, name: str, store_dir: Any, seed: int = -1) -> "Any":
+                          batch_size: int, device: str, name: str, store_dir: Any, seed: int = -1,
+                          config_hash: str = "") -> "Any":
     """:func:`robustbench_dgsa.benchmark`'s Linf / L2 route: attack the first ``max_examples`` (default all) test
     images of ``dataset`` (a name or in-memory data) and write the run into ``store_dir``; returns the run's rows
     (``attrs``: ``run_id``, ``result``)."""
@@ -383,7 +384,7 @@ def benchmark_adversarial(module: nn.Module, dataset: Any, *, data_root: Any = N
     res = run_attack(attacked, x, y, threat_model=tm, eps=e, attack=a, seed=attack_seed, batch_size=batch_size,
                      device=device)
     run_id = store_results(store_dir, [res], model=name, dataset=ds if not is_in_memory(dataset) else "in-memory",
-                           threat_model=tm, seed=seed, info={"origin": "benchmark",
+                           threat_model=tm, seed=seed, config_hash=config_hash, info={"origin": "benchmark",
                                                   "model_class": f"{type(module).__module__}."
                                                                  f"{type(module).__qualname__}"})
     rows = results_store.load_results(store_dir)

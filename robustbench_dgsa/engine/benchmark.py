@@ -97,13 +97,15 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
         raise UserError(f"benchmark needs a torch.nn.Module, got {type(module).__name__}")
     if str(threat_model).lower() != "corruptions":
         from robustbench_dgsa.engine.adversarial import benchmark_adversarial
+        ident = (f"weights-{weights_sha256(module)[:16]}" if train_seed is None
+                 else f"arch-{architecture_sha256(module)[:16]}")
         with _store_dir(store) as store_dir:
             return benchmark_adversarial(
                 module, dataset, data_root=data_root, max_examples=max_examples, preprocess=_choose_preprocess(
                     module, ext, preprocess, timm_norm), threat_model=threat_model, eps=eps, attack=attack,
                 attack_seed=attack_seed, batch_size=int(batch_size), device=str(resolve_device(device)),
-                name=_unique_name(name, ext, module, weights_sha256(module), store), store_dir=store_dir,
-                seed=-1 if train_seed is None else int(train_seed))
+                name=_unique_name(name, ext, module, ident, store), store_dir=store_dir, config_hash=ident,
+                seed=-1 if train_seed is None else _train_seed(train_seed))
     dataset, _tmp = _in_memory_source(dataset, module)  # (x, y) / a torch Dataset: a temporary .npz, gone on return
     info = dataset_info(dataset)
     if tokenizer is None and ext is not None:

@@ -244,3 +244,12 @@ def test_ladder_steps():
     assert [a for _, a in adv.ladder_steps("apgd-ce")] == ["none"] + ["apgd-ce"] * 4 + ["autoattack"]
     with pytest.raises(UserError, match="unknown attack"):
         adv.ladder_steps("pgd")
+
+
+def test_library_benchmark_linf_keeps_train_seed_identity(tmp_path):
+    """train_seed= (issue 33) means the same under Linf: the rows carry the seed and the architecture hash."""
+    import robustbench_dgsa as rb
+    x, y = _data(4)
+    rows = rb.benchmark(_raw(), (x, y), threat_model="Linf", eps=0.3, attack="apgd-ce", store=tmp_path / "s",
+                        name="tiny", train_seed=3)
+    assert rows["seed"].iloc[0] == 3 and rows["config_hash"].iloc[0].startswith("arch-")
