@@ -2,9 +2,12 @@
 (mean over seeds, 95 % t-interval), the median minimal perturbation, and paired-over-seeds tests of the primary
 measure (robust accuracy at Linf 1/255), with the claim they test.
 
-Claim registry: issue 29's registry had not landed on main when this was written, so the one adversarial claim is
-kept here as a small data record (:data:`CLAIMS`); it is NOT a claim of the paper (the paper measures common
-corruptions only) but a prediction of its premise (gating suppresses attention noise).
+Claim: the one adversarial claim is kept here as a small data record (:data:`CLAIMS`). Issue 29's registry
+(:mod:`robustbench_dgsa.analysis.claims`) landed while this was written, but its statistics read corruption cells
+(``kind: eval`` rows by condition x severity) and have no eps axis: registered there, this claim would find no
+rows. It is NOT a claim of the paper (``claims.NOT_CLAIMED``: the paper measures common corruptions only) but a
+prediction of its premise (gating suppresses attention noise); moving it into the registry needs an eps-aware
+statistic there.
 """
 from __future__ import annotations
 
