@@ -45,7 +45,7 @@ DEFAULT_SEVERITIES = (1, 2, 3, 4, 5)
 
 
 def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, data_root: str | Path | None = None,
-              corruption: str | Sequence[str] | None = "benchmark",
+              corruption: str | Sequence[str] | None = "benchmark",  # long: ~45 lines of docstring
               severity: int | str | Sequence[int] = DEFAULT_SEVERITIES, corruption_dir: str | Path | None = None,
               text_noise: str | Sequence[str] | None = None, max_examples: int | None = None,
               subset: str = "first", batch_size: int = 256, device: str = "auto",
