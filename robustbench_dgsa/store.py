@@ -277,11 +277,13 @@ def _check_row(row: Any, path: Path, n: int) -> dict[str, Any]:
 
 
 #: what a row's ``kind`` may be (see :data:`COLUMNS`)
-KINDS = ("train", "eval", "rollout", "bench")
+KINDS = ("train", "eval", "rollout", "bench", "adversarial")
 #: columns every row has, whatever its kind; ``eval`` rows also say what was measured on (:data:`_EVAL_KEYS`)
 _REQUIRED = ("run_id", "kind", "model", "metric", "value")
 _EVAL_KEYS = ("dataset", "condition", "severity", "n")
 SEVERITIES = (1, 2, 3, 4, 5)   # a corrupted / noised condition; "clean" has severity 0
+#: the threat models of ``adversarial`` rows (severity 0; their radius is the ``eps`` column)
+ADVERSARIAL_CONDITIONS = ("linf", "l2")
 
 
 def _given(value: Any) -> bool:
@@ -298,7 +300,7 @@ def known_conditions() -> frozenset[str]:
     """``clean``, every image corruption and every text-noise type: the conditions a row may name."""
     from corruptions.registry import ALL
     from corruptions.text import TEXT_NOISE_TYPES
-    return frozenset(("clean", *ALL, *TEXT_NOISE_TYPES))
+    return frozenset(("clean", *ALL, *TEXT_NOISE_TYPES, *ADVERSARIAL_CONDITIONS))
 
 
 def row_problem(row: dict[str, Any]) -> str | None:
@@ -317,7 +319,7 @@ def row_problem(row: dict[str, Any]) -> str | None:
     if _given(condition):
         if not isinstance(condition, str) or condition not in known_conditions():
             return f"unknown condition {condition!r} (not clean, an image corruption or a text-noise type)"
-        allowed = (0,) if condition == "clean" else SEVERITIES
+        allowed = (0,) if condition == "clean" or condition in ADVERSARIAL_CONDITIONS else SEVERITIES
         if severity not in allowed:
             return f"severity {severity!r} for condition {condition!r} (must be {' or '.join(map(str, allowed))})"
     elif _given(severity):
