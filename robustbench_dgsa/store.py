@@ -52,7 +52,7 @@ from robustbench_dgsa.util.paths import safe_name
 # name -> dtype; every row has all of them (missing values: "" / -1 / NaN).
 COLUMNS: dict[str, str] = {
     "run_id": "string",        # one train/evaluate/rollout invocation
-    "kind": "string",          # "train" | "eval" | "rollout" | "bench"
+    "kind": "string",          # "train" | "eval" | "rollout" | "bench" | "adversarial"
     "model": "string",         # registry name (vit, dvit, dgvit, transformer, dt, dgt, ...)
     "config_hash": "string",   # RunConfig.hash() of the trained model
     "dataset": "string",       # dataset name (cifar10, imdb, synthetic-vision, ...)
@@ -69,10 +69,13 @@ COLUMNS: dict[str, str] = {
     "package_version": "string",
     "created": "string",       # ISO-8601 UTC
     "precision": "string",     # what the run computed in: "fp32" | "bf16" (engine.predict.resolve_precision)
+    "eps": "float64",          # adversarial rows: the radius in pixel units (NaN otherwise)
+    "attack": "string",        # adversarial rows: "autoattack", "apgd-ce", "apgd-ce+apgd-t", "fab", "none"
 }
 #: columns added after stores were first written, with the value a row without them means (rows written before
-#: precision was recorded were computed in fp32: ``amp="auto"`` meant fp32 on every CPU then)
-ADDED_LATER_COLUMNS: dict[str, Any] = {"precision": "fp32"}
+#: precision was recorded were computed in fp32: ``amp="auto"`` meant fp32 on every CPU then; eps / attack: not an
+#: adversarial row)
+ADDED_LATER_COLUMNS: dict[str, Any] = {"precision": "fp32", "eps": float("nan"), "attack": ""}
 #: where corrupted evaluation data came from (the ``source`` of corrupted ``eval`` rows)
 CORRUPTION_SOURCES = ("official", "regenerated", "on-the-fly")
 _DEFAULTS = {"string": "", "int64": -1, "float64": float("nan")}
@@ -274,11 +277,13 @@ def _check_row(row: Any, path: Path, n: int) -> dict[str, Any]:
 
 
 #: what a row's ``kind`` may be (see :data:`COLUMNS`)
-KINDS = ("train", "eval", "rollout", "bench")
+KINDS = ("train", "eval", "rollout", "bench", "adversarial")
 #: columns every row has, whatever its kind; ``eval`` rows also say what was measured on (:data:`_EVAL_KEYS`)
 _REQUIRED = ("run_id", "kind", "model", "metric", "value")
 _EVAL_KEYS = ("dataset", "condition", "severity", "n")
 SEVERITIES = (1, 2, 3, 4, 5)   # a corrupted / noised condition; "clean" has severity 0
+#: the threat models of ``adversarial`` rows (severity 0; their radius is the ``eps`` column)
+ADVERSARIAL_CONDITIONS = ("linf", "l2")
 
 
 def _given(value: Any) -> bool:
@@ -295,7 +300,7 @@ def known_conditions() -> frozenset[str]:
     """``clean``, every image corruption and every text-noise type: the conditions a row may name."""
     from corruptions.registry import ALL
     from corruptions.text import TEXT_NOISE_TYPES
-    return frozenset(("clean", *ALL, *TEXT_NOISE_TYPES))
+    return frozenset(("clean", *ALL, *TEXT_NOISE_TYPES, *ADVERSARIAL_CONDITIONS))
 
 
 def row_problem(row: dict[str, Any]) -> str | None:
@@ -314,7 +319,7 @@ def row_problem(row: dict[str, Any]) -> str | None:
     if _given(condition):
         if not isinstance(condition, str) or condition not in known_conditions():
             return f"unknown condition {condition!r} (not clean, an image corruption or a text-noise type)"
-        allowed = (0,) if condition == "clean" else SEVERITIES
+        allowed = (0,) if condition == "clean" or condition in ADVERSARIAL_CONDITIONS else SEVERITIES
         if severity not in allowed:
             return f"severity {severity!r} for condition {condition!r} (must be {' or '.join(map(str, allowed))})"
     elif _given(severity):

@@ -22,8 +22,22 @@ def _check_store_links(store: Optional[Path], checkpoint: Optional[Path]) -> Non
         opt.check_no_links(default, "--store")
 
 
+# --threat-model linf|l2 (issue 36): declared here so evaluate_command's signature stays short
+_THREAT_MODEL = typer.Option("corruptions", "--threat-model", help="corruptions (default), linf or l2: AutoAttack "
+                             "(pyautoattack 0.2.0, the [adversarial] extra) on the first --max-examples (default "
+                             "1000) test images, eps in pixel units.")
+_EPS = typer.Option(None, "--eps", help="linf/l2 radius in pixel units ([0, 1] images; default RobustBench's 8/255 "
+                    "/ 0.5 on CIFAR, 4/255 on ImageNet).")
+_ATTACK = typer.Option("autoattack", "--attack", help="autoattack (standard version; default), apgd-ce or "
+                       "apgd-ce+apgd-t (AutoAttack's first attack(s) only: quicker, weaker; labelled so).")
+_EPS_LADDER = typer.Option(False, "--eps-ladder", help="Linf 0, 0.5, 1, 2, 4/255 (APGD-CE + APGD-T) and 8/255 "
+                           "(AutoAttack) instead of one --eps.")
+_MIN_NORM = typer.Option(False, "--min-norm", help="Also FAB's minimal perturbation per image (median stored).")
+_ATTACK_SEED = typer.Option(0, "--attack-seed", min=0, max=opt.SEED_MAX, help="AutoAttack's seed.")
+
+
 @app.command("evaluate")
-def evaluate_command(
+def evaluate_command(  # long: its Typer signature declares 36 options; the body is under 40 lines
     checkpoint: Optional[Path] = opt.checkpoint(None, help="checkpoint.safetensors written by train (or use "
                                                              "--pretrained / --timm / --module)."),
     pretrained: Optional[str] = opt.pretrained(help="Instead of --checkpoint: a shipped trained model (see "
@@ -75,11 +89,17 @@ def evaluate_command(
                                                   "seeds in compare and report."),
     amp: Optional[str] = opt.amp("Default: the checkpoint's train.amp (auto for --timm/--module)."),
     compile_model: bool = opt.compile_(),
+    threat_model: str = _THREAT_MODEL, eps: Optional[float] = _EPS, attack: str = _ATTACK,
+    eps_ladder: bool = _EPS_LADDER, min_norm: bool = _MIN_NORM, attack_seed: int = _ATTACK_SEED,
 ) -> None:
     """Accuracy of a checkpoint (or of a timm / any importable model): clean, per corruption and severity, and
-    under text noise (into the store)."""
+    under text noise (into the store); with --threat-model linf|l2, robust accuracy under AutoAttack."""
     from robustbench_dgsa.jobs.evaluation import evaluate_model, result_summary
 
+    if threat_model.strip().lower() != "corruptions" or eps is not None or eps_ladder or min_norm:
+        from .evaluate_adversarial import evaluate_adversarial_command
+        evaluate_adversarial_command(locals(), _evaluated_checkpoint, _check_external_options)
+        return
     corruptions = opt.parse_corruptions(corruption)
     severities = opt.parse_severities(severity)
     noise = opt.parse_text_noise(text_noise)
@@ -158,3 +178,4 @@ def _print_eval_table(res: Any) -> None:
         value = f"{mce['mCE']:.2f}%" if mce["mCE"] is not None else f"n/a (missing: {mce['missing']})"
         Console(highlight=False).print(f"ImageNet-C mCE (AlexNet-normalised): {value}; mCA {100 * mce['mCA']:.2f}% "
                                        f"over {mce['n_corruptions']} of the 15 corruptions")
+

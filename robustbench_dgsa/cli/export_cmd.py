@@ -56,7 +56,9 @@ def export_command(
     con = Console(stderr=True, highlight=False)
     for key, rec in res.models.items():
         mce = f", mCE {rec['corruptions_mce']}%" if rec.get("corruptions_mce") else ""
-        con.print(esc(f"{key}: clean {rec['clean_acc']}%, corruptions {rec['corruptions_acc']}%{mce}"))
+        robust = (f"AutoAttack {rec['autoattack_acc']}% at eps {rec['eps']}" if "autoattack_acc" in rec
+                  else f"corruptions {rec['corruptions_acc']}%")             # Linf / L2 records (issue 36)
+        con.print(esc(f"{key}: clean {rec['clean_acc']}%, {robust}{mce}"))
     for key, rec in res.incomplete.items():
         con.print(f"[yellow]{esc(key)}[/]: " + esc(f"incomplete 15 x 5 grid, written to the side file "
                   f"incomplete_grids.{key.split('/')[0]}.json, not to model_info (see its footnote)"))

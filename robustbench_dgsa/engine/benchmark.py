@@ -45,7 +45,7 @@ DEFAULT_SEVERITIES = (1, 2, 3, 4, 5)
 
 
 def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, data_root: str | Path | None = None,
-              corruption: str | Sequence[str] | None = "benchmark",
+              corruption: str | Sequence[str] | None = "benchmark",  # long: ~45 lines of docstring
               severity: int | str | Sequence[int] = DEFAULT_SEVERITIES, corruption_dir: str | Path | None = None,
               text_noise: str | Sequence[str] | None = None, max_examples: int | None = None,
               subset: str = "first", batch_size: int = 256, device: str = "auto",
@@ -53,7 +53,8 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
               name: str | None = None, seed: int = 0, store: str | Path | None = None,
               tokenizer: Callable[[list[str]], Any] | None = None, split: str = "test",
               frost_dir: str | Path | None = None, progress: bool = False, amp: str = "auto",
-              compile_model: bool = False, train_seed: int | None = None) -> pd.DataFrame:
+              compile_model: bool = False, train_seed: int | None = None, threat_model: str = "corruptions",
+              eps: float | None = None, attack: str = "autoattack", attack_seed: int = 0) -> pd.DataFrame:
     """Evaluate ``model`` on ``dataset`` clean and under every corruption × severity; returns its store rows.
 
     ``dataset``: a name (see :func:`robustbench_dgsa.load_dataset`), or in-memory data as RobustBench passes it:
@@ -85,11 +86,26 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
     parameter shapes>`` instead of the weights hash, so the seeds of one ``name`` are one model with n seeds in
     ``compare`` and the report (the weights hash stays in the run record). Without it: ``seed`` = -1 as before.
     (``seed`` keeps its meaning: the on-the-fly corruptions' seed.)
+
+    ``threat_model="Linf"`` / ``"L2"``: instead of corruptions, AutoAttack (``attack``, ``eps`` in pixel units,
+    ``attack_seed``; see :mod:`robustbench_dgsa.engine.adversarial`) on the first ``max_examples`` test images,
+    the model's input convention as above; returns the run's ``kind: adversarial`` rows.
     """
     ext = model if isinstance(model, ExternalModel) else None
     module = ext.model if ext is not None else model
     if not isinstance(module, nn.Module):
         raise UserError(f"benchmark needs a torch.nn.Module, got {type(module).__name__}")
+    if str(threat_model).lower() != "corruptions":
+        from robustbench_dgsa.engine.adversarial import benchmark_adversarial
+        ident = (f"weights-{weights_sha256(module)[:16]}" if train_seed is None
+                 else f"arch-{architecture_sha256(module)[:16]}")
+        with _store_dir(store) as store_dir:
+            return benchmark_adversarial(
+                module, dataset, data_root=data_root, max_examples=max_examples, preprocess=_choose_preprocess(
+                    module, ext, preprocess, timm_norm), threat_model=threat_model, eps=eps, attack=attack,
+                attack_seed=attack_seed, batch_size=int(batch_size), device=str(resolve_device(device)),
+                name=_unique_name(name, ext, module, ident, store), store_dir=store_dir, config_hash=ident,
+                seed=-1 if train_seed is None else _train_seed(train_seed))
     dataset, _tmp = _in_memory_source(dataset, module)  # (x, y) / a torch Dataset: a temporary .npz, gone on return
     info = dataset_info(dataset)
     if tokenizer is None and ext is not None:

@@ -125,7 +125,9 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
              text_noise: Sequence[str] | None = None, corruption_seed: int = 0,
              store_dir: str | Path | None = None, batch_size: int = 256, device: str = "auto",
              progress: bool = True, chunk: int = 2000, error_rate_sample: int = 2000,
-             frost_dir: str | Path | None = None, amp: str | None = None, compile_model: bool = False) -> EvalResult:
+             frost_dir: str | Path | None = None, amp: str | None = None, compile_model: bool = False,
+             threat_model: str = "corruptions", eps: float | None = None, attack: str = "autoattack",
+             attack_seed: int = 0, eps_ladder: bool = False, min_norm: bool = False) -> Any:
     """Evaluate ``checkpoint`` on ``dataset`` (default: the one it was trained on). See the module docstring.
 
     ``amp``: the precision of the forward passes (default: the run's ``train.amp``, resolved on this machine:
@@ -143,7 +145,17 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
 
     Loads the checkpoint, then runs the same core as :func:`robustbench_dgsa.engine.benchmark.benchmark`
     (:func:`evaluate_subject`).
+
+    ``threat_model="Linf"`` / ``"L2"`` (``eps``, ``attack``, ``attack_seed``, ``eps_ladder``, ``min_norm``):
+    AutoAttack instead of corruptions (:func:`robustbench_dgsa.engine.adversarial.evaluate_checkpoint`); returns
+    its :class:`~robustbench_dgsa.engine.adversarial.AdversarialRun`.
     """
+    if str(threat_model).lower() != "corruptions" or eps is not None or eps_ladder or min_norm:
+        from robustbench_dgsa.engine.adversarial import evaluate_checkpoint
+        return evaluate_checkpoint(checkpoint, dataset=dataset, data_root=data_root, max_test=max_test,
+                                   threat_model=threat_model, eps=eps, attack=attack, attack_seed=attack_seed,
+                                   ladder=eps_ladder, min_norm=min_norm, store_dir=store_dir,
+                                   batch_size=batch_size, device=str(resolve_device(device)))
     checkpoint = Path(checkpoint)
     if not checkpoint.exists():
         raise CheckpointError(f"checkpoint not found: {checkpoint}")

@@ -55,6 +55,7 @@ from robustbench_dgsa.models.registry import MODEL_FACTS, model_order
 from robustbench_dgsa.report.accuracy_figures import curve_figures, severity_figures
 from robustbench_dgsa.report.document import Report
 from robustbench_dgsa.report.caveats import caveat_lines
+from robustbench_dgsa.report.adversarial_section import adversarial_section
 from robustbench_dgsa.report.findings import findings_section
 from robustbench_dgsa.report.folder import check_report_folder, previous_files, publish, report_folder
 from robustbench_dgsa.report.page import header_lines, write_index
@@ -133,6 +134,7 @@ def _write_report(store_dir: Path, out: Path, df: pd.DataFrame, reference: str |
     rep.attempt("curves", "Figure 5", lambda: curve_figures(rep, datasets_m))
     rep.attempt("rollout", "Figures 2 and 3", lambda: rollout_figures(rep))
     rep.attempt("rollout", "Rollout numbers", lambda: rollout_numbers(rep))
+    rep.attempt("adversarial", "Adversarial robustness", lambda: adversarial_section(rep))
     rep.attempt("efficiency", "Table 9", lambda: efficiency_table(rep, pub, pub_sha))
     rep.attempt("published", "Published tables", lambda: published_tables(rep, pub, pub_sha))
 

@@ -1,4 +1,5 @@
-"""Export evaluation results in RobustBench's format (common corruptions), from the results store alone.
+"""Export evaluation results in RobustBench's format (common corruptions; Linf / L2: :mod:`.export_adversarial`),
+from the results store alone.
 
 Writes, under ``out_dir``::
 
@@ -91,10 +92,18 @@ def export_robustbench(store_dir: str | Path, out_dir: str | Path, *, dataset: s
         raise UserError(f"RobustBench dataset must be one of {', '.join(ROBUSTBENCH_DATASETS)}, got {dataset!r}")
     df = store.load_results(store_dir)
     rows = metrics.eval_rows(df, metric="accuracy", split="test", source=source)
+    result = ExportResult()
+    if (df["kind"] == "adversarial").any():                  # Linf / L2: model_info/<dataset>/<Linf|L2>/
+        from robustbench_dgsa.report.export_adversarial import export_adversarial
+        files, records, skipped = export_adversarial(store_dir, out_dir, dataset=dataset, models=models)
+        result.files += files
+        result.models.update(records)
+        result.skipped += skipped
+        if rows.empty and files:
+            return result
     if rows.empty:
         raise UserError(f"no test-accuracy evaluation rows in {store_dir}: nothing to export")
     runs = store.load_runs(store_dir)
-    result = ExportResult()
     for ds, rb in _dataset_map(sorted(set(rows["dataset"])), dataset, store_dataset, result.skipped,
                                _families(rows, runs)):
         part = rows[rows["dataset"] == ds]

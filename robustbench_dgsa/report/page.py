@@ -29,6 +29,7 @@ SECTIONS = (
     ("significance", "Statistical comparisons"),
     ("curves", "Training and validation curves (Figure 5)"),
     ("rollout", "Attention rollout (Figures 2 and 3)"),
+    ("adversarial", "Adversarial robustness"),
     ("efficiency", "Efficiency (Table 9)"),
     ("published", "The paper's published numbers"),
 )

@@ -1,0 +1,92 @@
+"""The report's "Adversarial robustness" section (only when the store holds ``kind: adversarial`` rows):
+accuracy vs eps per model with seed bands (95 % t-interval), a table with CIs and the median minimal
+perturbation, and the paired tests of the primary measure (robust accuracy at Linf 1/255) with the claim's
+verdict. Every number is labelled with the attack that produced it (APGD-CE + APGD-T below 8/255 is not
+AutoAttack)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from matplotlib.figure import Figure
+
+from robustbench_dgsa.analysis import adversarial as A
+from robustbench_dgsa.models.registry import model_order
+from robustbench_dgsa.report.labels import dataset_label, display_name
+from robustbench_dgsa.report.tables import Table, fmt_num
+
+if TYPE_CHECKING:
+    from robustbench_dgsa.report.artefacts import Report
+
+SECTION = "adversarial"
+ATTACK_NAMES = {"autoattack": "AutoAttack", "apgd-ce": "APGD-CE", "apgd-ce+apgd-t": "APGD-CE+APGD-T",
+                "none": "clean"}
+
+
+def adversarial_section(rep: Report) -> None:
+    rows = A.adversarial_accuracy(rep.df)
+    if rows.empty:
+        return                                     # no section at all (not even a "skipped" line)
+    acc = A.accuracy_vs_eps(rep.df)
+    for (ds, tm), part in acc.groupby(["dataset", "threat_model"]):
+        raw = rows[(rows["dataset"] == ds) & (rows["condition"] == tm)]
+        _figure(rep, ds, tm, part, raw)
+        _table(rep, ds, tm, part, raw)
+    tests = A.paired_tests(rep.df)
+    if not tests.empty:
+        _tests_table(rep, tests, rows)
+
+
+def _eps_label(eps: float, tm: str) -> str:
+    return f"{255 * eps:g}/255" if tm == "linf" else f"{eps:g}"
+
+
+def _figure(rep: Report, ds: str, tm: str, part, raw) -> None:
+    fig = Figure(figsize=(5.0, 3.4))
+    ax = fig.add_subplot(111)
+    for m in model_order(part["model"]):
+        g = part[part["model"] == m].sort_values("eps")
+        x = 255 * g["eps"] if tm == "linf" else g["eps"]
+        ax.plot(x, 100 * g["mean"], marker="o", label=display_name(m))
+        ok = g["ci_lo"].notna()
+        ax.fill_between(x[ok], 100 * g["ci_lo"][ok], 100 * g["ci_hi"][ok], alpha=0.2)
+    ax.set_xlabel("eps (×1/255, pixel units)" if tm == "linf" else "eps (L2, pixel units)")
+    ax.set_ylabel("robust accuracy (%)")
+    ax.legend(fontsize=8)
+    title = f"Adversarial robustness: {dataset_label(ds)}, {tm.upper() if tm == 'l2' else 'Linf'}"
+    rep.figure(SECTION, f"adversarial_{ds}_{tm}", title, fig, raw,
+               caption="Mean over training seeds, band: 95 % t-interval over seeds. eps 0: clean; below 8/255 "
+                       "APGD-CE + APGD-T (not full AutoAttack); 8/255: AutoAttack (standard, pyautoattack).")
+
+
+def _table(rep: Report, ds: str, tm: str, part, raw) -> None:
+    cols = ["Model", "eps", "Attack", "Seeds", "n", "Robust acc. (%)", "95% CI"]
+    recs = []
+    for m in model_order(part["model"]):
+        for r in part[part["model"] == m].sort_values("eps").itertuples():
+            ci = "—" if r.ci_lo != r.ci_lo else f"[{fmt_num(100 * r.ci_lo)}, {fmt_num(100 * r.ci_hi)}]"
+            recs.append([display_name(m), _eps_label(r.eps, tm), ATTACK_NAMES.get(r.attack, r.attack),
+                         str(r.n_seeds), str(r.n), fmt_num(100 * r.mean), ci])
+    notes = ["Robust accuracy = accuracy on the attacked images (eps in pixel units of [0, 1] images for every "
+             "model); APGD-CE / APGD-CE+APGD-T are AutoAttack's first attacks only, weaker than AutoAttack."]
+    mn = A.min_norm_summary(rep.df)
+    mn = mn[(mn["dataset"] == ds) & (mn["threat_model"] == tm)]
+    for r in mn.itertuples():
+        notes.append(f"{display_name(r.model)}: median minimal perturbation (FAB) {_eps_label(r.mean, tm)} "
+                     f"(mean over {r.n_seeds} seed(s)).")
+    title = f"Adversarial accuracy: {dataset_label(ds)}"
+    rep.table(SECTION, f"adversarial_{ds}_{tm}_table", title, Table(cols, recs, title, notes), raw)
+
+
+def _tests_table(rep: Report, tests, rows) -> None:
+    cols = ["Claim", "Paper claims it", "Model", "Baseline", "Seeds", "Δ (pp) [95% CI]", "p (Holm)", "Verdict"]
+    recs = []
+    for r in tests.itertuples():
+        ci = "—" if r.ci_lo != r.ci_lo else f"[{fmt_num(100 * r.ci_lo)}, {fmt_num(100 * r.ci_hi)}]"
+        recs.append([r.claim_text, "no" if not r.paper_claims else "yes", display_name(r.model),
+                     display_name(r.baseline), str(r.n_a), f"{fmt_num(100 * r.diff)} {ci}", fmt_num(r.p_holm, 3),
+                     r.verdict])
+    notes = [f"Primary measure: robust accuracy at Linf 1/255 ({tests['attack'].iloc[0]}), paired t over common "
+             "training seeds, Holm over the baselines; fewer than 3 seeds: not testable.",
+             f"Verdict on the claim: {A.claim_verdict(tests)}."]
+    title = "Adversarial robustness: paired tests"
+    rep.table(SECTION, "adversarial_tests", title, Table(cols, recs, title, notes), rows)
