@@ -3,6 +3,7 @@
 
     python benchmarks/bf16_equivalence.py results/evidence/store ../main/runs/bf16-eq/store
     python benchmarks/bf16_equivalence.py FP32_STORE BF16_STORE --dataset cifar10 --margin 1 --keep 1.5 --json
+    python benchmarks/bf16_equivalence.py FP32_STORE BF16_EVAL_STORE --measure clean --bf16-train-store SWEEP_STORE
 
 The fp32 arm and the bf16 arm are two stores of the same campaign (same preset, seeds, evaluation) trained in the two
 precisions. Runs are paired by (model, seed) on ``--dataset``; for each model found in both stores and each measure
@@ -17,7 +18,9 @@ is fine: only complete pairs count and ``n`` says how many; fewer than 2 pairs c
 
 Each arm's precision is shown as its stores record it: training from the train run records (``precision``; the
 config's ``train.amp``), evaluation from the rows' ``precision`` column (rows written before it existed read fp32).
-Nothing is pooled across the two stores except as paired differences.
+Nothing is pooled across the two stores except as paired differences. ``--measure clean`` (or ``mca``) restricts
+the table and the decision to one measure (an arm evaluated clean only); ``--bf16-train-store`` names the store whose
+train run records describe the bf16 arm's training when its checkpoints were evaluated into another store.
 """
 from __future__ import annotations
 
@@ -71,14 +74,15 @@ def tost(d: np.ndarray, margin: float) -> float:
     return float(p)
 
 
-def compare(fp32: pd.DataFrame, bf16: pd.DataFrame, *, margin: float = 1.0, keep: float = 1.5) -> pd.DataFrame:
+def compare(fp32: pd.DataFrame, bf16: pd.DataFrame, *, margin: float = 1.0, keep: float = 1.5,
+            measures: tuple[str, ...] = MEASURES) -> pd.DataFrame:
     """One row per (model, measure): n pairs, mean/SD of d = bf16 − fp32 (pp), 90 % and 95 % CIs, TOST p, whether
     equivalent at 5 % within ±margin, and whether the 90 % CI lies within ±keep."""
     pairs = fp32.merge(bf16, on=["model", "seed"], suffixes=(" fp32", " bf16"))
     rows = []
     for model in sorted(set(fp32["model"]) & set(bf16["model"])):
         g = pairs[pairs["model"] == model]
-        for m in MEASURES:
+        for m in measures:
             ok = g[np.isfinite(g[f"{m} fp32"]) & np.isfinite(g[f"{m} bf16"])]
             d = (ok[f"{m} bf16"] - ok[f"{m} fp32"]).to_numpy(dtype=float)
             mean, sd, lo90, hi90 = t_interval(d, 0.90)
@@ -129,15 +133,23 @@ def render(table: pd.DataFrame, precisions: dict[str, dict[str, Any]], margin: f
     return "\n".join(lines)
 
 
+MEASURE_CHOICES = {"all": MEASURES, "clean": MEASURES[:1], "mca": MEASURES[1:]}
+
+
 def run(fp32_store: str | Path, bf16_store: str | Path, *, dataset: str = "cifar10", margin: float = 1.0,
-        keep: float = 1.5) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
+        keep: float = 1.5, measure: str = "all",
+        bf16_train_store: str | Path | None = None) -> tuple[pd.DataFrame, dict[str, dict[str, Any]]]:
     """The comparison table and each arm's recorded precision."""
     arms, precisions = {}, {}
     for arm, path in (("fp32", Path(fp32_store)), ("bf16", Path(bf16_store))):
         df = store.load_results(path)
         arms[arm] = arm_measures(df, dataset)
         precisions[arm] = arm_precision(path, df, dataset)
-    return compare(arms["fp32"], arms["bf16"], margin=margin, keep=keep), precisions
+    if bf16_train_store is not None:
+        trained = arm_precision(Path(bf16_train_store), store.load_results(bf16_train_store), dataset)
+        precisions["bf16"].update(training=trained["training"], **{"train.amp": trained["train.amp"]})
+    return compare(arms["fp32"], arms["bf16"], margin=margin, keep=keep,
+                   measures=MEASURE_CHOICES[measure]), precisions
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,11 +159,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dataset", default="cifar10")
     p.add_argument("--margin", type=float, default=1.0, help="TOST equivalence margin, pp (default 1)")
     p.add_argument("--keep", type=float, default=1.5, help="decision: 90 %% CI within ± this, pp (default 1.5)")
+    p.add_argument("--measure", choices=sorted(MEASURE_CHOICES), default="all",
+                   help="which measures to compare and decide on (default all)")
+    p.add_argument("--bf16-train-store", default=None,
+                   help="store holding the bf16 arm's train run records, if it was evaluated into another store")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     try:
         table, precisions = run(args.fp32_store, args.bf16_store, dataset=args.dataset, margin=args.margin,
-                                keep=args.keep)
+                                keep=args.keep, measure=args.measure, bf16_train_store=args.bf16_train_store)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -71,3 +71,17 @@ def test_a_store_without_evaluations_yet_is_not_decidable(tmp_path):
     table, _ = mod.run(tmp_path / "fp32", tmp_path / "bf16")
     assert table.empty and mod.decision(table).startswith("not decidable")
     assert mod.main([str(tmp_path / "fp32"), str(tmp_path / "bf16")]) == 0
+
+
+def test_clean_only_arm_is_decided_on_clean_accuracy(tmp_path):
+    """An arm evaluated clean only: with --measure clean the missing mCA does not make the rule undecidable."""
+    mod = _module()
+    base = {("vit", s): 0.50 + 0.01 * s for s in range(3)}
+    _write(tmp_path / "fp32", "fp32", base, {k: v - 0.1 for k, v in base.items()})
+    bf = {k: v + d for (k, v), d in zip(base.items(), (0.001, -0.002, 0.002))}
+    _write(tmp_path / "bf16", "bf16", bf, {}, skip_cells={("vit", s, c, v) for s in range(3)
+                                                          for c in BENCHMARK_CORRUPTIONS for v in range(1, 6)})
+    table, _ = mod.run(tmp_path / "fp32", tmp_path / "bf16")
+    assert mod.decision(table).startswith("not decidable")           # mCA has no complete pair
+    table, _ = mod.run(tmp_path / "fp32", tmp_path / "bf16", measure="clean")
+    assert list(table.measure) == [mod.MEASURES[0]] and mod.decision(table).startswith("keep auto = bf16")
