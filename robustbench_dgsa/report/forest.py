@@ -9,8 +9,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from robustbench_dgsa.report.figures import style
+from robustbench_dgsa.util.figures import grow_to_fit_texts
 
 VERDICT_COLOURS = {"supported": "#1a7f37", "contradicted": "#b42318"}
 GREY = "#5a6270"
@@ -33,8 +35,9 @@ def forest_figure(t: pd.DataFrame, labels: Sequence[str]) -> Figure | None:
     pad = 0.06 * max(hi - lo, 1.0)
     with style():
         height = 0.8 + 0.27 * n
-        fig = Figure(figsize=(10.5, height))
-        ax = fig.add_axes((0.37, 0.55 / height, 0.43, 1 - 0.75 / height))
+        width = max(10.5, 6.0 + 0.06 * max(len(str(lab)) for lab in labels))    # 7.5 pt labels: ~0.06 in a char
+        fig = Figure(figsize=(width, height + 0.4), layout="constrained")   # room for labels, verdicts, legend
+        ax = fig.add_subplot()
         y = np.arange(n)[::-1]
         for yi, r in zip(y, recs):
             colour = VERDICT_COLOURS.get(r["verdict"], GREY)
@@ -57,4 +60,13 @@ def forest_figure(t: pd.DataFrame, labels: Sequence[str]) -> Figure | None:
         ax.set_ylim(-0.7, n - 0.3)
         ax.set_xlim(lo - pad, hi + pad)
         ax.set_xlabel("Δ = gated model − baseline (points)")
-    return fig
+        fig.legend(handles=_legend_handles(), loc="outside lower center", ncols=4, fontsize=7.5, frameon=False)
+    return grow_to_fit_texts(fig)
+
+
+def _legend_handles() -> list[Line2D]:
+    """What the marks mean (the colours are the verdicts, written at each row's right)."""
+    return [Line2D([], [], color=GREY, linewidth=3.2, alpha=0.55, label="Δ with its seed-only 95% CI"),
+            Line2D([], [], color=GREY, linewidth=1.0, label="two-level bootstrap 95% CI (seeds × test examples)"),
+            Line2D([], [], color="black", marker="x", linestyle="none", label="the paper's Δ"),
+            Line2D([], [], color="black", linestyle="--", linewidth=0.7, label="the claim's threshold / margin")]
