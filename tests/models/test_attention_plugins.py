@@ -31,10 +31,13 @@ REPO = HERE.parent.parent
 
 def test_zoo_logits_identical_to_mains():
     """Every shipped model gives main's logits: bit for bit on the arithmetic path they were recorded on (same
-    torch, same CPU capability), else to float32 rounding (the CI's second pass runs other kernels)."""
+    torch, same CPU capability, same CPU model: Intel and AMD pick other BLAS / oneDNN kernels at one capability),
+    else to float32 rounding (another machine, or the CI's second pass with other kernels)."""
+    from robustbench_dgsa.util.provenance import cpu_model
     from robustbench_dgsa.models.zoo import list_pretrained, load_pretrained
     ref = json.loads((HERE / "zoo_logits_main.json").read_text())
-    exact = ref["torch"] == torch.__version__ and ref["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    exact = (ref["torch"] == torch.__version__ and ref["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+             and ref["cpu_model"] == cpu_model())
     assert {c.name for c in list_pretrained()} == set(ref["models"])
     for card in list_pretrained():
         m = load_pretrained(card.name).model
