@@ -360,7 +360,12 @@ def _load_c(folder: str, n_examples: Any, severity: Any, data_dir: Any, shuffle:
             raise BenchmarkArgumentError(f"{cdir}: no labels (a set regenerated without labels)")
         xs.append(x[:per])
         ys.append(y[:per])
-    x, y = np.concatenate(xs), np.concatenate(ys)
+    return _first_n(np.concatenate(xs), np.concatenate(ys), n, shuffle)
+
+
+def _first_n(x: np.ndarray, y: np.ndarray, n: int, shuffle: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``n`` examples as RobustBench's tensors; with ``shuffle`` after one ``np.random.permutation``
+    (NumPy's global generator, as RobustBench draws it)."""
     if shuffle:
         order = np.random.permutation(np.arange(len(x)))
         x, y = x[order], y[order]
@@ -423,10 +428,7 @@ def load_imagenetc(n_examples: int = 5000, severity: int = 5, data_dir: str | Pa
         classes = sorted(set(wnids))
         xs += [_imagenet_image(root / c / str(sev) / f, prepr) for f in files[:per]]
         ys += [classes.index(w) for w in wnids[:per]]
-    if shuffle:
-        order = np.random.permutation(np.arange(len(xs)))
-        xs, ys = [xs[i] for i in order], [ys[i] for i in order]
-    return _to_tensors(np.stack(xs[:n]), np.array(ys[:n]))
+    return _first_n(np.stack(xs), np.array(ys), n, shuffle)
 
 
 class _Normalized(nn.Module):
