@@ -68,7 +68,7 @@ _UNIT = dict(ge=0, lt=1)              # dropout, fractions, betas
 MODALITIES = ("image", "text")
 ATTENTION_TYPES = ("mhsa", "diff", "dgsa")
 FFN_TYPES = ("gelu", "swiglu")
-LAMBDA_INIT_MODES = ("layer", "fixed")
+LAMBDA_INIT_MODES = ("layer", "fixed", "learnable")
 GATE_BIAS_INITS = ("default", "diff")
 SCHEDULES = ("cosine", "linear", "constant")
 AMP_MODES = ("auto", "bf16", "off")
@@ -99,10 +99,10 @@ class ModelConfig:
     vocab_size: int = _f(30000, ge=2, most=10**7)  # id 0 is padding
     max_len: int = _f(256, ge=1, most=65536)     # tokens, CLS excluded
     # differential / gated attention options (docs/METHODS.md, Models)
-    lambda_init: str = _f("layer", choices=LAMBDA_INIT_MODES)  # "layer": 0.8 - 0.6 exp(-0.3 l) | "fixed"
+    lambda_init: str = _f("layer", choices=LAMBDA_INIT_MODES)  # "layer": 0.8 - 0.6 exp(-0.3 l) | "fixed" | "learnable"
     lambda_init_value: float = _f(0.8, gt=0, lt=1)
     gate_bias_init: str = _f("default", choices=GATE_BIAS_INITS)  # "diff": b = logit(1/(1+lambda_init))
-    q_residual: bool = _f(False)       # DGSA: Y = Q + O W_o
+    q_residual: bool = _f(False)       # DiffAttn / DGSA: Y = Q + O W_o
     # a registered attention's own constructor arguments (``--set model.attention_args.NAME=value``, TOML
     # ``[model.attention_args]``), checked against the arguments it declares (:func:`declare_attention`)
     attention_args: dict[str, Any] = field(default_factory=dict, metadata={"rule": Rule(what="attention arguments")})

@@ -250,7 +250,7 @@ def compute_verdicts(results: pd.DataFrame, registry: Registry, alpha: float = 0
         rec = test_claim(c, cells)
         if rec is None:
             if c.model in cells.acc or c.baseline in cells.acc:
-                out.untested.append((c, "the store lacks a model or a cell it needs"))
+                out.untested.append((c, _why_untested(c, cells)))
             continue
         recs.append((c, rec))
     if not recs:
@@ -259,6 +259,14 @@ def compute_verdicts(results: pd.DataFrame, registry: Registry, alpha: float = 0
     out.bootstrap_note = _bootstrap(recs, by_ds, store_dir, resamples)
     out.table = pd.DataFrame([_row(c, r) for c, r in recs], columns=COLUMNS)
     return out
+
+
+def _why_untested(c: Claim, cells: Cells) -> str:
+    """Why the store cannot test ``c``: the model it lacks, else a cell."""
+    missing = [m for m in (c.model, c.baseline) if m not in cells.acc]
+    if missing:
+        return f"no runs of {' or '.join(missing)} on {c.dataset} in this store"
+    return f"the store lacks a cell it needs on {c.dataset}"
 
 
 def _holm(recs: list[tuple[Claim, dict]], alpha: float, power: float) -> None:

@@ -56,6 +56,7 @@ def models(
         return
 
     from rich import box
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"images {image_size}x{image_size}/patch {patch_size}; text max_len {max_len}, "
@@ -64,13 +65,15 @@ def models(
                   pad_edge=False)
     for col in ("model", "attention", "FFN", "tokens", "params", "GFLOPs", "GMACs"):
         table.add_column(col, justify="left" if col in ("model", "attention", "FFN") else "right", no_wrap=True)
+    table.add_column("what it is", justify="left", min_width=30, ratio=1)
     for i, r in enumerate(rows):
         ratio = r["ffn_ratio"]
         ratio_txt = "16/3" if abs(ratio - 16 / 3) < 1e-9 else f"{ratio:g}"
         last_of_modality = i + 1 < len(rows) and rows[i + 1]["modality"] != r["modality"]
         table.add_row(r["name"], r["attention"], f"{r['ffn']} x{ratio_txt}", str(r["tokens"]), f"{r['params']:,}",
-                      f"{r['flops'] / 1e9:.3f}", f"{r['macs'] / 1e9:.3f}", end_section=last_of_modality)
-    render.console(110).print(table)  # logs and pipes: do not squeeze the table into 80 columns
+                      f"{r['flops'] / 1e9:.3f}", f"{r['macs'] / 1e9:.3f}", escape(r["description"]),
+                      end_section=last_of_modality)
+    render.console(150).print(table)  # logs and pipes: do not squeeze the table into 80 columns
 
 
 def _print_pretrained(as_json: bool) -> None:

@@ -35,7 +35,10 @@ Kernel choice on the fast path (``kernel="auto"``, see :func:`choose_kernel`): t
 is used at 65 tokens in training, SDPA with a shared V at 129 tokens, SDPA with V split at 257; without
 gradients "math" and "split" tie at 65 tokens and "split" wins above (the measurements:
 ``benchmarks/MEASUREMENTS.md``). For MHSA SDPA is as fast as the explicit maths in
-training at 65 tokens and faster everywhere else, so MHSA always uses SDPA. On CUDA SDPA is always used.
+training at 65 tokens and faster everywhere else, so MHSA always uses SDPA in float32. Under CPU bf16 autocast
+(``amp`` resolved to bf16) the order changes: SDPA's CPU flash kernel computes its backward slowly in bf16, so
+training uses "math" for every mechanism up to 257 tokens, and evaluation uses it for DiffAttn / DGSA (MHSA's
+evaluation keeps SDPA, faster there). On CUDA SDPA is always used.
 The differential models' Q, K, V (and DGSA's gate) come from one GEMM over the concatenated weights; the
 parameters (and so state dicts and checkpoints) stay separate Linear layers.
 """
@@ -49,7 +52,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 ATTENTION_TYPES = ("mhsa", "diff", "dgsa")
-LAMBDA_INIT_MODES = ("layer", "fixed")
+LAMBDA_INIT_MODES = ("layer", "fixed", "learnable")
 GATE_BIAS_INITS = ("default", "diff")
 
 Maps = dict[str, Tensor]
@@ -57,10 +60,10 @@ Maps = dict[str, Tensor]
 
 def layer_lambda_init(layer_idx: int, mode: str = "layer", value: float = 0.8) -> float:
     """λ_init of layer ``layer_idx`` (0-based): 0.8 − 0.6·exp(−0.3·l) (``mode="layer"``, the DiffAttn paper's
-    schedule) or ``value`` (``mode="fixed"``)."""
+    schedule) or ``value`` (``mode="fixed"``; ``"learnable"``: the starting value of a per-layer parameter)."""
     if mode == "layer":
         return 0.8 - 0.6 * math.exp(-0.3 * layer_idx)
-    if mode == "fixed":
+    if mode in ("fixed", "learnable"):
         return float(value)
     raise ValueError(f"lambda_init must be one of {LAMBDA_INIT_MODES}, got {mode!r}")
 
@@ -98,10 +101,25 @@ CPU_SHARED_MAX_TOKENS_TRAIN = 192
 CPU_MATH_MAX_TOKENS_INFER = 80
 
 
+#: under CPU bf16 autocast the explicit maths beats SDPA's CPU flash kernel (its bf16 backward above all) in
+#: training for every mechanism and in evaluation for DiffAttn / DGSA, measured up to this many tokens
+CPU_BF16_MATH_MAX_TOKENS = 257
+
+
+def cpu_bf16_autocast() -> bool:
+    """True inside ``torch.autocast("cpu", dtype=torch.bfloat16)`` (the suite's bf16 precision on the CPU)."""
+    return torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+
+
 def choose_kernel(kind: str, device: torch.device, n_tokens: int, grad: bool) -> str:
     """Fast-path kernel for attention ``kind`` at ``n_tokens`` tokens: "math" (explicit products, no maps
-    returned), "sdpa" (MHSA; DiffAttn/DGSA with a shared 2d'-wide V) or "sdpa-split" (V in two d' halves)."""
-    if device.type != "cpu" or kind == "mhsa":
+    returned), "sdpa" (MHSA; DiffAttn/DGSA with a shared 2d'-wide V) or "sdpa-split" (V in two d' halves).
+    Under CPU bf16 autocast "math" up to :data:`CPU_BF16_MATH_MAX_TOKENS` tokens, except MHSA's evaluation."""
+    if device.type != "cpu":
+        return "sdpa"
+    if n_tokens <= CPU_BF16_MATH_MAX_TOKENS and (grad or kind != "mhsa") and cpu_bf16_autocast():
+        return "math"
+    if kind == "mhsa":
         return "sdpa"
     if grad:
         if n_tokens <= CPU_MATH_MAX_TOKENS_TRAIN:
@@ -196,12 +214,16 @@ class _DifferentialBase(nn.Module):
 
     kind = ""
 
-    def __init__(self, dim: int, heads: int, layer_idx: int = 0, lambda_init: float | None = None) -> None:
+    def __init__(self, dim: int, heads: int, layer_idx: int = 0, lambda_init: float | None = None, *,
+                 q_residual: bool = False, learnable_lambda_init: bool = False) -> None:
         """Args:
             dim: model width D (divisible by 2·``heads``: each head has two branches of width d' = D/(2h)).
             heads: number of heads h.
             layer_idx: 0-based depth of the layer.
             lambda_init: λ_init of this layer; default the DiffAttn schedule 0.8 − 0.6·exp(−0.3·layer_idx).
+            q_residual: add the (un-attended) queries to the layer's output, Y = Q + O W_o.
+            learnable_lambda_init: λ_init is a trained scalar parameter of the layer (``lambda_init_param``),
+                starting at ``lambda_init`` (the paper's appendix B.5 ablation); default a constant.
         """
         super().__init__()
         if dim % (2 * heads):
@@ -211,6 +233,8 @@ class _DifferentialBase(nn.Module):
         self.branch_dim = dim // (2 * heads)          # d'
         self.scale = self.branch_dim ** -0.5
         self.lambda_init = float(lambda_init) if lambda_init is not None else layer_lambda_init(layer_idx)
+        self.q_residual = bool(q_residual)
+        self.lambda_init_param = nn.Parameter(torch.tensor(self.lambda_init)) if learnable_lambda_init else None
         self.fused = True
         # fast-path kernel: "math" = the explicit products without returning maps; "sdpa" = one SDPA call per
         # branch with the whole 2d'-wide V; "sdpa-split" = V in two d' halves, two calls per branch (for kernels
@@ -232,8 +256,9 @@ class _DifferentialBase(nn.Module):
         ``extra``: the outputs of :meth:`_extra_rows`' rows, (B, N, rows)."""
         raise NotImplementedError
 
-    def _residual(self, q_flat: Tensor) -> Tensor | None:
-        return None
+    def current_lambda_init(self) -> float | Tensor:
+        """λ_init as the layer uses it now: the constant, or the trained parameter (``learnable_lambda_init``)."""
+        return self.lambda_init if self.lambda_init_param is None else self.lambda_init_param
 
     @staticmethod
     def _combine(pos: Tensor, neg: Tensor, c_pos: Any, c_neg: Any) -> Tensor:
@@ -329,11 +354,10 @@ class _DifferentialBase(nn.Module):
             if return_maps:
                 maps = {"attn": a, "a_pos": a_pos, "a_neg": a_neg, **extra_maps}
         # head RMSNorm; its affine weight (shared by the heads) and (1 − λ_init) scale W_o's columns instead
-        col_scale = (self.subln.weight * (1.0 - self.lambda_init)).repeat(h)
+        col_scale = (self.subln.weight * (1.0 - self.current_lambda_init())).repeat(h)
         y = F.linear(self.subln.normalize(o).transpose(1, 2).reshape(B, Nq, D), self.out_proj.weight * col_scale)
-        res = self._residual(q_flat)
-        if res is not None:
-            y = y + res
+        if self.q_residual:
+            y = y + q_flat
         return (y, maps) if return_maps else y
 
 
@@ -342,7 +366,8 @@ class DifferentialAttention(_DifferentialBase):
 
     kind = "diff"
 
-    def __init__(self, dim: int, heads: int, layer_idx: int = 0, lambda_init: float | None = None) -> None:
+    def __init__(self, dim: int, heads: int, layer_idx: int = 0, lambda_init: float | None = None, *,
+                 q_residual: bool = False, learnable_lambda_init: bool = False) -> None:
         """λ's four vectors are drawn from N(0, 0.1²).
 
         Args:
@@ -350,8 +375,12 @@ class DifferentialAttention(_DifferentialBase):
             heads: number of heads h.
             layer_idx: 0-based depth of the layer.
             lambda_init: λ_init of this layer; default the DiffAttn schedule 0.8 − 0.6·exp(−0.3·layer_idx).
+            q_residual: add the (un-attended) queries to the layer's output, Y = Q + O W_o (DGViT's residual;
+                with λ_init fixed at 0.8 this is DGViT's gate-less twin).
+            learnable_lambda_init: λ_init is a trained scalar parameter, starting at ``lambda_init``.
         """
-        super().__init__(dim, heads, layer_idx, lambda_init)
+        super().__init__(dim, heads, layer_idx, lambda_init, q_residual=q_residual,
+                         learnable_lambda_init=learnable_lambda_init)
         self.lambda_q1 = nn.Parameter(torch.empty(self.branch_dim).normal_(0.0, 0.1))
         self.lambda_k1 = nn.Parameter(torch.empty(self.branch_dim).normal_(0.0, 0.1))
         self.lambda_q2 = nn.Parameter(torch.empty(self.branch_dim).normal_(0.0, 0.1))
@@ -361,7 +390,7 @@ class DifferentialAttention(_DifferentialBase):
         """λ = exp(λq1·λk1) − exp(λq2·λk2) + λ_init (0-dim tensor)."""
         l1 = torch.exp(torch.sum(self.lambda_q1 * self.lambda_k1))
         l2 = torch.exp(torch.sum(self.lambda_q2 * self.lambda_k2))
-        return l1 - l2 + self.lambda_init
+        return l1 - l2 + self.current_lambda_init()
 
     def _coefficients(self, extra: Tensor | None, dtype: torch.dtype) -> tuple[Any, Any, Maps]:
         lam = self.lambda_value().to(dtype)
@@ -374,19 +403,22 @@ class GatedDifferentialAttention(_DifferentialBase):
     kind = "dgsa"
 
     def __init__(self, dim: int, heads: int, layer_idx: int = 0, lambda_init: float | None = None, *,
-                 q_residual: bool = False, gate_bias_init: str = "default") -> None:
+                 q_residual: bool = False, gate_bias_init: str = "default",
+                 learnable_lambda_init: bool = False) -> None:
         """Args:
             dim: model width D (divisible by 2·``heads``: each head has two branches of width d' = D/(2h)).
             heads: number of heads h.
             layer_idx: 0-based depth of the layer.
             lambda_init: λ_init of this layer; default the DiffAttn schedule 0.8 − 0.6·exp(−0.3·layer_idx).
-            q_residual: add the (un-attended) queries to the head outputs before the head norm.
+            q_residual: add the (un-attended) queries to the layer's output, Y = Q + O W_o.
             gate_bias_init: "default" (PyTorch's Linear init) or "diff" (W_g = 0, b_g = −log λ_init: the gate
                 starts as DiffAttn's combination, up to a scale).
+            learnable_lambda_init: λ_init (here only the head outputs' (1 − λ_init) scale) is a trained scalar
+                parameter starting at ``lambda_init`` (the paper's appendix B.5 ablation).
         """
-        super().__init__(dim, heads, layer_idx, lambda_init)
+        super().__init__(dim, heads, layer_idx, lambda_init, q_residual=q_residual,
+                         learnable_lambda_init=learnable_lambda_init)
         self.gate = nn.Linear(dim, heads, bias=True)   # W_g, b_g: one gate per (token, head)
-        self.q_residual = bool(q_residual)
         self.gate_bias_init = gate_bias_init
         if gate_bias_init == "diff":
             # g = 1/(1+λ_init) for every token: g A+ − (1−g) A− = (A+ − λ_init A−)/(1+λ_init), DiffAttn's
@@ -408,9 +440,6 @@ class GatedDifferentialAttention(_DifferentialBase):
         g = torch.sigmoid(extra).transpose(1, 2)                # (B, h, N)
         g4 = g.unsqueeze(-1)                                    # (B, h, N, 1): scales query rows
         return g4, 1.0 - g4, {"gate": g}
-
-    def _residual(self, q_flat: Tensor) -> Tensor | None:
-        return q_flat if self.q_residual else None
 
     @staticmethod
     def _combine(pos: Tensor, neg: Tensor, c_pos: Any, c_neg: Any) -> Tensor:

@@ -144,10 +144,15 @@ def attention_classes() -> tuple[type[nn.Module], ...]:
 
 
 register_attention("mhsa", MultiheadSelfAttention, rollout_mode="positive", display_name="MHSA")
+#: the differential mechanisms' arguments read from ModelConfig fields (λ_init and its mode, the Q-residual)
+_DIFFERENTIAL_FROM_CONFIG: dict[str, ConfigArg] = {
+    "lambda_init": _lambda_init, "q_residual": lambda c, i: bool(c.q_residual),
+    "learnable_lambda_init": lambda c, i: c.lambda_init == "learnable"}
+
 register_attention("diff", DifferentialAttention, rollout_mode="signed", display_name="DiffAttn", head_split=2,
-                   from_config={"lambda_init": _lambda_init}, branch_maps=True)
+                   from_config=_DIFFERENTIAL_FROM_CONFIG, branch_maps=True)
 register_attention("dgsa", GatedDifferentialAttention, rollout_mode="signed", display_name="DGSA", head_split=2,
-                   from_config={"lambda_init": _lambda_init, "q_residual": lambda c, i: bool(c.q_residual),
-                                "gate_bias_init": lambda c, i: c.gate_bias_init}, branch_maps=True)
+                   from_config={**_DIFFERENTIAL_FROM_CONFIG, "gate_bias_init": lambda c, i: c.gate_bias_init},
+                   branch_maps=True)
 
 

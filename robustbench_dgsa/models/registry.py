@@ -7,7 +7,7 @@
 
 Defaults (docs/METHODS.md, Models): vision models D=256, 8 layers, 8 heads, dropout 0.05, 32×32 / patch 4; text
 models D=256, 6 layers, 8 heads, dropout 0.1, max_len 256. Useful overrides: ``ffn_ratio`` (2, 4, 16/3: the paper's
-"proj."), ``ffn_dropout2``, ``lambda_init`` ("layer" | "fixed") / ``lambda_init_value``, ``gate_bias_init``
+"proj."), ``ffn_dropout2``, ``lambda_init`` ("layer" | "fixed" | "learnable") / ``lambda_init_value``, ``gate_bias_init``
 ("default" | "diff"), ``q_residual``, geometry (``image_size``, ``patch_size``, ``in_chans``), ``num_classes``,
 ``vocab_size``, ``max_len``.
 """
@@ -77,6 +77,30 @@ def vit_swiglu() -> ModelConfig:
     return _image(name="vit_swiglu", attention="mhsa", ffn="swiglu", ffn_ratio=4.0)
 
 
+# --- vision ablations: each differs from DGViT in one respect (the second campaign, results/evidence-v2) ----
+@register_model
+def dgvit_nogate() -> ModelConfig:
+    """DGViT's gate-less twin: DiffAttn (learnable λ) with DGViT's fixed λ_init 0.8, Q-residual and SwiGLU ×4, so
+    it differs from DGViT by the gate alone (A+ − λ A− in place of g A+ − (1−g) A−)."""
+    return _image(name="dgvit_nogate", attention="diff", ffn="swiglu", ffn_ratio=4.0, lambda_init="fixed",
+                  lambda_init_value=0.8, q_residual=True)
+
+
+@register_model
+def dgvit_noqres() -> ModelConfig:
+    """DGViT without the Q-residual (Y = O W_o, as DGT): differs from DGViT by the residual alone."""
+    return _image(name="dgvit_noqres", attention="dgsa", ffn="swiglu", ffn_ratio=4.0, lambda_init="fixed",
+                  lambda_init_value=0.8, q_residual=False)
+
+
+@register_model
+def dgvit_learnlambda() -> ModelConfig:
+    """DGViT with a learnable λ_init per layer, starting at 0.8 (the paper's appendix B.5 ablation: fixed 0.8
+    is reported better)."""
+    return _image(name="dgvit_learnlambda", attention="dgsa", ffn="swiglu", ffn_ratio=4.0,
+                  lambda_init="learnable", lambda_init_value=0.8, q_residual=True)
+
+
 # --- text --------------------------------------------------------------------------------------------
 @register_model
 def transformer() -> ModelConfig:
@@ -119,7 +143,7 @@ class ModelFacts:
     """How a model is named, grouped, ordered and drawn everywhere the suite shows it."""
     name: str            # registry name
     display: str         # name in tables and figures
-    family: str          # "baseline" | "differential" | "gated" | "baseline (SwiGLU)"
+    family: str          # "baseline" | "differential" | "gated" | "baseline (SwiGLU)" | "ablation"
     modality: str        # "image" | "text" (from the model's config)
     colour: str          # Okabe–Ito colour-blind-safe palette (Okabe & Ito 2008; Wong 2011)
     marker: str          # matplotlib marker, distinct per family
@@ -137,13 +161,19 @@ _FAMILY_STYLE = {
     "baseline (SwiGLU)": ("#CC79A7", "D", ":"),
 }
 #: styles for models outside the table (custom registrations), handed out in order
-EXTRA_STYLES: tuple[tuple[str, str, str], ...] = (
-    ("#56B4E9", "v", (0, (3, 1, 1, 1, 1, 1))), ("#D55E00", "P", (0, (5, 2))), ("#000000", "X", (0, (1, 2))),
-    ("#F0E442", "*", (0, (4, 1, 1, 1))))
+EXTRA_STYLES: tuple[tuple[str, str, Any], ...] = (
+    ("#F0E442", "*", (0, (4, 1, 1, 1))), ("#56B4E9", "h", (0, (3, 1, 1, 1, 1, 1))), ("#D55E00", "d", (0, (2, 1))),
+    ("#000000", "p", (0, (1, 1))))
 
 
-def _facts(order: int, name: str, display: str, family: str, paper: str) -> ModelFacts:
-    colour, marker, linestyle = _FAMILY_STYLE[family]
+#: DGViT's one-change ablations: a style each (they share the family "ablation" but not a look)
+ABLATION_STYLES: tuple[tuple[str, str, Any], ...] = (
+    ("#56B4E9", "v", (0, (3, 1, 1, 1))), ("#D55E00", "P", (0, (5, 2))), ("#000000", "X", (0, (1, 2))))
+
+
+def _facts(order: int, name: str, display: str, family: str, paper: str,
+           style: tuple[str, str, Any] | None = None) -> ModelFacts:
+    colour, marker, linestyle = style or _FAMILY_STYLE[family]
     return ModelFacts(name, display, family, _REGISTRY[name]().modality, colour, marker, linestyle, order, paper)
 
 
@@ -156,6 +186,9 @@ MODEL_FACTS: dict[str, ModelFacts] = {f.name: f for f in (
     _facts(5, "dt", "DT", "differential", "DT"),
     _facts(6, "dgt", "DGT", "gated", "DGT"),
     _facts(7, "transformer_swiglu", "Transformer-SwiGLU", "baseline (SwiGLU)", ""),
+    _facts(8, "dgvit_nogate", "DGViT w/o gate", "ablation", "", style=ABLATION_STYLES[0]),
+    _facts(9, "dgvit_noqres", "DGViT w/o Q-res", "ablation", "", style=ABLATION_STYLES[1]),
+    _facts(10, "dgvit_learnlambda", "DGViT learn-λ", "ablation", "", style=ABLATION_STYLES[2]),
 )}
 #: the reference (baseline) model of each modality: relative CE, pairwise tests, compare's default
 REFERENCE_MODELS: dict[str, str] = {"image": "vit", "text": "transformer"}
@@ -217,6 +250,16 @@ def reference_model(names: Iterable[str], modality: str | None = None) -> str | 
 
 def _unknown(name: str, plugins: Any = ()) -> UserError:
     return UserError(f"unknown model {name!r} (valid: {', '.join(model_names())})" + missing_hint(plugins))
+
+
+def model_description(name: str) -> str:
+    """What registered model ``name`` is: its registration function's docstring, on one line ("" without one)."""
+    if name not in _REGISTRY:
+        load_plugins()
+    fn = _REGISTRY.get(name)
+    if fn is None:
+        raise _unknown(name)
+    return " ".join((fn.__doc__ or "").split())
 
 
 def get_model_config(name: str) -> ModelConfig:

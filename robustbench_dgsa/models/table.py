@@ -14,12 +14,14 @@ FLOPS_NOTE = ("FLOPs: forward, per sample, 2 per multiply-add, matmuls/convoluti
 def model_table(names: list[str] | None = None, *, image_size: int = 32, patch_size: int = 4,
                 num_classes: int = 10, proj: str | float = 4, vocab_size: int = 30000, max_len: int = 256,
                 overrides: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """One row per model: name, modality, attention, ffn, ffn_ratio, tokens, params, flops, macs, config.
+    """One row per model: name, description (its registration's docstring), modality, attention, ffn, ffn_ratio,
+    tokens, params, flops, macs, config.
 
     Vision models get ``image_size`` / ``patch_size``, text models ``vocab_size`` / ``max_len``, SwiGLU models the
     FFN ratio ``proj`` (2, 4 or "16/3"); ``overrides`` (config key -> value) apply to every model last."""
     from .flops import count_flops, count_params, num_tokens
-    from .registry import apply_model_overrides, create_model, get_model_config, model_names, parse_ratio
+    from .registry import (apply_model_overrides, create_model, get_model_config, model_description, model_names,
+                           parse_ratio)
 
     ratio = parse_ratio(proj)
     rows = []
@@ -38,7 +40,7 @@ def model_table(names: list[str] | None = None, *, image_size: int = 32, patch_s
         model = create_model(cfg)
         flops = count_flops(cfg)
         rows.append({
-            "name": name, "modality": cfg.modality, "attention": cfg.attention, "ffn": cfg.ffn,
+            "name": name, "description": model_description(name), "modality": cfg.modality, "attention": cfg.attention, "ffn": cfg.ffn,
             "ffn_ratio": cfg.ffn_ratio, "tokens": num_tokens(cfg), "params": count_params(model),
             "flops": flops, "macs": flops // 2, "config": dataclasses.asdict(cfg),
         })

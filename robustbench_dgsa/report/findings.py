@@ -199,8 +199,10 @@ def _notes(v: vd.Verdicts, t: pd.DataFrame, labels: dict[str, str]) -> list[str]
         "analyses of the same data, not separate claims.",
     ]
     if v.untested:
-        out.append("Not tested: " + "; ".join(f"{c.source}: “{c.quote[:90]}…” — {why}" if c.quote else
-                                               f"{c.id} — {why}" for c, why in v.untested) + ".")
+        by_reason: dict[str, list[str]] = {}
+        for c, why in v.untested:
+            by_reason.setdefault(why, []).append(f"{c.id} ({c.label or c.source})")
+        out.append("Not tested: " + "; ".join(f"{why}: {', '.join(ids)}" for why, ids in by_reason.items()) + ".")
     return out
 
 

@@ -265,3 +265,30 @@ def test_forest_plot_opens_the_findings_then_one_verdict_per_claim(report):
     assert syn and all(V.NO_CLAIM in ln for ln in syn)
     reg = (out / "findings_registry.md").read_text()
     assert "not testable here: no CIFAR-100 data" in reg and "at least 13 of the 15" in reg
+
+
+def test_second_campaign_claims_isolate_one_change_each_and_run_when_their_models_are_stored(tmp_path):
+    """The second campaign's claims (registered before it ran): each compares DGViT with one registered model, is
+    primary with one test, and is tested once that model is in the store; without it the Findings name the
+    missing model instead of a verdict."""
+    ablations = {"cifar10:gate:clean": "dgvit_nogate", "cifar10:gate:mCA": "dgvit_nogate",
+                 "cifar10:ffn-matched:clean": "vit_swiglu", "cifar10:ffn-matched:mCA": "vit_swiglu",
+                 "cifar10:q-residual:clean": "dgvit_noqres", "cifar10:fixed-lambda:clean": "dgvit_learnlambda"}
+    by_id = {c.id: c for c in C.BUILTIN.claims}
+    for cid, other in ablations.items():
+        c = by_id[cid]
+        assert (c.model, c.baseline, c.primary, c.direction) == ("dgvit", other, True, "greater")
+        get_model_config(other)                                   # a registered model
+    for ds, base in (("fashion-mnist", "vit"), ("fashion-mnist", "dvit"), ("imdb", "transformer"), ("imdb", "dt")):
+        assert {f"{ds}:clean:{base}", f"{ds}:{'mNA' if ds == 'imdb' else 'mCA'}:{base}"} <= set(by_id)
+    store_dir = image_store(tmp_path / "s", 0.02)
+    v = _verdicts(store_dir)
+    untested = {c.id: why for c, why in v.untested}
+    assert untested["cifar10:gate:clean"] == "no runs of dgvit_nogate on cifar10 in this store"
+    assert "cifar10:gate:clean" not in set(v.table["id"])
+    write_model(store_dir, "cifar10", "dgvit_nogate", list(0.70 + NOISE), list(M.BENCHMARK_CORRUPTIONS))
+    v = _verdicts(store_dir)
+    row = _row(v.table, "cifar10:gate:clean")
+    assert row["family"] == "cifar10 · isolating the gate" and row["n"] == 5
+    assert row["diff"] == pytest.approx(2.0, abs=0.1)                # accuracies are stored as counts of 1000
+    assert "cifar10:gate:clean" not in {c.id for c, _ in v.untested}

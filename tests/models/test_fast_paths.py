@@ -31,6 +31,42 @@ def test_kernel_choice_per_device_and_length():
         assert choose_kernel(kind, cpu, 129, False) == "sdpa-split"
 
 
+def test_kernel_choice_under_cpu_bf16_autocast():
+    """bf16 on the CPU: explicit maths in training (SDPA's flash backward is the slow part) and for the
+    differential mechanisms' evaluation; MHSA evaluates with SDPA; beyond the measured length as in fp32."""
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        for kind in ("mhsa", "diff", "dgsa"):
+            for n in (17, 65, 129, 257):
+                assert choose_kernel(kind, cpu, n, True) == "math"
+                assert choose_kernel(kind, cpu, n, False) == ("sdpa" if kind == "mhsa" else "math")
+            assert choose_kernel(kind, cuda, 65, True) == "sdpa"
+        assert choose_kernel("mhsa", cpu, 513, True) == "sdpa"
+        assert choose_kernel("dgsa", cpu, 513, True) == "sdpa-split"
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert choose_kernel("mhsa", cpu, 65, True) == "sdpa"
+    assert choose_kernel("mhsa", cpu, 65, True) == "sdpa"                    # autocast off again
+
+
+@pytest.mark.parametrize("attention", ["mhsa", "diff", "dgsa"])
+def test_bf16_training_kernel_matches_sdpa_in_bf16(attention):
+    """The kernel bf16 training now takes gives SDPA's outputs and gradients to bf16 rounding."""
+    torch.manual_seed(0)
+    m = build_attention(ModelConfig(attention=attention, dim=32, heads=2, lambda_init="fixed"), 1)
+    x = torch.randn(4, 65, 32)
+    out = {}
+    for kernel in ("math", "sdpa"):
+        m.kernel = kernel
+        m.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = m(x)
+        y.float().square().mean().backward()
+        out[kernel] = (y.float(), [p.grad.clone() for p in m.parameters()])
+    torch.testing.assert_close(out["math"][0], out["sdpa"][0], rtol=0.05, atol=0.02)
+    for a, b in zip(out["math"][1], out["sdpa"][1]):
+        torch.testing.assert_close(a, b, rtol=0.1, atol=0.02)
+
+
 @pytest.mark.parametrize("attention,extra", [("mhsa", {}), ("diff", {}), ("dgsa", {"q_residual": True}),
                                              ("dgsa", {"q_residual": False})])
 @pytest.mark.parametrize("kernel", ["sdpa", "math"])

@@ -22,7 +22,8 @@ TABLE9 = {
     "dvit": {10: 5_543_818, 100: 5_555_428, 1000: 5_671_528},
     "dgvit": {10: 5_559_754, 100: 5_571_364, 1000: 5_687_464},
 }
-CIFAR_32_4 = {"vit": 6_381_706, "dvit": 5_325_706, "dgvit": 5_341_642}
+CIFAR_32_4 = {"vit": 6_381_706, "dvit": 5_325_706, "dgvit": 5_341_642,
+              "dgvit_nogate": 5_325_706, "dgvit_noqres": 5_341_642, "dgvit_learnlambda": 5_341_650}  # + λ_init × 8
 
 SMALL = dict(dim=32, depth=2, heads=2, head_hidden=16, num_classes=5)
 SMALL_IMAGE = dict(SMALL, image_size=16, patch_size=4)
@@ -56,7 +57,7 @@ def test_param_counts_table9_224(name):
         assert count_params(model) == expected, (name, classes)
 
 
-@pytest.mark.parametrize("name", ["vit", "dvit", "dgvit"])
+@pytest.mark.parametrize("name", sorted(CIFAR_32_4))
 def test_param_counts_32_4(name):
     model = create_model(name)
     assert model.num_tokens == 65
@@ -64,7 +65,8 @@ def test_param_counts_32_4(name):
 
 
 def test_registry_configs():
-    assert MODEL_NAMES == ("vit", "dvit", "dgvit", "vit_swiglu", "transformer", "dt", "dgt", "transformer_swiglu")
+    assert MODEL_NAMES == ("vit", "dvit", "dgvit", "vit_swiglu", "dgvit_nogate", "dgvit_noqres", "dgvit_learnlambda",
+                           "transformer", "dt", "dgt", "transformer_swiglu")
     vit, dvit, dgvit = (get_model_config(n) for n in ("vit", "dvit", "dgvit"))
     assert (vit.attention, vit.ffn, vit.ffn_ratio) == ("mhsa", "gelu", 4.0)
     assert (dvit.attention, dvit.ffn, dvit.lambda_init) == ("diff", "swiglu", "layer")
