@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from robustbench_dgsa.analysis import metrics
+from robustbench_dgsa.analysis.plateau import GAIN_POINTS, WINDOW, plateau_table
 from robustbench_dgsa.models.registry import model_order
 from robustbench_dgsa.report.figures import curves_figure, severity_figure
 from robustbench_dgsa.report.labels import (ACC_SCALE, PROCEDURAL_FROST_NOTE, condition_label, condition_order,
@@ -86,4 +87,22 @@ def curve_figures(rep: Report, datasets: dict[str, str]) -> None:
             continue
         rep.figure("curves", f"fig5_curves_{ds}", title_short, fig, sub,
                    f"{title} Loss and accuracy per epoch on the training and validation splits; colour and "
-                   "marker = model.")
+                   f"marker = model. {plateau_sentence(tr)}")
+
+
+def plateau_sentence(train_rows) -> str:
+    """Where each model's validation accuracy stopped rising (the second campaign's stopping rule), one clause
+    per model: the plateau epoch (the median over seeds) of the epochs run."""
+    t = plateau_table(train_rows)
+    if t.empty:
+        return ""
+    parts = []
+    for m in model_order(t["model"]):
+        g = t[t["model"] == m]
+        reached = g["plateau"].dropna()
+        when = "not within the run" if reached.empty else f"epoch {int(reached.median())}"
+        if 0 < len(reached) < len(g):
+            when += f" in {len(reached)} of {len(g)} seeds"
+        parts.append(f"{model_labels([m])[m]} {when} of {int(g['epochs'].max())}")
+    return (f"Plateau (first epoch whose validation accuracy gained < {GAIN_POINTS:g} points over the previous "
+            f"{WINDOW} epochs{', median over seeds' if t['seed'].nunique() > 1 else ''}): " + "; ".join(parts) + ".")
