@@ -36,6 +36,7 @@ def caveat_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[st
         line = _subset_line(rep, cfgs, ds)
         if line:
             out.append(line)
+    out += _no_reference_size_lines(rep, cfgs, datasets)
     out += scale_lines(rep, cfgs, datasets)
     out += _outside_model_lines(rep)
     seeds = rep.df[rep.df["kind"].isin(["eval", "train"]) & (rep.df["seed"] >= 0)]
@@ -105,6 +106,29 @@ def _subset_line(rep: Report, cfgs: dict[str, dict[str, Any]], ds: str) -> str:
         ([f"evaluated on {', '.join(subset_words(n, how) for n, how in ms)} test examples"] if ms else [])
     return (f"Subset: on {dataset_label(ds)} the runs were {' and '.join(parts)} — not the paper's full splits; "
             "accuracies are not comparable with the paper's.")
+
+
+#: image sides with a reference corruption generator (CIFAR-10-C, Tiny-ImageNet-C, ImageNet-C)
+REFERENCE_SIDES = (32, 64, 224)
+
+
+def _no_reference_size_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:
+    """Image datasets evaluated under corruptions at a side no reference generator was made for (FashionMNIST's
+    28 px): their corruptions used another size's constants."""
+    out = []
+    for ds, modality in datasets.items():
+        rows = rep.df[(rep.df["dataset"] == ds) & (rep.df["kind"] == "eval") & (rep.df["severity"] >= 1)]
+        if modality != "image" or rows.empty:
+            continue
+        hashes = sorted(set(rep.df.loc[rep.df["dataset"] == ds, "config_hash"]) - {""})
+        sides = sorted({int(cfgs[h]["model"]["image_size"]) for h in hashes
+                        if "image_size" in cfgs.get(h, {}).get("model", {})} - set(REFERENCE_SIDES))
+        if sides:
+            out.append(f"Constants of another size: {dataset_label(ds)}'s {sides[0]}×{sides[0]} images have no "
+                       "reference corruption generator, so they were corrupted with constants made for another "
+                       "size (the corruption folder's manifest names which). Its corrupted accuracies compare the "
+                       "models with each other; they are not a published benchmark's numbers.")
+    return out
 
 
 def scale_lines(rep: Report, cfgs: dict[str, dict[str, Any]], datasets: dict[str, str]) -> list[str]:

@@ -70,3 +70,24 @@ def test_scale_caveat_follows_the_config_and_the_parameter_count():
     df3, runs3, cfgs3 = _setup(params=1_000_000)
     line = next(ln for ln in _lines(df3, runs3, cfgs3) if ln.startswith("Scale:"))
     assert "parameters 1/13.3 to 1/13.3" in line
+
+
+def _image_rows(ds: str, side: int, corrupted: bool):
+    rows = [dict(run_id="eval-0", kind="eval", model="dgvit", config_hash="hi", dataset=ds, split="test",
+                 condition="clean", severity=0, seed=0, metric="accuracy", value=0.8, n=100, epoch=1,
+                 source="test", git_commit="", package_version="0.1.0", created="")]
+    if corrupted:
+        rows.append(dict(rows[0], condition="fog", severity=3, value=0.5, source="regenerated"))
+    cfg = {"model": {"name": "dgvit", "dim": 96, "depth": 4, "heads": 4, "modality": "image", "image_size": side,
+                     "patch_size": 7}, "train": {"epochs": 30}, "data": {}}
+    return pd.DataFrame(rows), {}, {"hi": cfg}
+
+
+def test_corruptions_at_a_side_without_a_reference_generator_are_flagged():
+    def lines(side, corrupted):
+        df, runs, cfgs = _image_rows("fashion-mnist", side, corrupted)
+        return [ln for ln in caveat_lines(Report(Path("store"), Path("out"), df, runs), cfgs,
+                                          {"fashion-mnist": "image"}) if ln.startswith("Constants of another size")]
+    got = lines(28, True)
+    assert len(got) == 1 and "FashionMNIST's 28×28 images have no reference corruption generator" in got[0]
+    assert lines(32, True) == [] and lines(28, False) == []         # a reference side / clean only: nothing to flag
