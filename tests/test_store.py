@@ -253,7 +253,7 @@ def test_compact_reencodes_older_prediction_files_to_the_same_table(store_dir):
     assert pq.ParquetFile(old).metadata.row_group(0).column(0).compression != "ZSTD"
     store.compact(store_dir)
     assert pq.ParquetFile(old).metadata.row_group(0).column(0).compression == "ZSTD"
-    pd.testing.assert_frame_equal(pd.read_parquet(old), df)
+    pd.testing.assert_frame_equal(store.read_predictions_file(old), df)
     assert store.reencode_predictions(store_dir) == []     # already compact: nothing rewritten
     assert sorted(p.name for p in old.parent.iterdir()) == [old.name]   # no temporary file left behind
 
@@ -269,3 +269,39 @@ def test_compact_leaves_a_linked_prediction_file_and_its_target_alone(store_dir,
     store.compact(store_dir)
     assert link.is_symlink() and link.resolve() == outside.resolve()
     assert outside.read_bytes() == before
+
+
+def test_predictions_are_stored_example_by_example_and_read_back_in_their_own_order(store_dir):
+    """Each image's rows side by side on disk (its label repeats, its predictions mostly agree across conditions):
+    smaller than condition blocks; reading restores the blocks' order; the older compact files are rewritten."""
+    import pyarrow.parquet as pq
+    rng = np.random.default_rng(1)
+    n, conds = 2000, [("clean", 0)] + [(f"c{i}", s) for i in range(4) for s in (1, 2, 3)]
+    label = rng.integers(0, 10, n).astype("int16")
+    clean_pred = np.where(rng.random(n) < 0.7, label, rng.integers(0, 10, n)).astype("int16")
+    df = pd.DataFrame({
+        "condition": np.repeat([c for c, _ in conds], n), "severity": np.repeat([s for _, s in conds], n).astype("int8"),
+        "index": np.tile(np.arange(n, dtype="int32") * 3 + 5, len(conds)), "label": np.tile(label, len(conds)),
+        "pred": np.concatenate([np.where(rng.random(n) < 0.9, clean_pred, rng.integers(0, 10, n)).astype("int16")
+                                for _ in conds])})
+    path = store_dir / "by_example.parquet"
+    store.write_predictions_file(df, path)
+    on_disk = pd.read_parquet(path)
+    assert list(on_disk["index"][:len(conds)]) == [5] * len(conds)          # image 5 under every condition first
+    assert list(zip(on_disk["condition"][:3], on_disk["severity"][:3])) == [("clean", 0), ("c0", 1), ("c0", 2)]
+    pd.testing.assert_frame_equal(store.read_predictions_file(path), df)
+    older = store_dir / "predictions" / "r9__test.parquet"
+    older.parent.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(older, index=False, compression="zstd")                  # compact codec, condition blocks
+    assert store.reencode_predictions(store_dir) == [older]
+    pd.testing.assert_frame_equal(store.read_predictions_file(older), df)
+    assert store.reencode_predictions(store_dir) == []
+    blocks = store_dir / "blocks.parquet"
+    store.write_predictions_file(df, blocks)
+    plain_blocks = store_dir / "plain_blocks.parquet"
+    df.to_parquet(plain_blocks, index=False, compression="zstd")
+    assert blocks.stat().st_size < 0.7 * plain_blocks.stat().st_size
+    shuffled = df.sample(frac=1.0, random_state=0).reset_index(drop=True)   # not condition blocks: stored as is
+    store.write_predictions_file(shuffled, store_dir / "shuffled.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(store_dir / "shuffled.parquet"), shuffled)
+    pd.testing.assert_frame_equal(store.read_predictions_file(store_dir / "shuffled.parquet"), shuffled)

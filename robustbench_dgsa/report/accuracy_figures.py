@@ -99,10 +99,10 @@ def plateau_sentence(train_rows) -> str:
     parts = []
     for m in model_order(t["model"]):
         g = t[t["model"] == m]
-        reached = g["plateau"].dropna()
-        when = "not within the run" if reached.empty else f"epoch {int(reached.median())}"
+        reached, n = g["plateau"].dropna(), int(g["epochs"].max())
+        when = f"not reached in {n} epochs" if reached.empty else f"epoch {int(reached.median())} of {n}"
         if 0 < len(reached) < len(g):
-            when += f" in {len(reached)} of {len(g)} seeds"
-        parts.append(f"{model_labels([m])[m]} {when} of {int(g['epochs'].max())}")
+            when += f" (in {len(reached)} of {len(g)} seeds)"
+        parts.append(f"{model_labels([m])[m]}: {when}")
     return (f"Plateau (first epoch whose validation accuracy gained < {GAIN_POINTS:g} points over the previous "
             f"{WINDOW} epochs{', median over seeds' if t['seed'].nunique() > 1 else ''}): " + "; ".join(parts) + ".")

@@ -36,6 +36,7 @@ def test_plateau_table_and_the_curves_caption_read_the_stored_val_rows():
     t = plateau_table(rows).set_index(["model", "seed"])["plateau"]
     assert t[("vit", 0)] == 9 and t[("vit", 1)] == 9 and t[("dgvit", 1)] == 9 and pd.isna(t[("dgvit", 0)])
     text = plateau_sentence(rows)
-    assert "ViT epoch 9 of 9" in text and "DGViT epoch 9 in 1 of 2 seeds of 9" in text
+    assert "ViT: epoch 9 of 9" in text and "DGViT: epoch 9 of 9 (in 1 of 2 seeds)" in text
+    assert plateau_sentence(pd.DataFrame(_rows("vit", 0, rising))).endswith("ViT: not reached in 9 epochs.")
     assert text.index("ViT") < text.index("DGViT") and "median over seeds" in text
     assert plateau_sentence(rows[rows["model"] == "nobody"]) == ""
