@@ -496,7 +496,7 @@ def _block_ranks(df: pd.DataFrame, blocks: list[list[Any]]) -> Any:
     return ranks
 
 
-def read_predictions_file(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
+def read_predictions_file(path: str | Path) -> pd.DataFrame:
     """One predictions file as its table, rows in the order they were written (a file stored example by example
     is put back in its condition blocks' order)."""
     import numpy as np
@@ -508,7 +508,7 @@ def read_predictions_file(path: str | Path, columns: list[str] | None = None) ->
     if layout is not None:
         order = np.lexsort((df["index"].to_numpy(), _block_ranks(df, json.loads(layout)["blocks"])))
         df = df.iloc[order].reset_index(drop=True)
-    return df[columns] if columns is not None else df
+    return df
 
 
 def _write_compact_parquet(df: pd.DataFrame, path: Path) -> None:
