@@ -128,6 +128,31 @@ def choose_kernel(kind: str, device: torch.device, n_tokens: int, grad: bool) ->
     return "math" if n_tokens <= CPU_MATH_MAX_TOKENS_INFER else "sdpa-split"
 
 
+#: bytes to which fused attention kernels on accelerators need every row of Q, K and V aligned
+SDPA_ALIGN_BYTES = 16
+
+
+def sdpa_aligned(t: Tensor) -> Tensor:
+    """``t`` itself, or a contiguous copy where a fused kernel on an accelerator could not read it: a row stride
+    or start offset that is not a multiple of :data:`SDPA_ALIGN_BYTES`. DGSA's Q and K are views into one GEMM
+    output whose rows are 3D + h wide (the gate logits ride along), so at D=32, h=2 they are 98 bf16 elements:
+    on an H200 with torch 2.11, cuDNN attention then failed ("misaligned address", poisoning the CUDA context)
+    and the memory-efficient kernel refused ("query is not correctly aligned"). A copy costs O(B·N·D), the
+    attention O(B·N²·D). CPU tensors are returned as they are (the CPU kernels read any stride)."""
+    if t.device.type == "cpu":
+        return t
+    align = max(1, SDPA_ALIGN_BYTES // t.element_size())
+    if t.storage_offset() % align or any(s % align for s in t.stride()[:-1]) or t.stride(-1) != 1:
+        return t.contiguous()
+    return t
+
+
+def _sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float) -> Tensor:
+    """``F.scaled_dot_product_attention`` on inputs aligned for the accelerators' fused kernels."""
+    return F.scaled_dot_product_attention(sdpa_aligned(q), sdpa_aligned(k), sdpa_aligned(v), attn_mask=mask,
+                                          scale=scale)
+
+
 # score-map elements per chunk of the no-grad "math" kernel: 2 maps x 8 heads x 65² x 7 images = 0.47M floats,
 # 1.9 MB, inside a 4 MB L2 (measured at 65 tokens: 2^18-2^20 cost the same, the whole batch ~25 % more)
 _MAPS_PER_CHUNK = 1 << 19
@@ -199,7 +224,7 @@ class MultiheadSelfAttention(nn.Module):
         kernel = self.kernel if self.kernel != "auto" else choose_kernel(self.kind, x.device, N,
                                                                            torch.is_grad_enabled())
         if self.fused and not return_maps and kernel != "math":
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=_sdpa_mask(key_padding_mask), scale=self.scale)
+            o = _sdpa(q, k, v, _sdpa_mask(key_padding_mask), self.scale)
         else:
             a = _softmax_map(q, k, self.scale, key_padding_mask)
             o = torch.matmul(a, v)
@@ -292,10 +317,9 @@ class _DifferentialBase(nn.Module):
     def _branch(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, split: bool) -> Tensor:
         """softmax(q kᵀ/√d') V by SDPA without forming the map."""
         if not split:
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=1.0)   # k carries 1/√d'
+            return _sdpa(q, k, v, mask, 1.0)   # k carries 1/√d'
         va, vb = v.split(self.branch_dim, dim=-1)
-        return torch.cat([F.scaled_dot_product_attention(q, k, va, attn_mask=mask, scale=1.0),
-                          F.scaled_dot_product_attention(q, k, vb, attn_mask=mask, scale=1.0)], dim=-1)
+        return torch.cat([_sdpa(q, k, va, mask, 1.0), _sdpa(q, k, vb, mask, 1.0)], dim=-1)
 
     def _math(self, q: Tensor, k: Tensor, v: Tensor, c_pos: Any, c_neg: Any,
               key_padding_mask: Tensor | None) -> Tensor:

@@ -133,3 +133,43 @@ def test_dropout_distribution_scaling_gradient_and_seed():
     assert torch.equal(drop.eval()(x), x)                                    # eval: identity
     assert Dropout(0.0).train()(x) is x                                      # p = 0: no work at all
     assert isinstance(drop, torch.nn.Dropout)
+
+
+# -- fused kernels on accelerators need aligned rows (found on an H200, torch 2.11: DGSA at D=32, h=2 crashed) ----
+def _aligned(t: torch.Tensor, align: int) -> bool:
+    return t.storage_offset() % align == 0 and all(s % align == 0 for s in t.stride()[:-1]) and t.stride(-1) == 1
+
+
+def test_sdpa_aligned_copies_only_misaligned_accelerator_tensors():
+    from robustbench_dgsa.models.attention import sdpa_aligned
+    rows = torch.empty(4, 98, dtype=torch.bfloat16, device="meta")          # 98 bf16 = 196 bytes per row
+    view = rows[:, :8]
+    assert not _aligned(view, 8)
+    fixed = sdpa_aligned(view)
+    assert _aligned(fixed, 8) and fixed.shape == view.shape
+    good = torch.empty(4, 96, dtype=torch.bfloat16, device="meta")[:, 8:16]   # 192-byte rows, 16-byte offset
+    assert sdpa_aligned(good) is good
+    cpu = torch.empty(4, 98)[:, 1:9]
+    assert sdpa_aligned(cpu) is cpu                                             # CPU kernels read any stride
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("kind,dim,heads", [("dgsa", 32, 2), ("diff", 48, 2), ("dgsa", 96, 4), ("mhsa", 40, 2)])
+def test_fused_attention_hands_sdpa_aligned_inputs_off_the_cpu(monkeypatch, kind, dim, heads, dtype):
+    """On a non-CPU device (meta: shapes and strides without data) every SDPA call gets 16-byte aligned rows,
+    whatever the GEMM output's width (3D + h for DGSA's gate logits), or, where the head width itself is not a
+    multiple of 16 bytes, contiguous rows (PyTorch's own head-width checks then pick a kernel that reads them)."""
+    from robustbench_dgsa.models.attention_registry import get_attention
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, *a, **kw):
+        seen.append((q, k, v))
+        return real(q, k, v, *a, **kw)
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    layer = get_attention(kind).cls(dim, heads).to("meta", dtype)
+    layer(torch.empty(3, 17, dim, device="meta", dtype=dtype))
+    assert seen
+    for q, k, v in seen:
+        for t in (q, k, v):
+            assert _aligned(t, 16 // t.element_size()) or t.is_contiguous(), (t.shape, t.stride(), t.storage_offset())
