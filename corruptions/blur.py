@@ -22,6 +22,8 @@ from ._ops import (
     scipy_gaussian_torch,
     take_pixels_hwc,
     to_hwb,
+    true_div,
+    true_div_,
     u8_to_unit64,
     zoom_geometry,
 )
@@ -401,7 +403,7 @@ def defocus_blur_torch(x: torch.Tensor, params) -> torch.Tensor:
     for k in range(1, len(pl.weights)):
         z.add_(acc[k].to(torch.float64).mul_(float(pl.weights[k])))
     z.add_(xt.to(torch.float64).mul_(pl.centre))
-    return floor_u8(from_hwb(z.div_(255.0), n, c))
+    return floor_u8(from_hwb(true_div_(z, 255.0), n, c))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -477,7 +479,7 @@ def zoom_blur_torch(x: torch.Tensor, factors) -> torch.Tensor:
     n, h, w, c = x.shape
     if n > _ZOOM_SUBCHUNK and x.device.type == "cpu":
         return torch.cat([zoom_blur_torch(x[s : s + _ZOOM_SUBCHUNK], factors) for s in range(0, n, _ZOOM_SUBCHUNK)])
-    x32 = to_hwb((x.to(torch.float64) / 255.0).to(torch.float32))  # (np.array(x) / 255.).astype(np.float32)
+    x32 = to_hwb(u8_to_unit64(x).to(torch.float32))  # (np.array(x) / 255.).astype(np.float32)
     x64 = x32.to(torch.float64)
     cache = {}
     out = torch.zeros_like(x32)
@@ -486,5 +488,5 @@ def zoom_blur_torch(x: torch.Tensor, factors) -> torch.Tensor:
         if key not in cache:
             cache[key] = x32 if is_identity_zoom(h, w, z) else clipped_zoom_hwb_torch(x64, z).to(torch.float32)
         out.add_(cache[key])
-    y = (x32 + out) / float(len(factors) + 1)
+    y = true_div(x32 + out, float(len(factors) + 1))
     return floor_u8(from_hwb(y, n, c))

@@ -17,6 +17,7 @@ from ._ops import (
     scipy_gaussian,
     take_pixels_hwc,
     to_hwb,
+    true_div,
     u8_to_unit32,
     u8_to_unit64,
 )
@@ -42,7 +43,7 @@ def sequential_channel_mean(xf: torch.Tensor) -> torch.Tensor:
         total = flat[:, 0].clone()
         for i in range(1, h * w):
             total = total + flat[:, i]
-    return (total / float(h * w)).view(n, 1, 1, c)
+    return true_div(total, float(h * w)).view(n, 1, 1, c)
 
 
 def contrast(x: torch.Tensor, c: float, rng=None) -> torch.Tensor:
@@ -410,9 +411,9 @@ def _scipy_reflect_coordinate(cc: torch.Tensor, n: int) -> torch.Tensor:
     sz2 = float(2 * n)
     if not bool(((cc >= -n) & (cc < sz2)).all()):  # far outside: reduce modulo 2n first, as SciPy does
         neg = cc < 0
-        lo = torch.where(cc < -sz2, sz2 * torch.trunc(-cc / sz2) + cc, cc)
+        lo = torch.where(cc < -sz2, sz2 * torch.trunc(true_div(-cc, sz2)) + cc, cc)
         lo = torch.where(lo < -n, lo + sz2, lo)
-        hi = cc - sz2 * torch.trunc(cc / sz2)
+        hi = cc - sz2 * torch.trunc(true_div(cc, sz2))
         cc = torch.where(neg, lo, torch.where(cc > n - 1, hi, cc))
     # -n <= cc < 0: -cc - 1 (SciPy guards -cc - 1 == -1); n <= cc < 2n: 2n - cc - 1; else unchanged
     neg = torch.where(cc > -1e-15, torch.full_like(cc, 1e-15), -cc) - 1

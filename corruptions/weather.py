@@ -265,7 +265,7 @@ def snow_normals(rng: KeyedRandom, zoom: float, n: int, h: int, w: int) -> torch
 def snow_apply(x: torch.Tensor, params, normal: torch.Tensor, angles_deg: np.ndarray) -> torch.Tensor:
     blur_r, blur_s, blend = params[4:7]
     s8 = im_motion_blur(snow_layer_u8(normal, params), blur_r, blur_s, angles_deg)
-    s = s8.to(torch.float64) / 255.0
+    s = u8_to_unit64(s8)
     y = snow_base(x, blend).to(torch.float64) + s + torch.flip(s, dims=(1, 2))  # + np.rot90(S, k=2)
     return floor_u8(y)
 

@@ -467,8 +467,10 @@ class GatedDifferentialAttention(_DifferentialBase):
 
     @staticmethod
     def _combine(pos: Tensor, neg: Tensor, c_pos: Any, c_neg: Any) -> Tensor:
-        """g·pos − (1−g)·neg as one lerp from −neg to pos with weight g (c_pos = g, c_neg = 1 − g)."""
-        return torch.lerp(-neg, pos, c_pos)
+        """g·pos − (1−g)·neg as one lerp from −neg to pos with weight g (c_pos = g, c_neg = 1 − g). lerp wants
+        the weight in the maps' dtype: under CUDA autocast the explicit maps come out of softmax in float32 while
+        g is bfloat16 (on an H200 the explicit path failed: "expected dtype float for `weight`")."""
+        return torch.lerp(-neg, pos, c_pos.to(pos.dtype))
 
 
 def set_attention_impl(model: nn.Module, impl: str) -> nn.Module:

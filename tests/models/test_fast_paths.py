@@ -173,3 +173,16 @@ def test_fused_attention_hands_sdpa_aligned_inputs_off_the_cpu(monkeypatch, kind
     for q, k, v in seen:
         for t in (q, k, v):
             assert _aligned(t, 16 // t.element_size()) or t.is_contiguous(), (t.shape, t.stride(), t.storage_offset())
+
+
+def test_dgsa_combines_float32_maps_with_a_bfloat16_gate():
+    """Under CUDA autocast the explicit maps leave softmax in float32 while the gate is bfloat16 (H200, torch
+    2.11: the explicit path raised); the combination takes the gate in the maps' dtype."""
+    from robustbench_dgsa.models.attention import GatedDifferentialAttention
+    g = torch.Generator().manual_seed(0)
+    pos, neg = torch.rand(2, 3, 5, 5, generator=g), torch.rand(2, 3, 5, 5, generator=g)
+    gate = torch.rand(2, 3, 5, 1, generator=g).to(torch.bfloat16)
+    out = GatedDifferentialAttention._combine(pos, neg, gate, 1.0 - gate)
+    g32 = gate.float()
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, g32 * pos - (1.0 - g32) * neg)
