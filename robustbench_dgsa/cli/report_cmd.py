@@ -100,15 +100,20 @@ def reproduce_command(
                                "64 test examples): a smoke test in seconds. --corruption, --severity and "
                                "--text-noise given with it are kept."),
     ffn_ratio: Optional[str] = opt.ffn_ratio(),
+    set_: Optional[list[str]] = typer.Option(None, "--set", help="Config override section.key=value of every "
+                                             "job (repeatable), e.g. train.amp=off for fp32 where 'auto' means "
+                                             "bf16, or train.compile=on; part of each job's identity."),
     as_json: bool = opt.json_(help="Print the result as JSON."),
     quiet: bool = opt.quiet(),
 ) -> None:
     """The main job: train ViT/DViT/DGViT and Transformer/DT/DGT over several seeds, evaluate clean, under all
     corruptions × severities and text noise, run statistics, rollouts and a small efficiency benchmark, and
     write the report into --out. Re-running resumes: finished work is skipped."""
+    from robustbench_dgsa.config import parse_set_options
     from robustbench_dgsa.jobs.reproduce import reproduce
 
     seeds = opt.parse_seeds(seed)
+    overrides = parse_set_options(set_)
     # Under --quick, conditions not given take the quick defaults; given ones are kept (and checked) as given.
     severities = opt.parse_severities(severity) if severity is not None else None
     corruptions = opt.parse_corruptions(corruption)
@@ -117,7 +122,8 @@ def reproduce_command(
     folder = reproduce(out, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
                        text_dataset=text_dataset, models=opt.split_list(models) or None, severities=severities,
                        corruptions=corruptions, text_noise=noise, max_test=max_examples,
-                       progress=not (as_json or quiet), quick=quick, device=device, ffn_ratio=ffn_ratio)
+                       progress=not (as_json or quiet), quick=quick, device=device, ffn_ratio=ffn_ratio,
+                       overrides=overrides)
     timings = json.loads((folder / "timings.json").read_text())
     _print_summary(folder, as_json)
     if not as_json:

@@ -82,13 +82,15 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
               text_dataset: str | None = None, models: Sequence[str] | str | None = None,
               severities: Sequence[int] | None = None, corruptions: str | Sequence[str] | None = None,
               text_noise: str | Sequence[str] | None = None, max_test: int | None = None, quick: bool = False,
-              device: str = "auto", ffn_ratio: str | float | None = None) -> Plan:
+              device: str = "auto", ffn_ratio: str | float | None = None,
+              overrides: dict[str, Any] | None = None) -> Plan:
     """Resolve the options into a :class:`Plan` (validates names; nothing is run).
 
     ``None`` means the size's default: every corruption, noise type and severity, or with ``quick`` the
     small QUICK sets; explicit values are always kept (and checked), also with ``quick``. ``ffn_ratio``: the FFN
     expansion ("proj.", e.g. 4 or 16/3) of the models with a SwiGLU FFN (DViT, DGViT, DT, DGT); the others keep
-    theirs."""
+    theirs. ``overrides``: config overrides of every job (``{"train.amp": "off"}``, as ``--set``), applied after
+    the ones ``quick`` and ``max_test`` make; like any override they are part of each job's identity."""
     from corruptions.registry import parse_severities, resolve_corruptions
     from corruptions.text import resolve_text_noise
 
@@ -133,23 +135,30 @@ def make_plan(out_dir: str | Path, *, preset: str = "tiny", seeds: Sequence[int]
     noise = list(resolve_text_noise(text_noise if text_noise is not None else
                                     list(QUICK["text_noise"]) if quick else "all"))
     # where it runs (device, data root) is the runner's, not the job's: the same jobs resume on another machine
-    overrides: dict[str, str] = {}
+    sizes: dict[str, str] = {}
     if quick:
-        overrides.update({"train.epochs": str(QUICK["epochs"]), "data.max_train": str(QUICK["max_train"]),
-                          "data.max_test": str(QUICK["max_test"])})
+        sizes.update({"train.epochs": str(QUICK["epochs"]), "data.max_train": str(QUICK["max_train"]),
+                      "data.max_test": str(QUICK["max_test"])})
     if max_test is None and preset == "tiny" and not quick:
         max_test = FULL["tiny_max_test"]
     if max_test is not None:
-        overrides["data.max_test"] = str(int(max_test))
+        sizes["data.max_test"] = str(int(max_test))
     size = QUICK if quick else FULL
     plan = Plan(out=Path(out_dir), preset=preset, seeds=seeds, datasets=datasets, models=model_list,
-                severities=sev, corruptions=cors, text_noise=noise, overrides=overrides,
+                severities=sev, corruptions=cors, text_noise=noise, overrides={**sizes, **_full_keys(overrides)},
                 data_root=str(data_root) if data_root is not None else None,
                 rollout_examples=int(size["rollout_examples"]),
                 rollout_corruptions=[c for c in size["rollout_corruptions"] if c in cors] or cors[:1],
                 bench_steps=int(size["bench_steps"]), device=device)
     plan.jobs = _plan_jobs(plan, ffn_ratio)
     return plan
+
+
+def _full_keys(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """Overrides keyed ``section.name`` (``lr`` -> ``train.lr``), so that a given key replaces a size's own; an
+    unknown key is one line here."""
+    from robustbench_dgsa.config import resolve_key
+    return {".".join(resolve_key(k)): v for k, v in (overrides or {}).items()}
 
 
 def _plan_jobs(plan: Plan, ffn_ratio: str | float | None) -> list[Any]:
@@ -342,7 +351,8 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
               corruptions: str | Sequence[str] | None = None, text_noise: str | Sequence[str] | None = None,
               max_test: int | None = None, progress: bool = True, quick: bool = False, device: str = "auto",
               threads: int | None = None, workers: int | None = None,
-              on_phase: Callable[[str, float], None] | None = None, ffn_ratio: str | float | None = None) -> Path:
+              on_phase: Callable[[str, float], None] | None = None, ffn_ratio: str | float | None = None,
+              overrides: dict[str, Any] | None = None) -> Path:
     """Run the main job (see the module docstring); returns the report folder (``out_dir``).
 
     ``on_phase(name, seconds)`` is called after each phase (corrupt, train+evaluate, rollout, bench, report); the
@@ -355,7 +365,7 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
     OpenMP threads slow it down many times — otherwise torch's default. ``workers``: processes that
     train/evaluate independent jobs (and run the rollouts) at once, each with one torch thread; default: one per
     CPU core on a CPU (at most 8) except for the paper preset, else 1. Results do not depend on it (every job seeds
-    itself; the benchmark phase always runs alone). ``ffn_ratio``: see :func:`make_plan`.
+    itself; the benchmark phase always runs alone). ``ffn_ratio``, ``overrides``: see :func:`make_plan`.
     """
     import torch
 
@@ -370,7 +380,7 @@ def reproduce(out_dir: str | Path = "reports/reproduce", *, preset: str = "tiny"
         return _reproduce(out_dir, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
                           text_dataset=text_dataset, models=models, severities=severities, corruptions=corruptions,
                           text_noise=text_noise, max_test=max_test, progress=progress, quick=quick, device=device,
-                          workers=workers, on_phase=on_phase, ffn_ratio=ffn_ratio)
+                          workers=workers, on_phase=on_phase, ffn_ratio=ffn_ratio, overrides=overrides)
     finally:
         torch.set_num_threads(before)
 
@@ -379,7 +389,8 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
                image_dataset: str | None, text_dataset: str | None, models: Sequence[str] | str | None,
                severities: Sequence[int], corruptions: str | Sequence[str], text_noise: str | Sequence[str],
                max_test: int | None, progress: bool, quick: bool, device: str, workers: int | None,
-               on_phase: Callable[[str, float], None] | None, ffn_ratio: str | float | None = None) -> Path:
+               on_phase: Callable[[str, float], None] | None, ffn_ratio: str | float | None = None,
+               overrides: dict[str, Any] | None = None) -> Path:
     import torch
 
     from robustbench_dgsa.jobs import sweep
@@ -391,7 +402,8 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
         workers = _default_workers(preset, device)
     plan = make_plan(out_dir, preset=preset, seeds=seeds, data_root=data_root, image_dataset=image_dataset,
                      text_dataset=text_dataset, models=models, severities=severities, corruptions=corruptions,
-                     text_noise=text_noise, max_test=max_test, quick=quick, device=device, ffn_ratio=ffn_ratio)
+                     text_noise=text_noise, max_test=max_test, quick=quick, device=device, ffn_ratio=ffn_ratio,
+                     overrides=overrides)
     out = plan.out
     out.mkdir(parents=True, exist_ok=True)
     # the job list, in the sweep layout (runs/<job id>/, store/): `dgsa-bench sweep status --dir OUT` reads it

@@ -233,3 +233,25 @@ def test_compile_option_reaches_the_training_step_and_the_evaluation(monkeypatch
     assert calls and set(calls) == {False}                 # evaluation forwards, in eval mode
     assert store.load_runs(tmp_path / "e")[ev.run_id]["compiled"] is True
     assert set(store.load_results(tmp_path / "e")["precision"]) == {"fp32"}
+
+
+def test_reproduce_takes_config_overrides_for_every_job(tmp_path):
+    """reproduce's --set: the overrides reach every job's config (a precision choice among them), a given key
+    replaces the size's own (short keys too), the precision pin follows it, and a bad key is one line."""
+    from typer.testing import CliRunner
+
+    from robustbench_dgsa.cli.app import app
+    from robustbench_dgsa.config import resolve_config
+    from robustbench_dgsa.jobs.reproduce import make_plan, pinned_amp
+    from robustbench_dgsa.models import get_model_config
+    plan = make_plan(tmp_path / "x", seeds=[0], overrides={"train.amp": "off", "max_test": "40"})
+    assert plan.overrides["train.amp"] == "off" and plan.overrides["data.max_test"] == "40"
+    for job in plan.jobs:
+        cfg = resolve_config(get_model_config(job.model), job.dataset, job.preset, overrides=job.overrides)
+        assert cfg.train.amp == "off" and cfg.data.max_test == 40
+    plain = make_plan(tmp_path / "x", seeds=[0])
+    assert {j.id for j in plan.jobs}.isdisjoint(j.id for j in plain.jobs)   # part of the jobs' identity
+    assert pinned_amp(make_plan(tmp_path / "x", preset="evidence", seeds=[0], overrides={"amp": "bf16"})) is None
+    out = tmp_path / "never"
+    res = CliRunner().invoke(app, ["reproduce", "--quick", "--set", "train.nonsense=1", "--out", str(out)])
+    assert res.exit_code != 0 and "train.nonsense" in str(res.exception) and not out.exists()   # cli.main: 1 line
