@@ -13,6 +13,7 @@ The public Python API (imported lazily, so ``import robustbench_dgsa`` stays lig
     robustbench_dgsa.robustbench.benchmark                         RobustBench's own call shape
     export_robustbench                                             RobustBench model_info files
     register_attention, register_model, load_plugins               extensions: a new attention, a model on it
+    register_threat_model, ThreatModel                             extensions: a new threat model (its attack)
 
 Where timm is installed, the zoo and the registered image models are also timm models (``timm.create_model(
 "dgvit_zoo_patch4_32", pretrained=True)``): they are registered when timm is imported (at once if it already is),
@@ -48,6 +49,8 @@ _LAZY = {
     "register_attention": ("robustbench_dgsa.models.attention_registry", "register_attention"),
     "register_model": ("robustbench_dgsa.models.registry", "register_model"),
     "load_plugins": ("robustbench_dgsa.util.plugins", "load_plugins"),
+    "register_threat_model": ("robustbench_dgsa.engine.threat_models", "register_threat_model"),
+    "ThreatModel": ("robustbench_dgsa.engine.threat_models", "ThreatModel"),
     "export_robustbench": ("robustbench_dgsa.report.export", "export_robustbench"),
 }
 

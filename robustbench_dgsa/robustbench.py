@@ -97,13 +97,15 @@ def benchmark(model: nn.Module, n_examples: int = MAX_EXAMPLES, dataset: Any = "
               data_dir: str | Path = "./data", corruptions_data_dir: str | Path | None = None,
               device: Any = None, batch_size: int = 32, eps: float | None = None, log_path: str | None = None,
               preprocessing: Any = None, aa_state_path: Any = None, *, timm_norm: bool = False,
-              attack: str = "autoattack", attack_seed: int = 0, **unknown: Any) -> tuple[float, float]:
+              attack: str | None = None, attack_seed: int = 0, **unknown: Any) -> tuple[float, float]:
     """``robustbench.eval.benchmark``'s call; returns ``(clean_acc, robust_acc)``. See the module docstring.
 
     ``threat_model``: ``"corruptions"`` (the default), ``"Linf"`` or ``"L2"`` (AutoAttack's standard version from
     ``pyautoattack`` 0.2.0, the extra ``[adversarial]``; ``eps`` in pixel units, default RobustBench's 8/255 (Linf)
     or 0.5 (L2) on CIFAR; ``attack="apgd-ce"`` / ``"apgd-ce+apgd-t"`` runs only AutoAttack's first attack(s) for a
-    quick look: a weaker attack, not AutoAttack; ``attack_seed`` is AutoAttack's seed). ``dataset`` may also be
+    quick look: a weaker attack, not AutoAttack; ``attack`` None: the threat model's standard attack, AutoAttack
+    for Linf / L2; ``attack_seed`` is the attack's seed), or any threat model registered with
+    :func:`robustbench_dgsa.engine.threat_models.register_threat_model`. ``dataset`` may also be
     in-memory data: ``(x, y)`` tensors (x float (N, C, H, W) in [0, 1]) or a torch ``Dataset`` of (image, label)
     pairs; its corruptions are then made on the fly (keyed, CIFAR constants at 32 px) and ``n_examples`` is capped
     at its length."""
@@ -168,7 +170,7 @@ def _check_arguments(model: Any, n_examples: Any, dataset: Any, threat_model: An
         try:
             check_eps(threat_model_name(tm), adversarial["eps"], ds)
         except UserError as e:
-            raise BenchmarkArgumentError(f"{e} (threat_model Linf, L2 or corruptions)") from None
+            raise BenchmarkArgumentError(str(e)) from None
         adversarial = {k: v for k, v in adversarial.items() if k != "eps"}
     given = [k for k, v in adversarial.items() if v is not None]
     if given and tm != "corruptions":
@@ -186,18 +188,19 @@ def _check_arguments(model: Any, n_examples: Any, dataset: Any, threat_model: An
     return ds, int(n_examples)
 
 
-def _benchmark_adversarial(model: nn.Module, n: int, data: Any, threat_model: Any, eps: Any, attack: str,
+def _benchmark_adversarial(model: nn.Module, n: int, data: Any, threat_model: Any, eps: Any, attack: str | None,
                            attack_seed: int, to_disk: bool, model_name: str | None, data_dir: Any, device: Any,
                            batch_size: int, timm_norm: bool) -> tuple[float, float]:
-    """Linf / L2: AutoAttack (or its first attack(s)) on the first n clean test images, in pixel units."""
+    """Linf / L2 (AutoAttack or its first attack(s)) or a registered threat model, on the first n clean test
+    images, in pixel units."""
     from robustbench_dgsa.engine import adversarial as adv
     from robustbench_dgsa.models.external import input_preprocess
     tm = adv.threat_model_name(threat_model)
     ds = data if isinstance(data, str) else "cifar10"
     e = adv.check_eps(tm, eps, ds)
     try:
-        a = adv.check_attack(attack)
-        adv.require_pyautoattack()
+        a = adv.check_attack(attack, tm)
+        adv.require_attack_library(tm)
     except UserError as err:
         raise BenchmarkArgumentError(str(err)) from None
     if getattr(model, "training", False):

@@ -36,6 +36,7 @@ import json
 import math
 import numbers
 import os
+import re
 import uuid
 import warnings
 from dataclasses import dataclass, field
@@ -282,8 +283,10 @@ KINDS = ("train", "eval", "rollout", "bench", "adversarial")
 _REQUIRED = ("run_id", "kind", "model", "metric", "value")
 _EVAL_KEYS = ("dataset", "condition", "severity", "n")
 SEVERITIES = (1, 2, 3, 4, 5)   # a corrupted / noised condition; "clean" has severity 0
-#: the threat models of ``adversarial`` rows (severity 0; their radius is the ``eps`` column)
-ADVERSARIAL_CONDITIONS = ("linf", "l2")
+#: a threat model's name (``engine.threat_models``); ``adversarial`` rows name theirs, lower case, as their condition
+#: (severity 0; the radius is the ``eps`` column). Any such name is readable: a store stays readable where the
+#: plugin that registered a threat model is not installed.
+THREAT_MODEL_NAME = r"[A-Za-z][A-Za-z0-9_.-]*"
 
 
 def _given(value: Any) -> bool:
@@ -300,7 +303,26 @@ def known_conditions() -> frozenset[str]:
     """``clean``, every image corruption and every text-noise type: the conditions a row may name."""
     from corruptions.registry import ALL
     from corruptions.text import TEXT_NOISE_TYPES
-    return frozenset(("clean", *ALL, *TEXT_NOISE_TYPES, *ADVERSARIAL_CONDITIONS))
+    return frozenset(("clean", *ALL, *TEXT_NOISE_TYPES))
+
+
+def condition_problem(kind: Any, condition: Any, severity: Any) -> str | None:
+    """Why (condition, severity) cannot be a row's, None when it can: ``clean`` at 0; an image corruption or text
+    noise at 1..5; for ``adversarial`` rows a threat model's lower-case name at 0."""
+    if not isinstance(condition, str):
+        return f"unknown condition {condition!r} (not a name)"
+    if kind == "adversarial":
+        if condition in known_conditions() or not re.fullmatch(THREAT_MODEL_NAME, condition) \
+                or condition != condition.lower():
+            return f"condition {condition!r} of an adversarial row is not a threat model's name in lower case"
+        allowed: tuple[int, ...] = (0,)
+    elif condition not in known_conditions():
+        return f"unknown condition {condition!r} (not clean, an image corruption or a text-noise type)"
+    else:
+        allowed = (0,) if condition == "clean" else SEVERITIES
+    if severity not in allowed:
+        return f"severity {severity!r} for condition {condition!r} (must be {' or '.join(map(str, allowed))})"
+    return None
 
 
 def row_problem(row: dict[str, Any]) -> str | None:
@@ -317,11 +339,9 @@ def row_problem(row: dict[str, Any]) -> str | None:
         return f"unknown kind {kind!r} (valid: {', '.join(KINDS)})"
     condition, severity, count, value = row.get("condition"), row.get("severity"), row.get("n"), row.get("value")
     if _given(condition):
-        if not isinstance(condition, str) or condition not in known_conditions():
-            return f"unknown condition {condition!r} (not clean, an image corruption or a text-noise type)"
-        allowed = (0,) if condition == "clean" or condition in ADVERSARIAL_CONDITIONS else SEVERITIES
-        if severity not in allowed:
-            return f"severity {severity!r} for condition {condition!r} (must be {' or '.join(map(str, allowed))})"
+        problem = condition_problem(kind, condition, severity)
+        if problem:
+            return problem
     elif _given(severity):
         return f"severity {severity!r} without a condition"
     if _given(count) and not (isinstance(count, numbers.Real) and (count >= 1 or (

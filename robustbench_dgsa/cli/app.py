@@ -56,7 +56,8 @@ def _root(
                                                       "after the command)."),
     plugin: Optional[List[str]] = typer.Option(
         None, "--plugin", metavar="MODULE",
-        help="Import MODULE first: a plugin registering attention mechanisms / models (repeatable). Installed "
+        help="Import MODULE first: a plugin registering attention mechanisms / models / threat models (repeatable). "
+             "Installed "
              "plugins (entry point group dgsa_bench.plugins) and DGSA_BENCH_PLUGINS load without it; processes the "
              "command starts (sweep workers, SLURM tasks, DDP ranks) load the same plugins."),
 ) -> None:

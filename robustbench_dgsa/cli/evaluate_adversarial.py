@@ -1,4 +1,4 @@
-"""``dgsa-bench evaluate --threat-model linf|l2`` (issue 36): evaluate's options -> the adversarial job -> a table
+"""``dgsa-bench evaluate --threat-model linf|l2|<registered>`` (issue 36): evaluate's options -> the adversarial job -> a table
 or JSON. Kept beside ``evaluate_cmd.py`` so that module stays within its line budget."""
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from .render import echo_json
 
 def evaluate_adversarial_command(o: dict[str, Any], evaluated_checkpoint: Callable[..., Any],
                                  check_external_options: Callable[..., None]) -> None:
-    """--threat-model linf|l2: evaluate's options ``o`` -> jobs.adversarial.evaluate_adversarial -> table or JSON
+    """--threat-model other than corruptions: evaluate's options ``o`` -> jobs.adversarial.evaluate_adversarial -> table or JSON
     (``evaluated_checkpoint`` / ``check_external_options``: evaluate's own checks of the model options)."""
     from robustbench_dgsa.jobs.adversarial import evaluate_adversarial
     if o["threat_model"].strip().lower() == "corruptions":
-        raise UserError("--eps, --eps-ladder and --min-norm go with --threat-model linf or l2")
+        raise UserError("--eps, --attack, --eps-ladder and --min-norm go with --threat-model linf, l2 or a "
+                        "registered threat model")
     if o["corruption"] is not None or o["severity"] is not None or o["text_noise"] is not None:
         raise UserError("--corruption, --severity and --text-noise go with --threat-model corruptions")
     opt.check_data_root(o["data_root"])

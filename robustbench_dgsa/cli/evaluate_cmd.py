@@ -22,18 +22,21 @@ def _check_store_links(store: Optional[Path], checkpoint: Optional[Path]) -> Non
         opt.check_no_links(default, "--store")
 
 
-# --threat-model linf|l2 (issue 36): declared here so evaluate_command's signature stays short
-_THREAT_MODEL = typer.Option("corruptions", "--threat-model", help="corruptions (default), linf or l2: AutoAttack "
-                             "(pyautoattack 0.2.0, the [adversarial] extra) on the first --max-examples (default "
+# --threat-model linf|l2|... (issue 36): declared here so evaluate_command's signature stays short
+_THREAT_MODEL = typer.Option("corruptions", "--threat-model", help="corruptions (default), linf, l2 or a threat "
+                             "model a plugin registers (register_threat_model): its attack (linf/l2: AutoAttack, "
+                             "pyautoattack 0.2.0, the [adversarial] extra) on the first --max-examples (default "
                              "1000) test images, eps in pixel units.")
 _EPS = typer.Option(None, "--eps", help="linf/l2 radius in pixel units ([0, 1] images; default RobustBench's 8/255 "
                     "/ 0.5 on CIFAR, 4/255 on ImageNet).")
-_ATTACK = typer.Option("autoattack", "--attack", help="autoattack (standard version; default), apgd-ce or "
-                       "apgd-ce+apgd-t (AutoAttack's first attack(s) only: quicker, weaker; labelled so).")
-_EPS_LADDER = typer.Option(False, "--eps-ladder", help="Linf 0, 0.5, 1, 2, 4/255 (APGD-CE + APGD-T) and 8/255 "
-                           "(AutoAttack) instead of one --eps.")
+_ATTACK = typer.Option(None, "--attack", help="linf/l2: autoattack (standard version; default), apgd-ce or "
+                       "apgd-ce+apgd-t (AutoAttack's first attack(s) only: quicker, weaker; labelled so); a "
+                       "plugin's threat model: own (its own attack; default).")
+_EPS_LADDER = typer.Option(False, "--eps-ladder", help="The threat model's eps ladder instead of one --eps (linf: "
+                           "0, 0.5, 1, 2, 4/255 with APGD-CE + APGD-T and 8/255 with AutoAttack; l2 has none).")
 _MIN_NORM = typer.Option(False, "--min-norm", help="Also FAB's minimal perturbation per image (median stored).")
-_ATTACK_SEED = typer.Option(0, "--attack-seed", min=0, max=opt.SEED_MAX, help="AutoAttack's seed.")
+_ATTACK_SEED = typer.Option(0, "--attack-seed", min=0, max=opt.SEED_MAX, help="The attack's seed (AutoAttack's "
+                            "for linf/l2).")
 
 
 @app.command("evaluate")
@@ -89,14 +92,15 @@ def evaluate_command(  # long: its Typer signature declares 36 options; the body
                                                   "seeds in compare and report."),
     amp: Optional[str] = opt.amp("Default: the checkpoint's train.amp (auto for --timm/--module)."),
     compile_model: bool = opt.compile_(),
-    threat_model: str = _THREAT_MODEL, eps: Optional[float] = _EPS, attack: str = _ATTACK,
+    threat_model: str = _THREAT_MODEL, eps: Optional[float] = _EPS, attack: Optional[str] = _ATTACK,
     eps_ladder: bool = _EPS_LADDER, min_norm: bool = _MIN_NORM, attack_seed: int = _ATTACK_SEED,
 ) -> None:
     """Accuracy of a checkpoint (or of a timm / any importable model): clean, per corruption and severity, and
-    under text noise (into the store); with --threat-model linf|l2, robust accuracy under AutoAttack."""
+    under text noise (into the store); with --threat-model linf|l2 (or a plugin's), robust accuracy under attack."""
     from robustbench_dgsa.jobs.evaluation import evaluate_model, result_summary
 
-    if threat_model.strip().lower() != "corruptions" or eps is not None or eps_ladder or min_norm:
+    if threat_model.strip().lower() != "corruptions" or eps is not None or eps_ladder or min_norm \
+            or attack is not None:
         from .evaluate_adversarial import evaluate_adversarial_command
         evaluate_adversarial_command(locals(), _evaluated_checkpoint, _check_external_options)
         return

@@ -27,64 +27,67 @@ import numpy as np
 import torch
 from torch import nn
 
+from robustbench_dgsa.engine.threat_models import (AUTOATTACK_ATTACKS, LINF_LADDER, OWN_ATTACK, ThreatModel,
+                                                   get_threat_model)
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.progress import log
 
 LIBRARY = "pyautoattack"
 LIBRARY_PIN = "pyautoattack==0.2.0"
 INSTALL_HINT = 'pip install "robustbench-dgsa[adversarial]" (or pip install pyautoattack==0.2.0)'
-#: accepted spellings -> RobustBench's / AutoAttack's name
-THREAT_MODELS = {"linf": "Linf", "l2": "L2"}
-#: attack name -> AutoAttack's sub-attacks run in this order (standard version's settings)
-ATTACKS: dict[str, tuple[str, ...]] = {
-    "autoattack": ("apgd-ce", "apgd-t", "fab-t", "square"),
-    "apgd-ce": ("apgd-ce",),
-    "apgd-ce+apgd-t": ("apgd-ce", "apgd-t"),
-}
-#: how an attack's numbers are labelled wherever they appear
+#: AutoAttack's attacks (the built-in threat models' attacks; :mod:`.threat_models`)
+ATTACKS = AUTOATTACK_ATTACKS
+#: how an attack's numbers are labelled wherever they appear (a threat model's own attack: :func:`attack_label`)
 ATTACK_LABELS = {"autoattack": "AutoAttack (standard)", "apgd-ce": "APGD-CE only (not AutoAttack)",
                  "apgd-ce+apgd-t": "APGD-CE + APGD-T only (not full AutoAttack)", "none": "no attack (clean)"}
-#: RobustBench's standard radii
-DEFAULT_EPS = {("Linf", "cifar10"): 8 / 255, ("Linf", "cifar100"): 8 / 255, ("Linf", "imagenet"): 4 / 255,
-               ("L2", "cifar10"): 0.5, ("L2", "cifar100"): 0.5}
 #: (eps, attack) steps of the Linf ladder
-LADDER: tuple[tuple[float, str], ...] = ((0.0, "none"), (0.5 / 255, "apgd-ce+apgd-t"), (1 / 255, "apgd-ce+apgd-t"),
-                                         (2 / 255, "apgd-ce+apgd-t"), (4 / 255, "apgd-ce+apgd-t"),
-                                         (8 / 255, "autoattack"))
+LADDER = LINF_LADDER
 
 
 def threat_model_name(threat_model: Any) -> str:
-    """``Linf`` / ``L2`` from any spelling (``linf``, ``Linf``, RobustBench's ``ThreatModel`` enum)."""
-    tm = str(getattr(threat_model, "value", threat_model)).strip()
-    if tm.lower() not in THREAT_MODELS:
-        raise UserError(f"unknown threat model {tm!r}; valid: Linf, L2 (or corruptions)", options="threat_model")
-    return THREAT_MODELS[tm.lower()]
+    """The registered name (``Linf``, ``L2``, a plugin's) from any spelling (``linf``, RobustBench's enum)."""
+    return get_threat_model(threat_model).name
 
 
-def check_eps(threat_model: str, eps: Any, dataset: str | None = None) -> float:
-    """eps as a float: RobustBench's standard radius for the dataset when None; refused below 0, above 1 for
-    Linf (a pixel range is 1), or not finite."""
+def attack_label(attack: str, threat_model: Any = "Linf") -> str:
+    """How ``attack``'s numbers are labelled: AutoAttack's names, or "<threat model>'s own attack"."""
+    if attack in ATTACK_LABELS:
+        return ATTACK_LABELS[attack]
+    tm = get_threat_model(threat_model)
+    return f"{tm.name}'s own attack" + (f" ({tm.description})" if tm.description else "")
+
+
+def check_eps(threat_model: Any, eps: Any, dataset: str | None = None) -> float:
+    """eps as a float: the threat model's standard radius for the dataset when None; refused below 0, above the
+    threat model's ``max_eps`` (Linf: 1, a pixel range), or not finite."""
+    tm = get_threat_model(threat_model)
     if eps is None:
-        key = (threat_model, str(dataset))
-        if key not in DEFAULT_EPS:
-            raise UserError(f"no standard {threat_model} eps for {dataset!r}; give eps", options="eps")
-        return DEFAULT_EPS[key]
+        if str(dataset) not in tm.standard_eps:
+            raise UserError(f"no standard {tm.name} eps for {dataset!r}; give eps", options="eps")
+        return float(tm.standard_eps[str(dataset)])
     if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating, np.integer)) \
             or not math.isfinite(float(eps)):
         raise UserError(f"eps must be a finite number, got {eps!r}", options="eps")
     e = float(eps)
     if e < 0:
         raise UserError(f"eps must be >= 0, got {e!r}", options="eps")
-    if threat_model == "Linf" and e > 1:
-        raise UserError(f"a Linf eps is in pixel units ([0, 1] images): at most 1, got {e!r} (for 8/255 give "
-                        f"{8 / 255:.6f})", options="eps")
+    if tm.max_eps is not None and e > tm.max_eps:
+        hint = f" (for 8/255 give {8 / 255:.6f})" if tm.max_eps == 1 else ""
+        raise UserError(f"a {tm.name} eps is in pixel units ([0, 1] images): at most {tm.max_eps:g}, got {e!r}"
+                        f"{hint}", options="eps")
     return e
 
 
-def check_attack(attack: Any) -> str:
+def check_attack(attack: Any, threat_model: Any = "Linf") -> str:
+    """``attack`` if the threat model has it (AutoAttack's names, or ``own`` for a threat model's own attack);
+    None: the threat model's default (``autoattack`` for the built-ins)."""
+    tm = get_threat_model(threat_model)
+    if attack is None:
+        return tm.default_attack
     a = str(attack).strip().lower()
-    if a not in ATTACKS:
-        raise UserError(f"unknown attack {attack!r}; valid: {', '.join(ATTACKS)}", options="attack")
+    if a not in tm.attacks:
+        raise UserError(f"unknown attack {attack!r} for threat model {tm.name}; valid: {', '.join(tm.attacks)}",
+                        options="attack")
     return a
 
 
@@ -98,6 +101,28 @@ def require_pyautoattack() -> Any:
 
 def library_version() -> str:
     return str(getattr(require_pyautoattack(), "__version__", "unknown"))
+
+
+def check_request(threat_model: Any, eps: Any = None, attack: Any = None, ladder: bool = False,
+                  min_norm: bool = False) -> str:
+    """Every argument of an adversarial evaluation checked before anything is loaded; the threat model's name."""
+    tm = get_threat_model(threat_model)
+    if ladder:
+        ladder_steps(threat_model=tm)
+    else:
+        check_eps(tm, eps if eps is not None else 0.0)
+        check_attack(attack, tm)
+    if min_norm and tm.autoattack_norm is None:
+        raise UserError(f"FAB's minimal perturbation needs a threat model AutoAttack attacks; {tm.name} has its "
+                        "own attack", options="min_norm")
+    require_attack_library(tm)
+    return tm.name
+
+
+def require_attack_library(threat_model: Any) -> None:
+    """One UserError naming the install command when the threat model's attacks need AutoAttack and it is absent."""
+    if get_threat_model(threat_model).autoattack_norm is not None:
+        require_pyautoattack()
 
 
 class PixelModel(nn.Module):
@@ -137,7 +162,7 @@ class AttackResult:
     """One threat model x eps x attack over a set of examples (arrays in example order)."""
     threat_model: str
     eps: float
-    attack: str                         # "autoattack" | "apgd-ce" | "apgd-ce+apgd-t" | "none" (eps 0)
+    attack: str                         # "autoattack" | "apgd-ce" | "apgd-ce+apgd-t" | "own" | "none" (eps 0)
     seed: int
     library_version: str
     labels: np.ndarray
@@ -157,13 +182,17 @@ class AttackResult:
 
     @property
     def label(self) -> str:
-        return ATTACK_LABELS[self.attack]
+        return attack_label(self.attack, self.threat_model)
+
+    @property
+    def source(self) -> str:
+        """What attacked: ``pyautoattack <version>``, or a threat model's own attack's module and version."""
+        own = get_threat_model(self.threat_model).perturb is not None
+        return self.library_version if own else f"{LIBRARY} {self.library_version}"
 
 
-def _norms(delta: torch.Tensor, threat_model: str) -> np.ndarray:
-    flat = delta.reshape(delta.shape[0], -1).double()
-    out = flat.abs().max(1)[0] if threat_model == "Linf" else flat.pow(2).sum(1).sqrt()
-    return out.cpu().numpy()
+def _norms(delta: torch.Tensor, threat_model: Any) -> np.ndarray:
+    return np.asarray(get_threat_model(threat_model).norm(delta), dtype=np.float64)
 
 
 def _predict(model: nn.Module, x: torch.Tensor, batch_size: int, device: str) -> np.ndarray:
@@ -187,12 +216,13 @@ def _check_inputs(model: Any, x: Any, y: Any) -> tuple[torch.Tensor, torch.Tenso
 
 
 def run_attack(model: nn.Module, x: Any, y: Any, *, threat_model: Any = "Linf", eps: float = 8 / 255,
-               attack: str = "autoattack", seed: int = 0, batch_size: int = 250, device: str = "cpu",
+               attack: str | None = None, seed: int = 0, batch_size: int = 250, device: str = "cpu",
                keep_adversarial: bool = False) -> AttackResult:
     """Attack ``model`` (taking [0, 1] images: wrap it with :func:`pixel_model`) on ``(x, y)``; see the module
-    docstring. eps 0 is no attack (the clean predictions, attack ``"none"``)."""
-    tm = threat_model_name(threat_model)
-    e, a = check_eps(tm, eps), check_attack(attack)
+    docstring. ``attack`` None: the threat model's default (AutoAttack for the built-ins). eps 0 is no attack (the
+    clean predictions, attack ``"none"``)."""
+    tm = get_threat_model(threat_model)
+    e, a = check_eps(tm, eps), check_attack(attack, tm)
     x, y = _check_inputs(model, x, y)
     model.eval()
     clean = _predict(model, x, batch_size, device)
@@ -200,44 +230,89 @@ def run_attack(model: nn.Module, x: Any, y: Any, *, threat_model: Any = "Linf", 
     flipped = ["" if c == t else "clean" for c, t in zip(clean, labels)]
     x_adv, adv = x.clone(), clean.copy()
     if e == 0:
-        return AttackResult(tm, 0.0, "none", int(seed), library_version(), labels, clean, adv, flipped,
+        return AttackResult(tm.name, 0.0, "none", int(seed), _attack_version(tm), labels, clean, adv, flipped,
                             np.zeros(len(x)), x_adv if keep_adversarial else None)
-    aa_mod = require_pyautoattack()
-    aa = aa_mod.AutoAttack(model, norm=tm, eps=e, seed=int(seed), version="standard", device=device)
+    sub_attacks = _own_attack(tm, model, e, seed, device) if tm.perturb is not None \
+        else _autoattack_steps(tm, model, x, e, a, seed, batch_size, device)
+    for sub, run in sub_attacks:
+        idx = np.flatnonzero(adv == labels)
+        if not len(idx):
+            break
+        xs, ys = run(x[idx].to(device), y[idx].to(device))
+        xs = xs.detach().cpu()
+        ys = _predict(model, xs, batch_size, device) if ys is None else ys.cpu().numpy()
+        hit = ys != labels[idx]
+        x_adv[idx[hit]] = xs[hit]
+        adv[idx[hit]] = ys[hit]
+        for i in idx[hit]:
+            flipped[i] = sub
+    return AttackResult(tm.name, e, a, int(seed), _attack_version(tm), labels, clean, adv, flipped,
+                        _norms(x_adv - x, tm), x_adv if keep_adversarial else None)
+
+
+def _attack_version(tm: ThreatModel) -> str:
+    """The attacking library's version: pyautoattack's for AutoAttack threat models, the plugin's own otherwise."""
+    if tm.perturb is None:
+        return library_version()
+    from robustbench_dgsa.util.plugins import loaded_plugins
+    module = getattr(tm.perturb, "__module__", "") or ""
+    rec = next((r for r in loaded_plugins() if r.module == module), None)
+    return f"{module} {rec.version or rec.source_sha256[:12]}" if rec else module
+
+
+def _own_attack(tm: ThreatModel, model: nn.Module, eps: float, seed: int, device: str) -> list[tuple[str, Any]]:
+    """The threat model's ``perturb`` as the one sub-attack ``own``; its output is checked (shape, [0, 1], within
+    eps by the threat model's norm) before any of it is counted."""
+    def run(xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, None]:
+        out = torch.as_tensor(tm.perturb(model, xb, yb, eps=eps, seed=int(seed), device=device))
+        if tuple(out.shape) != tuple(xb.shape):
+            raise UserError(f"threat model {tm.name}: perturb returned shape {tuple(out.shape)} for images of "
+                            f"shape {tuple(xb.shape)}")
+        out = out.to(xb.dtype)
+        if float(out.min()) < 0 or float(out.max()) > 1:
+            raise UserError(f"threat model {tm.name}: perturb returned images outside [0, 1]")
+        over = _norms((out - xb).cpu(), tm).max(initial=0.0)
+        if over > eps * (1 + 1e-5) + 1e-6:
+            raise UserError(f"threat model {tm.name}: perturb returned a perturbation of norm {over:.6g} > eps "
+                            f"{eps:.6g}")
+        return out, None                      # its predictions: the model's, batched as the clean ones
+    return [(OWN_ATTACK, run)]
+
+
+def _autoattack_steps(tm: ThreatModel, model: nn.Module, x: torch.Tensor, eps: float, attack: str, seed: int,
+                      batch_size: int, device: str) -> list[tuple[str, Any]]:
+    """AutoAttack's sub-attacks of ``attack``, each with the standard version's settings, as (name, run)."""
+    aa = require_pyautoattack().AutoAttack(model, norm=tm.autoattack_norm, eps=eps, seed=int(seed),
+                                           version="standard", device=device)
     aa.verbose = False
     with torch.no_grad():                     # fewer than 10 classes: target every other class (standard: 9)
         n_cls = int(model(x[:1].to(device)).shape[1])
     aa.apgd_targeted.n_target_classes = min(aa.apgd_targeted.n_target_classes, n_cls - 1)
     aa.fab.n_target_classes = min(aa.fab.n_target_classes, n_cls - 1)
-    for sub in ATTACKS[a]:
-        idx = np.flatnonzero(adv == labels)
-        if not len(idx):
-            break
-        aa.attacks_to_run = [sub]             # the standard version's settings, one attack at a time
-        xs, ys = aa.run_standard_evaluation(x[idx].to(device), y[idx].to(device), batch_size=int(batch_size))
-        ys = ys.cpu().numpy()
-        hit = ys != labels[idx]
-        x_adv[idx[hit]] = xs[hit].detach().cpu()
-        adv[idx[hit]] = ys[hit]
-        for i in idx[hit]:
-            flipped[i] = sub
-    norms = _norms(x_adv - x, tm)
-    return AttackResult(tm, e, a, int(seed), library_version(), labels, clean, adv, flipped, norms,
-                        x_adv if keep_adversarial else None)
+
+    def step(sub: str) -> Any:
+        def run(xb: torch.Tensor, yb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            aa.attacks_to_run = [sub]         # the standard version's settings, one attack at a time
+            return aa.run_standard_evaluation(xb, yb, batch_size=int(batch_size))   # (x_adv, its labels)
+        return run
+    return [(sub, step(sub)) for sub in tm.attacks[attack]]
 
 
 def min_norm(model: nn.Module, x: Any, y: Any, *, threat_model: Any = "Linf", seed: int = 0,
              batch_size: int = 250, device: str = "cpu", n_iter: int = 100, n_restarts: int = 1) -> np.ndarray:
     """Per example, the norm (pixel units) of the smallest perturbation FAB (untargeted, minimum-norm mode,
     ``pyautoattack``'s FABAttack_PT) finds that changes the prediction: 0 where the clean image is already
-    misclassified, ``inf`` where FAB found none."""
-    tm = threat_model_name(threat_model)
+    misclassified, ``inf`` where FAB found none. Threat models that AutoAttack attacks only."""
+    tm = get_threat_model(threat_model)
+    if tm.autoattack_norm is None:
+        raise UserError(f"FAB's minimal perturbation needs a threat model AutoAttack attacks; {tm.name} has its "
+                        "own attack", options="min_norm")
     x, y = _check_inputs(model, x, y)
     require_pyautoattack()
     from pyautoattack.fab_pt import FABAttack_PT
     model.eval()
-    cap = 1.0 if tm == "Linf" else float(math.sqrt(x[0].numel()))   # no radius: accept any flip, keep the norm
-    fab = FABAttack_PT(model, norm=tm, n_restarts=int(n_restarts), n_iter=int(n_iter), eps=cap, seed=int(seed),
+    cap = tm.box_norm(x)                      # no radius: accept any flip in the [0, 1] box, keep the norm
+    fab = FABAttack_PT(model, norm=tm.autoattack_norm, n_restarts=int(n_restarts), n_iter=int(n_iter), eps=cap, seed=int(seed),
                        targeted=False, device=device)
     out = np.empty(len(x))
     for k in range(0, len(x), batch_size):
@@ -257,18 +332,33 @@ def median_norm(norms: np.ndarray) -> float:
     return float(np.median(np.asarray(norms, dtype=float))) if len(norms) else float("nan")
 
 
-def ladder_steps(below: str = "apgd-ce+apgd-t") -> list[tuple[float, str]]:
-    """:data:`LADDER` with ``below`` (default APGD-CE + APGD-T) as the attack of the steps under 8/255 (full
-    AutoAttack stays at 8/255): ``"apgd-ce"`` is about ten times cheaper (no 9 targeted runs) and weaker."""
-    below = check_attack(below)
-    return [(e, a if a in ("none", "autoattack") else below) for e, a in LADDER]
+def ladder_steps(below: str | None = None, threat_model: Any = "Linf") -> list[tuple[float, str]]:
+    """The threat model's eps ladder (Linf: :data:`LADDER`); ``below`` (None: the ladder's own, Linf APGD-CE +
+    APGD-T) replaces the attack of the steps that use neither no attack nor the full one (Linf: full AutoAttack
+    stays at 8/255): ``"apgd-ce"`` is about ten times cheaper (no 9 targeted runs) and weaker."""
+    tm = get_threat_model(threat_model)
+    if tm.ladder is None:
+        raise UserError(f"threat model {tm.name} has no eps ladder (threat models with one: "
+                        f"{', '.join(n for n in _ladder_names())})", options="threat_model")
+    if below is None:
+        return list(tm.ladder)
+    below = check_attack(below, tm)
+    return [(e, a if a in ("none", tm.default_attack) else below) for e, a in tm.ladder]
 
 
-def eps_ladder(model: nn.Module, x: Any, y: Any, *, ladder: Sequence[tuple[float, str]] = LADDER, seed: int = 0,
-               batch_size: int = 250, device: str = "cpu") -> list[AttackResult]:
-    """:func:`run_attack` (Linf) at every (eps, attack) step of ``ladder`` (default :data:`LADDER`)."""
-    return [run_attack(model, x, y, threat_model="Linf", eps=e, attack=a if e > 0 else "autoattack", seed=seed,
-                       batch_size=batch_size, device=device) for e, a in ladder]
+def _ladder_names() -> list[str]:
+    from robustbench_dgsa.engine.threat_models import threat_model_names
+    return [n for n in threat_model_names() if get_threat_model(n).ladder is not None]
+
+
+def eps_ladder(model: nn.Module, x: Any, y: Any, *, ladder: Sequence[tuple[float, str]] | None = None,
+               threat_model: Any = "Linf", seed: int = 0, batch_size: int = 250, device: str = "cpu"
+               ) -> list[AttackResult]:
+    """:func:`run_attack` at every (eps, attack) step of ``ladder`` (default: the threat model's own)."""
+    tm = get_threat_model(threat_model)
+    steps = ladder_steps(threat_model=tm) if ladder is None else ladder
+    return [run_attack(model, x, y, threat_model=tm, eps=e, attack=a if e > 0 else None, seed=seed,
+                       batch_size=batch_size, device=device) for e, a in steps]
 
 
 # --- into the results store ------------------------------------------------------------------------------------
@@ -283,7 +373,7 @@ def result_rows(results: Sequence[AttackResult], min_norms: np.ndarray | None = 
     robust accuracy per result (eps 0: the clean accuracy, attack ``none``); with ``min_norms`` the median minimal
     perturbation (NaN where FAB failed on half the examples or more) and the fraction FAB flipped."""
     rows = [dict(kind=KIND, condition=r.threat_model.lower(), severity=0, metric="accuracy", value=r.robust_acc,
-                 n=len(r.labels), eps=r.eps, attack=r.attack, source=f"{LIBRARY} {r.library_version}")
+                 n=len(r.labels), eps=r.eps, attack=r.attack, source=r.source)
             for r in results]
     if min_norms is not None:
         med = median_norm(min_norms)
@@ -306,6 +396,14 @@ def prediction_table(r: AttackResult) -> "Any":
                          "norm": r.norm.astype(float), "eps": float(r.eps), "attack_run": r.attack})
 
 
+def _library_record(threat_model: Any) -> dict[str, str]:
+    """The run record's ``library`` / ``library_version``: pyautoattack's, or the threat model's own module's."""
+    tm = get_threat_model(threat_model)
+    if tm.perturb is None:
+        return {"library": LIBRARY, "library_version": library_version()}
+    return {"library": getattr(tm.perturb, "__module__", "") or "", "library_version": _attack_version(tm)}
+
+
 def store_results(store_dir: Any, results: Sequence[AttackResult], *, model: str, dataset: str, seed: int = -1,
                   config_hash: str = "", min_norms: np.ndarray | None = None, threat_model: str = "Linf",
                   info: dict[str, Any] | None = None, labels: np.ndarray | None = None) -> str:
@@ -318,10 +416,10 @@ def store_results(store_dir: Any, results: Sequence[AttackResult], *, model: str
                                                             seed=int(seed), config_hash=config_hash))
     try:
         writer.write_provenance({
-            "kind": KIND, "threat_model": threat_model_name(threat_model), "library": LIBRARY,
-            "library_version": library_version(), "attack_seed": int(results[0].seed) if results else None,
-            "steps": [{"eps": r.eps, "attack": r.attack, "label": r.label, "sub_attacks": list(ATTACKS.get(
-                r.attack, ())), "clean_acc": r.clean_acc, "robust_acc": r.robust_acc} for r in results],
+            "kind": KIND, "threat_model": threat_model_name(threat_model), **_library_record(threat_model),
+            "attack_seed": int(results[0].seed) if results else None,
+            "steps": [{"eps": r.eps, "attack": r.attack, "label": r.label, "sub_attacks": list(get_threat_model(
+                r.threat_model).attacks.get(r.attack, ())), "clean_acc": r.clean_acc, "robust_acc": r.robust_acc} for r in results],
             "min_norm": None if min_norms is None else {"attack": "fab (untargeted, minimum norm)",
                                                         "median": median_norm(min_norms)},
             "examples": len(results[0].labels) if results else (len(min_norms) if min_norms is not None else 0),
@@ -366,7 +464,8 @@ def memory_images(data: Any, n: int | None) -> tuple[torch.Tensor, torch.Tensor]
 
 
 def benchmark_adversarial(module: nn.Module, dataset: Any, *, data_root: Any = None, max_examples: int | None,
-                          preprocess: Any, threat_model: Any, eps: float | None, attack: str, attack_seed: int,
+                          preprocess: Any, threat_model: Any, eps: float | None, attack: str | None,
+                          attack_seed: int,
                           batch_size: int, device: str, name: str, store_dir: Any, seed: int = -1,
                           config_hash: str = "") -> "Any":
     """:func:`robustbench_dgsa.benchmark`'s Linf / L2 route: attack the first ``max_examples`` (default all) test
@@ -376,8 +475,8 @@ def benchmark_adversarial(module: nn.Module, dataset: Any, *, data_root: Any = N
     from robustbench_dgsa.data.memory import is_in_memory
     tm = threat_model_name(threat_model)
     ds = "cifar10" if is_in_memory(dataset) else str(dataset)
-    e, a = check_eps(tm, eps, ds), check_attack(attack)
-    require_pyautoattack()
+    e, a = check_eps(tm, eps, ds), check_attack(attack, tm)
+    require_attack_library(tm)
     x, y = memory_images(dataset, max_examples) if is_in_memory(dataset) else test_images(ds, max_examples,
                                                                                          data_root)
     attacked = pixel_model(module, preprocess).to(device)
@@ -415,22 +514,20 @@ class AdversarialRun:
 
 def attack_model(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, *, store: Any, name: str,
                  dataset: str, seed: int = -1, config_hash: str = "", threat_model: str = "Linf",
-                 eps: float | None = None, attack: str = "autoattack", ladder: bool = False,
-                 ladder_attack: str = "apgd-ce+apgd-t",
+                 eps: float | None = None, attack: str | None = None, ladder: bool = False,
+                 ladder_attack: str | None = None,
                  min_norm: bool = False, attack_seed: int = 0, batch_size: int = 250, device: str = "cpu",
                  info: dict[str, Any] | None = None) -> AdversarialRun:
-    """One model: one (threat model, eps, attack), or the Linf ladder; optionally FAB's minimal perturbation;
-    into ``store``. ``seconds`` holds the time of every step."""
+    """One model: one (threat model, eps, attack), or the threat model's eps ladder; optionally FAB's minimal
+    perturbation; into ``store``. ``seconds`` holds the time of every step."""
     tm = threat_model_name(threat_model)
-    if ladder and tm != "Linf":
-        raise UserError("the eps ladder is a Linf ladder; use threat_model Linf", options="threat_model")
-    steps = ladder_steps(ladder_attack) if ladder else [(check_eps(tm, eps, dataset), check_attack(attack))]
-    require_pyautoattack()
+    steps = ladder_steps(ladder_attack, tm) if ladder else [(check_eps(tm, eps, dataset), check_attack(attack, tm))]
+    require_attack_library(tm)
     model.eval()
     results, seconds = [], {}
     for e, a in steps:
         t0, c0 = time.monotonic(), time.process_time()
-        results.append(run_attack(model, x, y, threat_model=tm, eps=e, attack=a if e > 0 else "autoattack",
+        results.append(run_attack(model, x, y, threat_model=tm, eps=e, attack=a if e > 0 else None,
                                       seed=attack_seed, batch_size=batch_size, device=device))
         key = f"{tm} eps={e:.6g} {results[-1].attack}"
         seconds[key], seconds[f"{key} cpu"] = round(time.monotonic() - t0, 2), round(time.process_time() - c0, 2)
@@ -468,17 +565,13 @@ def checkpoint_model(checkpoint: Any) -> tuple[nn.Module, dict[str, Any]]:
 
 def evaluate_checkpoint(checkpoint: Any, *, dataset: str | None = None, data_root: Any = None,
                         max_test: int | None = None, threat_model: Any = "Linf", eps: float | None = None,
-                        attack: str = "autoattack", attack_seed: int = 0, ladder: bool = False,
+                        attack: str | None = None, attack_seed: int = 0, ladder: bool = False,
                         min_norm: bool = False, store_dir: Any = None, batch_size: int = 250,
                         device: str = "cpu") -> AdversarialRun:
-    """:func:`robustbench_dgsa.evaluate`'s Linf / L2 route: a suite checkpoint attacked on the first
+    """:func:`robustbench_dgsa.evaluate`'s adversarial route: a suite checkpoint attacked on the first
     ``max_test`` (default all) test images of ``dataset`` (default: its own), into ``store_dir`` (default
     ``<checkpoint folder>/store``)."""
-    tm = threat_model_name(threat_model)
-    if not ladder:
-        check_eps(tm, eps if eps is not None else 0.0)
-        check_attack(attack)
-    require_pyautoattack()
+    tm = check_request(threat_model, eps, attack, ladder, min_norm)
     model, info = checkpoint_model(checkpoint)
     ds = dataset or info["dataset"]
     x, y = test_images(ds, max_test, data_root)

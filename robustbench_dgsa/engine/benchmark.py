@@ -39,6 +39,7 @@ from robustbench_dgsa.engine.predict import dataset_info, resolve_device
 from robustbench_dgsa.models.external import (ExternalModel, Preprocess, count_parameters, input_preprocess,
                                               weights_sha256)
 from robustbench_dgsa.models.registry import model_names
+from robustbench_dgsa.engine.threat_models import is_corruptions
 from robustbench_dgsa.util.errors import UserError
 
 DEFAULT_SEVERITIES = (1, 2, 3, 4, 5)
@@ -54,7 +55,7 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
               tokenizer: Callable[[list[str]], Any] | None = None, split: str = "test",
               frost_dir: str | Path | None = None, progress: bool = False, amp: str = "auto",
               compile_model: bool = False, train_seed: int | None = None, threat_model: str = "corruptions",
-              eps: float | None = None, attack: str = "autoattack", attack_seed: int = 0) -> pd.DataFrame:
+              eps: float | None = None, attack: str | None = None, attack_seed: int = 0) -> pd.DataFrame:
     """Evaluate ``model`` on ``dataset`` clean and under every corruption × severity; returns its store rows.
 
     ``dataset``: a name (see :func:`robustbench_dgsa.load_dataset`), or in-memory data as RobustBench passes it:
@@ -87,7 +88,9 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
     ``compare`` and the report (the weights hash stays in the run record). Without it: ``seed`` = -1 as before.
     (``seed`` keeps its meaning: the on-the-fly corruptions' seed.)
 
-    ``threat_model="Linf"`` / ``"L2"``: instead of corruptions, AutoAttack (``attack``, ``eps`` in pixel units,
+    ``threat_model="Linf"`` / ``"L2"`` or any registered threat model
+    (:func:`robustbench_dgsa.engine.threat_models.register_threat_model`): instead of corruptions, its attack
+    (``attack``, default the threat model's standard one, AutoAttack for Linf / L2; ``eps`` in pixel units;
     ``attack_seed``; see :mod:`robustbench_dgsa.engine.adversarial`) on the first ``max_examples`` test images,
     the model's input convention as above; returns the run's ``kind: adversarial`` rows.
     """
@@ -95,7 +98,7 @@ def benchmark(model: nn.Module | ExternalModel, dataset: str = "cifar10", *, dat
     module = ext.model if ext is not None else model
     if not isinstance(module, nn.Module):
         raise UserError(f"benchmark needs a torch.nn.Module, got {type(module).__name__}")
-    if str(threat_model).lower() != "corruptions":
+    if not is_corruptions(threat_model):
         from robustbench_dgsa.engine.adversarial import benchmark_adversarial
         ident = (f"weights-{weights_sha256(module)[:16]}" if train_seed is None
                  else f"arch-{architecture_sha256(module)[:16]}")

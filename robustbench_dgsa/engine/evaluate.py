@@ -38,6 +38,7 @@ from corruptions.layout import (SUMS_NAME, check_corrupted, condition_files, con
 from corruptions.text import TEXT_NOISE_TYPES, add_text_noise, realised_error_rates
 
 from robustbench_dgsa import store
+from robustbench_dgsa.engine.threat_models import is_corruptions
 from robustbench_dgsa.util.errors import CheckpointError, DataError, UserError
 from robustbench_dgsa.data import load_dataset
 from robustbench_dgsa.engine.predict import (amp_of, compiled, dataset_info, predict_raw, prepare, preprocess_from_meta,
@@ -126,7 +127,7 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
              store_dir: str | Path | None = None, batch_size: int = 256, device: str = "auto",
              progress: bool = True, chunk: int = 2000, error_rate_sample: int = 2000,
              frost_dir: str | Path | None = None, amp: str | None = None, compile_model: bool = False,
-             threat_model: str = "corruptions", eps: float | None = None, attack: str = "autoattack",
+             threat_model: str = "corruptions", eps: float | None = None, attack: str | None = None,
              attack_seed: int = 0, eps_ladder: bool = False, min_norm: bool = False) -> Any:
     """Evaluate ``checkpoint`` on ``dataset`` (default: the one it was trained on). See the module docstring.
 
@@ -146,11 +147,11 @@ def evaluate(checkpoint: str | Path, *, dataset: str | None = None, data_root: s
     Loads the checkpoint, then runs the same core as :func:`robustbench_dgsa.engine.benchmark.benchmark`
     (:func:`evaluate_subject`).
 
-    ``threat_model="Linf"`` / ``"L2"`` (``eps``, ``attack``, ``attack_seed``, ``eps_ladder``, ``min_norm``):
-    AutoAttack instead of corruptions (:func:`robustbench_dgsa.engine.adversarial.evaluate_checkpoint`); returns
+    ``threat_model="Linf"`` / ``"L2"`` or a registered threat model (``eps``, ``attack``, ``attack_seed``,
+    ``eps_ladder``, ``min_norm``): its attack (AutoAttack for Linf / L2) instead of corruptions (:func:`robustbench_dgsa.engine.adversarial.evaluate_checkpoint`); returns
     its :class:`~robustbench_dgsa.engine.adversarial.AdversarialRun`.
     """
-    if str(threat_model).lower() != "corruptions" or eps is not None or eps_ladder or min_norm:
+    if not is_corruptions(threat_model) or eps is not None or eps_ladder or min_norm:
         from robustbench_dgsa.engine.adversarial import evaluate_checkpoint
         return evaluate_checkpoint(checkpoint, dataset=dataset, data_root=data_root, max_test=max_test,
                                    threat_model=threat_model, eps=eps, attack=attack, attack_seed=attack_seed,

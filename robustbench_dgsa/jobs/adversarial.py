@@ -1,4 +1,4 @@
-"""Adversarial evaluation jobs: one model (what ``dgsa-bench evaluate --threat-model linf|l2`` runs) and the
+"""Adversarial evaluation jobs: one model (what ``dgsa-bench evaluate --threat-model linf|l2|...`` runs) and the
 adversarial campaign (``python -m robustbench_dgsa.jobs.adversarial``).
 
 The campaign retrains the first campaign's CIFAR-10 ViT / DViT / DGViT seeds from their recorded configs (the
@@ -59,20 +59,14 @@ def evaluate_adversarial(checkpoint: Any = None, *, timm_name: str | None = None
                          weights: Any = None, random_init: bool = False, init_seed: int = 0, name: str | None = None,
                          model_args: dict[str, Any] | None = None, timm_norm: bool = False,
                          dataset: str | None = None, data_root: Any = None, max_test: int | None = None,
-                         threat_model: str = "Linf", eps: float | None = None, attack: str = "autoattack",
+                         threat_model: str = "Linf", eps: float | None = None, attack: str | None = None,
                          ladder: bool = False, min_norm: bool = False, attack_seed: int = 0, store: Any = None,
                          batch_size: int = 250, device: str = "auto") -> adv.AdversarialRun:
-    """What ``dgsa-bench evaluate --threat-model linf|l2`` runs: load the model (a checkpoint, ``timm_name`` or
+    """What ``dgsa-bench evaluate --threat-model NAME`` (a registered threat model) runs: load the model (a checkpoint, ``timm_name`` or
     ``module``), attack the first ``max_test`` (default :data:`DEFAULT_EXAMPLES`) test images, store the result
     (default store: ``<checkpoint folder>/store``). Every argument is checked before anything is loaded."""
     from robustbench_dgsa.engine.predict import resolve_device
-    tm = adv.threat_model_name(threat_model)
-    if ladder and tm != "Linf":
-        raise UserError("the eps ladder is a Linf ladder; use threat_model Linf", options="threat_model")
-    if not ladder:
-        adv.check_eps(tm, eps if eps is not None else 0.0)
-        adv.check_attack(attack)
-    adv.require_pyautoattack()
+    tm = adv.check_request(threat_model, eps, attack, ladder, min_norm)
     dev = str(resolve_device(device))
     from robustbench_dgsa.jobs.evaluation import num_classes
     model, info = load_attacked(checkpoint, timm_name=timm_name, module=module, weights=weights,

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 SECTION = "adversarial"
 ATTACK_NAMES = {"autoattack": "AutoAttack", "apgd-ce": "APGD-CE", "apgd-ce+apgd-t": "APGD-CE+APGD-T",
-                "none": "clean"}
+                "none": "clean", "own": "the threat model's own attack"}
 
 
 def adversarial_section(rep: Report) -> None:
@@ -36,6 +36,27 @@ def adversarial_section(rep: Report) -> None:
         _tests_table(rep, tests, rows)
 
 
+def threat_model_label(condition: str) -> str:
+    """A stored condition's threat-model name from the registry (``linf`` -> ``Linf``); the condition itself when
+    no loaded plugin registers it (a report built where the plugin is absent)."""
+    from robustbench_dgsa.engine.threat_models import get_threat_model
+    from robustbench_dgsa.util.errors import UserError
+    try:
+        return get_threat_model(condition).name
+    except UserError:
+        return condition
+
+
+def _attacks_note(raw, tm: str) -> str:
+    """Which attack made each eps's numbers (from the rows), and that APGD alone is not AutoAttack where used."""
+    steps = dict.fromkeys(f"{_eps_label(e, tm)}: {ATTACK_NAMES.get(a, a)}"
+                          for e, a in sorted(set(zip(raw["eps"], raw["attack"]))) if e == e)
+    note = f"Attack per eps: {', '.join(steps)}."
+    if set(raw["attack"]) & {"apgd-ce", "apgd-ce+apgd-t"}:
+        note += " APGD-CE / APGD-CE+APGD-T are AutoAttack's first attacks only, not full AutoAttack."
+    return note
+
+
 def _eps_label(eps: float, tm: str) -> str:
     return f"{255 * eps:g}/255" if tm == "linf" else f"{eps:g}"
 
@@ -49,13 +70,12 @@ def _figure(rep: Report, ds: str, tm: str, part, raw) -> None:
         ax.plot(x, 100 * g["mean"], marker="o", label=display_name(m))
         ok = g["ci_lo"].notna()
         ax.fill_between(x[ok], 100 * g["ci_lo"][ok], 100 * g["ci_hi"][ok], alpha=0.2)
-    ax.set_xlabel("eps (×1/255, pixel units)" if tm == "linf" else "eps (L2, pixel units)")
+    ax.set_xlabel("eps (×1/255, pixel units)" if tm == "linf" else f"eps ({threat_model_label(tm)}, pixel units)")
     ax.set_ylabel("robust accuracy (%)")
     ax.legend(fontsize=8)
-    title = f"Adversarial robustness: {dataset_label(ds)}, {tm.upper() if tm == 'l2' else 'Linf'}"
+    title = f"Adversarial robustness: {dataset_label(ds)}, {threat_model_label(tm)}"
     rep.figure(SECTION, f"adversarial_{ds}_{tm}", title, fig, raw,
-               caption="Mean over training seeds, band: 95 % t-interval over seeds. eps 0: clean; below 8/255 "
-                       "APGD-CE + APGD-T (not full AutoAttack); 8/255: AutoAttack (standard, pyautoattack).")
+               caption=f"Mean over training seeds, band: 95 % t-interval over seeds. {_attacks_note(raw, tm)}")
 
 
 def _table(rep: Report, ds: str, tm: str, part, raw) -> None:

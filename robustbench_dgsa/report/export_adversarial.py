@@ -1,4 +1,5 @@
-"""RobustBench's ``Linf`` / ``L2`` model_info files from the adversarial rows of a results store.
+"""RobustBench's ``Linf`` / ``L2`` model_info files from the adversarial rows of a results store (threat models
+registered with ``robustbench=True``; :mod:`robustbench_dgsa.engine.threat_models`).
 
 Writes ``model_info/<dataset>/<Linf|L2>/<model>.json`` with RobustBench's fields (``link``, ``name``, ``authors``,
 ``additional_data``, ``number_forward_passes``, ``dataset``, ``venue``, ``architecture``, ``eps`` as RobustBench
@@ -22,9 +23,6 @@ from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.paths import safe_name
 
 KIND = "adversarial"                 # the store's kind of adversarial rows (engine.adversarial.KIND)
-THREAT_FOLDERS = {"linf": "Linf", "l2": "L2"}
-STANDARD_EPS = {("Linf", "cifar10"): 8 / 255, ("Linf", "cifar100"): 8 / 255, ("Linf", "imagenet"): 4 / 255,
-                ("L2", "cifar10"): 0.5, ("L2", "cifar100"): 0.5}
 FIELDS = ("link", "name", "authors", "additional_data", "number_forward_passes", "dataset", "venue",
           "architecture", "eps", "clean_acc", "reported", "autoattack_acc", "footnote")
 
@@ -35,6 +33,20 @@ def eps_text(eps: float, threat_model: str) -> str:
         k = Fraction(eps * 255).limit_denominator(8)
         return f"{k}/255" if k.denominator == 1 else f"{float(eps):.6g}"
     return f"{float(eps):g}"
+
+
+def robustbench_threat(condition: str, dataset: str) -> tuple[str, float] | None:
+    """(RobustBench's folder name, standard radius) of a stored condition, from the threat-model registry; None
+    for a threat model RobustBench does not have, or without a standard radius for ``dataset``."""
+    from robustbench_dgsa.engine.threat_models import get_threat_model
+    from robustbench_dgsa.util.errors import UserError
+    try:
+        tm = get_threat_model(condition)
+    except UserError:
+        return None
+    if not tm.robustbench or dataset not in tm.standard_eps:
+        return None
+    return tm.name, float(tm.standard_eps[dataset])
 
 
 def adversarial_rows(df: pd.DataFrame) -> pd.DataFrame:
@@ -54,11 +66,11 @@ def export_adversarial(store_dir: str | Path, out_dir: str | Path, *, dataset: s
         if models and model not in models:
             continue
         rb = dataset or str(ds)
-        tm = THREAT_FOLDERS.get(str(cond))
-        std = STANDARD_EPS.get((tm, rb)) if tm else None
-        if std is None:
+        threat = robustbench_threat(str(cond), rb)
+        if threat is None:
             skipped.append(f"{model} {cond} on {ds}: no RobustBench standard radius")
             continue
+        tm, std = threat
         aa = sub[(sub["attack"] == "autoattack") & ((sub["eps"] - std).abs() < 1e-9)]
         if aa.empty:
             skipped.append(f"{model} {tm} on {ds}: no full-AutoAttack rows at eps {eps_text(std, tm)}")

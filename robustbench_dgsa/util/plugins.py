@@ -1,5 +1,5 @@
-"""Plugins: modules that register attention mechanisms and models (``robustbench_dgsa.models.register_attention``,
-``register_model``), loaded the same way in every process the suite starts.
+"""Plugins: modules that register attention mechanisms, models and threat models (``register_attention``,
+``register_model``, ``register_threat_model``), loaded the same way in every process the suite starts.
 
 Where plugins come from, all imported once per process:
 
@@ -168,7 +168,7 @@ def missing_hint(records: Iterable[dict[str, Any]] = ()) -> str:
 
 
 def note_registration(module: str) -> None:
-    """Called by ``register_attention`` / ``register_model``: a registration made by a module outside the suite
+    """Called by ``register_attention`` / ``register_model`` / ``register_threat_model``: a registration made by a module outside the suite
     makes that module a plugin of this process (recorded; named to the processes it starts, :func:`child_env`,
     when an installed distribution provides it), however it was imported. ``__main__`` cannot be imported elsewhere and is not recorded."""
     if module in _LOADED or module == "__main__" or module.split(".")[0] == "robustbench_dgsa":

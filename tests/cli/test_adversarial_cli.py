@@ -35,8 +35,8 @@ BASE = ["evaluate", "--dataset", "synthetic-vision", "--max-examples", "8", "--d
     (["--threat-model", "linf", "--eps", "1.5"], "at most 1"),
     (["--threat-model", "l7"], "unknown threat model"),
     (["--threat-model", "linf", "--attack", "pgd"], "unknown attack"),
-    (["--eps", "0.1"], "go with --threat-model linf or l2"),
-    (["--threat-model", "l2", "--eps-ladder"], "Linf ladder"),
+    (["--eps", "0.1"], "go with --threat-model linf, l2 or a"),
+    (["--threat-model", "l2", "--eps-ladder"], "threat model L2 has no eps ladder (threat models with one: Linf"),
 ])
 def test_bad_input_is_one_error_line_exit_2(run_main, tmp_path, factory, extra, msg):
     code, out, err = run_main([*BASE, "--module", factory, "--store", str(tmp_path / "s"), *extra], tmp_path)
