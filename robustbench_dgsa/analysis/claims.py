@@ -21,12 +21,17 @@ accuracy points; "the corruptions" = the claim's ``conditions``):
 
 Direction: ``greater`` / ``less`` (than ``threshold``, points) or ``equivalent`` (|mean| < ``margin``: a TOST).
 
+Threat-model claims (``eps`` set): the conditions are threat models (``linf``, a plugin's), and a cell is the robust
+accuracy at ``eps`` under ``attack`` (the store's ``kind: adversarial`` rows; the run's eps-0 step is the clean
+cell), severities ``(0,)``; the statistics are the same.
+
 Claims come from :data:`BUILTIN` (registered through :func:`register`, the same function a user's claims go
 through) and from ``<store>/claims.toml`` (:func:`load_user_claims`), a list of ``[[claim]]`` tables with the
 fields of :class:`Claim`.
 """
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -66,6 +71,8 @@ class Claim:
     operationalisation: str = ""
     label: str = ""                 # short row label
     testable: str = ""              # non-empty: why it cannot be tested here
+    eps: float | None = None        # a threat-model claim: the radius (pixel units) its cells are measured at
+    attack: str = ""                # ... and the attack that measured them (the rows' ``attack``)
 
     @property
     def claimed(self) -> bool:
@@ -96,6 +103,18 @@ def _check(c: Claim) -> None:
         raise UserError(f"claim {c.id!r}: k must be >= 1")
     if c.statistic.startswith("named") and not c.named:
         raise UserError(f"claim {c.id!r}: statistic {c.statistic} needs 'named' conditions")
+    if c.eps is not None:
+        _check_threat_claim(c)
+
+
+def _check_threat_claim(c: Claim) -> None:
+    if isinstance(c.eps, bool) or not isinstance(c.eps, (int, float)) or not math.isfinite(c.eps) or c.eps <= 0:
+        raise UserError(f"claim {c.id!r}: eps must be a number > 0, got {c.eps!r}")
+    if not c.attack:
+        raise UserError(f"claim {c.id!r}: a threat-model claim names the attack its cells come from")
+    if tuple(c.severities) != (0,) or not c.conditions or {BENCHMARK, NOISE, "clean"} & set(c.conditions):
+        raise UserError(f"claim {c.id!r}: a threat-model claim's conditions are threat models (e.g. linf) at "
+                        "severity 0")
 
 
 def register(claim: Claim, registry: Registry | None = None) -> Claim:
@@ -334,7 +353,20 @@ def _more_tables() -> None:
                                               "type × severities 1–5 higher"))
 
 
+def _adversarial_claims() -> None:
+    """Not claimed by the paper (it measures common corruptions only): a prediction of its premise, that gating
+    suppresses attention noise, so small adversarial perturbations should hurt DGViT less."""
+    for b in ("vit", "dvit"):
+        register(Claim(f"cifar10:linf-1/255:{b}", "", NOT_CLAIMED, "cifar10", "dgvit", b, "mean", ("linf",), (0,),
+                       family="cifar10 · adversarial", primary=False, label="robust accuracy, Linf 1/255",
+                       eps=1 / 255, attack="apgd-ce+apgd-t",
+                       operationalisation="'more robust to small Linf perturbations' = robust accuracy at Linf eps "
+                                          "1/255 under APGD-CE + APGD-T (AutoAttack's first two attacks, not full "
+                                          "AutoAttack) higher, paired over training seeds"))
+
+
 _BENCH = BENCHMARK_CORRUPTIONS
 _builtin()
 _isolating_claims()
 _more_tables()
+_adversarial_claims()

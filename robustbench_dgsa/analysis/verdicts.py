@@ -65,7 +65,11 @@ class Cells:
 
 def dataset_cells(rows: pd.DataFrame, dataset: str) -> Cells:
     """The accuracy cells of ``dataset`` from store rows (:func:`metrics.eval_rows`: de-duplicated, latest run)."""
-    r = metrics.eval_rows(rows, dataset=dataset)
+    return _cells_from(metrics.eval_rows(rows, dataset=dataset), dataset)
+
+
+def _cells_from(r: pd.DataFrame, dataset: str) -> Cells:
+    """Cells from rows with model, seed, condition, severity, value (a fraction), run_id."""
     cells = sorted({(str(c), int(s)) for c, s in zip(r["condition"], r["severity"])},
                    key=lambda cs: (cs[0] != metrics.CLEAN, cs))
     pos = {c: i for i, c in enumerate(cells)}
@@ -82,8 +86,37 @@ def dataset_cells(rows: pd.DataFrame, dataset: str) -> Cells:
     return out
 
 
+def threat_cell(condition: str, eps: float, attack: str) -> str:
+    """The cell name of robust accuracy under a threat model at ``eps`` with ``attack`` (severity 0)."""
+    return f"{condition}@{float(eps):.6g}:{attack}"
+
+
+def adversarial_cells(results: pd.DataFrame, dataset: str) -> Cells:
+    """Robust-accuracy cells of ``dataset`` (``kind: adversarial`` accuracy rows): one cell per threat model x eps
+    x attack (:func:`threat_cell`), the eps-0 step as the clean cell; of a cell measured by several runs of a
+    model and seed, the latest run wins."""
+    r = results[(results["kind"] == "adversarial") & (results["metric"] == "accuracy")
+                & (results["dataset"] == dataset)]
+    r = r.assign(cell=[metrics.CLEAN if float(e) == 0 else threat_cell(str(c), float(e), str(a))
+                       for c, e, a in zip(r["condition"], r["eps"], r["attack"])])
+    r = r.sort_values("created", kind="stable").drop_duplicates(["model", "seed", "cell"], keep="last")
+    frame = pd.DataFrame({"model": r["model"], "seed": r["seed"], "condition": r["cell"], "severity": 0,
+                          "value": r["value"], "run_id": r["run_id"]})
+    out = _cells_from(frame, dataset)
+    out.run_ids.clear()                  # per-example pairing of attacked images: not in the bootstrap
+    out.modality = "image"
+    return out
+
+
+def _cells_key(claim: Claim) -> tuple[str, bool]:
+    """Which cells a claim reads: (dataset, threat-model claim)."""
+    return claim.dataset, claim.eps is not None
+
+
 def expand(claim: Claim, cells: Cells) -> tuple[list[str], list[int]]:
     """The claim's conditions (keywords expanded) and severities on this dataset."""
+    if claim.eps is not None:
+        return [threat_cell(c, claim.eps, claim.attack) for c in claim.conditions], [0]
     present = {c for c, _ in cells.cells}
     conds: list[str] = []
     for c in claim.conditions:
@@ -235,18 +268,21 @@ def compute_verdicts(results: pd.DataFrame, registry: Registry, alpha: float = 0
     """Test every claim of ``registry`` the store can test; one row per claim (see the module docstring).
     ``store_dir``: where the per-example predictions are (no two-level CI without them)."""
     rows = metrics.eval_rows(results)
-    present = set(rows["dataset"])
+    attacked = results[results["kind"] == "adversarial"]
+    present = {(d, False) for d in rows["dataset"]} | {(d, True) for d in attacked["dataset"]}
     out = Verdicts(pd.DataFrame(columns=COLUMNS), alpha=alpha, power=power)
-    out.synthetic = sorted(d for d in present if is_synthetic(d))
-    by_ds: dict[str, Cells] = {}
+    out.synthetic = sorted({d for d, _ in present if is_synthetic(d)})
+    by_ds: dict[tuple[str, bool], Cells] = {}
     recs: list[tuple[Claim, dict]] = []
     for c in registry.claims:
         if c.testable:
             out.untested.append((c, c.testable))
             continue
-        if c.dataset not in present:
+        key = _cells_key(c)
+        if key not in present:
             continue
-        cells = by_ds.setdefault(c.dataset, dataset_cells(rows, c.dataset))
+        cells = by_ds.setdefault(key, adversarial_cells(attacked, c.dataset) if key[1]
+                                 else dataset_cells(rows, c.dataset))
         rec = test_claim(c, cells)
         if rec is None:
             if c.model in cells.acc or c.baseline in cells.acc:
@@ -265,7 +301,10 @@ def _why_untested(c: Claim, cells: Cells) -> str:
     """Why the store cannot test ``c``: the model it lacks, else a cell."""
     missing = [m for m in (c.model, c.baseline) if m not in cells.acc]
     if missing:
-        return f"no runs of {' or '.join(missing)} on {c.dataset} in this store"
+        return f"no {'adversarial ' if c.eps is not None else ''}runs of {' or '.join(missing)} on {c.dataset} " \
+               "in this store"
+    if c.eps is not None:
+        return f"no {c.attack} rows at {'/'.join(c.conditions)} eps {c.eps:.6g} on {c.dataset}"
     return f"the store lacks a cell it needs on {c.dataset}"
 
 
@@ -330,18 +369,19 @@ def _correct(store_dir: Path, run_id: str, cells: list[tuple[str, int]], index: 
     return (out, index) if np.isfinite(out).all() else None
 
 
-def _bootstrap(recs: list[tuple[Claim, dict]], by_ds: dict[str, Cells], store_dir: str | Path | None,
-               resamples: int) -> str:
+def _bootstrap(recs: list[tuple[Claim, dict]], by_ds: dict[tuple[str, bool], Cells],
+               store_dir: str | Path | None, resamples: int) -> str:
     """Fill ``boot_lo`` / ``boot_hi`` of every claim whose runs have per-example predictions; returns a note
-    naming what was left without (empty when none)."""
+    naming what was left without (empty when none). Threat-model claims get none (their attacked images are
+    not resampled)."""
     missing = []
-    for ds, cells in by_ds.items():
-        mine = [(c, r) for c, r in recs if c.dataset == ds and r["n"] >= 2]
+    for (ds, threat), cells in by_ds.items():
+        mine = [(c, r) for c, r in recs if _cells_key(c) == (ds, threat) and r["n"] >= 2]
         if not mine:
             continue
-        acc = _boot_acc(cells, mine, store_dir, resamples) if store_dir is not None else None
+        acc = _boot_acc(cells, mine, store_dir, resamples) if store_dir is not None and not threat else None
         if acc is None:
-            missing.append(ds)
+            missing.append(f"{ds} (adversarial claims)" if threat else ds)
             continue
         rng = np.random.default_rng(small_n.BOOT_SEED + 1)
         for c, r in mine:

@@ -1,8 +1,8 @@
 """The report's "Adversarial robustness" section (only when the store holds ``kind: adversarial`` rows):
-accuracy vs eps per model with seed bands (95 % t-interval), a table with CIs and the median minimal
-perturbation, and the paired tests of the primary measure (robust accuracy at Linf 1/255) with the claim's
-verdict. Every number is labelled with the attack that produced it (APGD-CE + APGD-T below 8/255 is not
-AutoAttack)."""
+accuracy vs eps per model with seed bands (95 % t-interval) and a table with CIs and the median minimal
+perturbation. The adversarial claims are registered claims: their tests and verdicts are in the Findings, with
+every other claim's. Every number is labelled with the attack that produced it (APGD-CE + APGD-T below 8/255 is
+not AutoAttack)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -31,9 +31,6 @@ def adversarial_section(rep: Report) -> None:
         raw = rows[(rows["dataset"] == ds) & (rows["condition"] == tm)]
         _figure(rep, ds, tm, part, raw)
         _table(rep, ds, tm, part, raw)
-    tests = A.paired_tests(rep.df)
-    if not tests.empty:
-        _tests_table(rep, tests, rows)
 
 
 def threat_model_label(condition: str) -> str:
@@ -87,7 +84,9 @@ def _table(rep: Report, ds: str, tm: str, part, raw) -> None:
             recs.append([display_name(m), _eps_label(r.eps, tm), ATTACK_NAMES.get(r.attack, r.attack),
                          str(r.n_seeds), str(r.n), fmt_num(100 * r.mean), ci])
     notes = ["Robust accuracy = accuracy on the attacked images (eps in pixel units of [0, 1] images for every "
-             "model); APGD-CE / APGD-CE+APGD-T are AutoAttack's first attacks only, weaker than AutoAttack."]
+             "model); APGD-CE / APGD-CE+APGD-T are AutoAttack's first attacks only, weaker than AutoAttack.",
+             "Claims about these numbers (registered with their eps and attack) are tested in the Findings, "
+             "one verdict each."]
     mn = A.min_norm_summary(rep.df)
     mn = mn[(mn["dataset"] == ds) & (mn["threat_model"] == tm)]
     for r in mn.itertuples():
@@ -95,18 +94,3 @@ def _table(rep: Report, ds: str, tm: str, part, raw) -> None:
                      f"(mean over {r.n_seeds} seed(s)).")
     title = f"Adversarial accuracy: {dataset_label(ds)}"
     rep.table(SECTION, f"adversarial_{ds}_{tm}_table", title, Table(cols, recs, title, notes), raw)
-
-
-def _tests_table(rep: Report, tests, rows) -> None:
-    cols = ["Claim", "Paper claims it", "Model", "Baseline", "Seeds", "Δ (pp) [95% CI]", "p (Holm)", "Verdict"]
-    recs = []
-    for r in tests.itertuples():
-        ci = "—" if r.ci_lo != r.ci_lo else f"[{fmt_num(100 * r.ci_lo)}, {fmt_num(100 * r.ci_hi)}]"
-        recs.append([r.claim_text, "no" if not r.paper_claims else "yes", display_name(r.model),
-                     display_name(r.baseline), str(r.n_a), f"{fmt_num(100 * r.diff)} {ci}", fmt_num(r.p_holm, 3),
-                     r.verdict])
-    notes = [f"Primary measure: robust accuracy at Linf 1/255 ({tests['attack'].iloc[0]}), paired t over common "
-             "training seeds, Holm over the baselines; fewer than 3 seeds: not testable.",
-             f"Verdict on the claim: {A.claim_verdict(tests)}."]
-    title = "Adversarial robustness: paired tests"
-    rep.table(SECTION, "adversarial_tests", title, Table(cols, recs, title, notes), rows)
