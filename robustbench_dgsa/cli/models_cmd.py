@@ -27,9 +27,8 @@ def models(
                                 help="Maximum text length (tokens, CLS excluded)."),
     model: Optional[list[str]] = opt.models(None, help="Only these models, comma-separated or repeated. Default: "
                                                        "all registered."),
-    set_: Optional[list[str]] = typer.Option(None, "--set",
-                                             help="Model config override key=value applied to every model "
-                                                  "(repeatable), e.g. --set dim=96 --set depth=4."),
+    set_: Optional[list[str]] = opt.set_("Model config override key=value (or model.key=value) applied to every "
+                                         "model (repeatable), e.g. --set dim=96 --set depth=4."),
     as_json: bool = opt.json_(help="Print a JSON list instead of a table."),
     pretrained: bool = typer.Option(False, "--pretrained",
                                     help="List the trained models that ship with the package (the zoo) with "

@@ -437,6 +437,15 @@ def compile_(help: str | None = None) -> Any:
     return typer.Option(False, "--compile", help=help or COMPILE_HELP)
 
 
+SET_HELP = ("Config override section.key=value (repeatable; e.g. --set train.epochs=30 --set model.dim=96), "
+            "type- and range-checked; part of the run's identity.")
+
+
+def set_(help: str | None = None) -> Any:
+    """``--set KEY=VALUE`` (repeatable): the one config-override option of every command that builds configs."""
+    return typer.Option(None, "--set", metavar="KEY=VALUE", help=help or SET_HELP)
+
+
 def json_(help: str | None = None) -> Any:
     return typer.Option(False, "--json", help=help or "Print a machine-readable summary on stdout.")
 

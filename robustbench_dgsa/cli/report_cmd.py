@@ -100,9 +100,9 @@ def reproduce_command(
                                "64 test examples): a smoke test in seconds. --corruption, --severity and "
                                "--text-noise given with it are kept."),
     ffn_ratio: Optional[str] = opt.ffn_ratio(),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Config override section.key=value of every "
-                                             "job (repeatable), e.g. train.amp=off for fp32 where 'auto' means "
-                                             "bf16, or train.compile=on; part of each job's identity."),
+    set_: Optional[list[str]] = opt.set_("Config override section.key=value of every job (repeatable), e.g. "
+                                         "train.amp=off for fp32 where 'auto' means bf16, or train.compile=on; part "
+                                         "of each job's identity."),
     as_json: bool = opt.json_(help="Print the result as JSON."),
     quiet: bool = opt.quiet(),
 ) -> None:

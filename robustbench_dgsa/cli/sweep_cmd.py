@@ -31,7 +31,8 @@ def sweep_plan(
     seed: str = opt.seed("0-4"),
     preset: str = typer.Option("tiny", "--preset", help="Hyperparameter preset: tiny, small, evidence, zoo or "
                                                              "paper."),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Config override key=value (every job)."),
+    set_: Optional[list[str]] = opt.set_("Config override section.key=value of every job (repeatable), e.g. "
+                                         "--set train.epochs=30; part of each job's identity."),
     ffn_ratio: Optional[str] = opt.ffn_ratio(),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder holding the dataset files."),
     download: bool = typer.Option(False, "--download", help="Download datasets if missing."),

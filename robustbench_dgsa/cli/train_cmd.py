@@ -47,7 +47,7 @@ def train_command(
                                              help="Override train.batch_size."),
     lr: Optional[float] = opt.positive_float(None, "--lr", help="Override train.lr (in (0, 10]).",
                                          le=opt.config_max("train.lr")),
-    set_: Optional[list[str]] = typer.Option(None, "--set", help="Config override section.key=value (repeatable)."),
+    set_: Optional[list[str]] = opt.set_(),
     config: Optional[Path] = typer.Option(None, "--config",
                                           help="TOML/JSON config file with model, train and data tables."),
     data_root: Optional[Path] = typer.Option(None, "--data-root", help="Folder holding the dataset files."),
