@@ -41,7 +41,7 @@ import uuid
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 import pandas as pd
 
@@ -516,16 +516,17 @@ def _block_ranks(df: pd.DataFrame, blocks: list[list[Any]]) -> Any:
     return ranks
 
 
-def read_predictions_file(path: str | Path) -> pd.DataFrame:
-    """One predictions file as its table, rows in the order they were written (a file stored example by example
-    is put back in its condition blocks' order)."""
+def read_predictions_file(path: str | Path, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """One predictions file as its table (``columns``: only those), rows in the order they were written (a file
+    stored example by example is put back in its condition blocks' order when index, condition and severity are
+    read)."""
     import numpy as np
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path)
+    table = pq.read_table(path, columns=list(columns) if columns is not None else None)
     layout = (table.schema.metadata or {}).get(_LAYOUT_KEY)
     df = table.to_pandas()
-    if layout is not None:
+    if layout is not None and {"index", "condition", "severity"} <= set(df.columns):
         order = np.lexsort((df["index"].to_numpy(), _block_ranks(df, json.loads(layout)["blocks"])))
         df = df.iloc[order].reset_index(drop=True)
     return df

@@ -345,7 +345,7 @@ def _correct(store_dir: Path, run_id: str, cells: list[tuple[str, int]], index: 
     path = store.predictions_path(store_dir, run_id, "test")
     if not path.is_file():
         return None
-    p = pd.read_parquet(path, columns=["run_id", "condition", "severity", "index", "label", "pred"])
+    p = store.read_predictions_file(path, columns=["run_id", "condition", "severity", "index", "label", "pred"])
     if p.empty:
         return None
     p = p[p["run_id"] == run_id]
