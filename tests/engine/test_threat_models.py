@@ -55,7 +55,8 @@ def registry(monkeypatch):
     monkeypatch.setattr(T, "_THREAT_MODELS", dict(T._THREAT_MODELS))
     monkeypatch.setattr(plugins, "_LOADED", dict(plugins._LOADED))
     monkeypatch.setattr(plugins, "_STARTED", set(plugins._STARTED))
-    monkeypatch.delenv(plugins.ENV_VAR, raising=False)
+    monkeypatch.setenv(plugins.ENV_VAR, "")     # recorded (absent or not) so that teardown restores it ...
+    monkeypatch.delenv(plugins.ENV_VAR)         # ... after --plugin appends to it in this process
     return T
 
 
