@@ -130,8 +130,11 @@ def expand(claim: Claim, cells: Cells) -> tuple[list[str], list[int]]:
 
 
 def _grid(claim: Claim, cells: Cells) -> tuple[np.ndarray, list[str]] | None:
-    """Cell index matrix (conditions × severities), or None when a cell is missing."""
+    """Cell index matrix (conditions × severities), or None when a cell is missing (or the claim's keyword names
+    no condition present: text noise on a clean-only store)."""
     conds, sevs = expand(claim, cells)
+    if not conds or not sevs:
+        return None
     try:
         return np.array([[cells.index(c, s) for s in sevs] for c in conds]), conds
     except ValueError:

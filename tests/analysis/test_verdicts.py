@@ -292,3 +292,14 @@ def test_second_campaign_claims_isolate_one_change_each_and_run_when_their_model
     assert row["family"] == "cifar10 · isolating the gate" and row["n"] == 5
     assert row["diff"] == pytest.approx(2.0, abs=0.1)                # accuracies are stored as counts of 1000
     assert "cifar10:gate:clean" not in {c.id for c, _ in v.untested}
+
+
+def test_a_clean_only_text_store_tests_clean_and_leaves_the_noise_claims_untested(tmp_path):
+    """A text pilot (clean only, the registered IMDB claims): the mNA claims name no noise condition present, so
+    they are untested with the reason, never a crash; the clean claims are tested."""
+    for model, acc in (("transformer", [0.77, 0.78, 0.76]), ("dgt", [0.78, 0.79, 0.79]), ("dt", [0.76, 0.77, 0.75])):
+        write_model(tmp_path, "imdb", model, acc, [])
+    v = _verdicts(tmp_path)
+    assert set(v.table["id"]) == {"imdb:clean:transformer", "imdb:clean:dt"}
+    assert {c.id for c, _ in v.untested} >= {"imdb:mNA:transformer", "imdb:mNA:dt"}
+    assert all("cell" in why for c, why in v.untested if c.id.startswith("imdb:mNA"))
