@@ -25,7 +25,7 @@ def _check_store_links(store: Optional[Path], checkpoint: Optional[Path]) -> Non
 # --threat-model linf|l2|... (issue 36): declared here so evaluate_command's signature stays short
 _THREAT_MODEL = typer.Option("corruptions", "--threat-model", help="corruptions (default), linf, l2 or a threat "
                              "model a plugin registers (register_threat_model): its attack (linf/l2: AutoAttack, "
-                             "pyautoattack 0.2.0, the [adversarial] extra) on the first --max-examples (default "
+                             "pyautoattack 0.2.0, the \\[adversarial] extra) on the first --max-examples (default "
                              "1000) test images, eps in pixel units.")
 _EPS = typer.Option(None, "--eps", help="linf/l2 radius in pixel units ([0, 1] images; default RobustBench's 8/255 "
                     "/ 0.5 on CIFAR, 4/255 on ImageNet).")
