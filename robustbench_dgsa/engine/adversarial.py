@@ -112,11 +112,18 @@ def check_request(threat_model: Any, eps: Any = None, attack: Any = None, ladder
     else:
         check_eps(tm, eps if eps is not None else 0.0)
         check_attack(attack, tm)
-    if min_norm and tm.autoattack_norm is None:
-        raise UserError(f"FAB's minimal perturbation needs a threat model AutoAttack attacks; {tm.name} has its "
-                        "own attack", options="min_norm")
+    if min_norm:
+        _check_fab(tm)
     require_attack_library(tm)
     return tm.name
+
+
+def _check_fab(tm: ThreatModel) -> ThreatModel:
+    """``tm`` if FAB (AutoAttack's minimal-perturbation attack) can run under it, else one UserError."""
+    if tm.autoattack_norm is None:
+        raise UserError(f"FAB's minimal perturbation needs a threat model AutoAttack attacks; {tm.name} has its "
+                        "own attack", options="min_norm")
+    return tm
 
 
 def require_attack_library(threat_model: Any) -> None:
@@ -303,10 +310,7 @@ def min_norm(model: nn.Module, x: Any, y: Any, *, threat_model: Any = "Linf", se
     """Per example, the norm (pixel units) of the smallest perturbation FAB (untargeted, minimum-norm mode,
     ``pyautoattack``'s FABAttack_PT) finds that changes the prediction: 0 where the clean image is already
     misclassified, ``inf`` where FAB found none. Threat models that AutoAttack attacks only."""
-    tm = get_threat_model(threat_model)
-    if tm.autoattack_norm is None:
-        raise UserError(f"FAB's minimal perturbation needs a threat model AutoAttack attacks; {tm.name} has its "
-                        "own attack", options="min_norm")
+    tm = _check_fab(get_threat_model(threat_model))
     x, y = _check_inputs(model, x, y)
     require_pyautoattack()
     from pyautoattack.fab_pt import FABAttack_PT
