@@ -1,5 +1,5 @@
 """README's "What we found" quotes the evidence report's Findings: its table is cut from
-results/evidence/findings_claims.md (the claims of the paper; columns as :data:`README_COLUMNS`), and every
+results/evidence-v2/findings_claims.md (the claims of the paper; columns as :data:`README_COLUMNS`), and every
 number its prose uses appears in the report's Findings section (hand-written words, computed numbers)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from robustbench_dgsa.report.findings import README_COLUMNS, cut_columns
 
 ROOT = Path(__file__).resolve().parents[1]
-EVIDENCE = ROOT / "results" / "evidence"
+EVIDENCE = ROOT / "results" / "evidence-v2"
 NUMBER = re.compile(r"(?<![\w.])[-+−]?\d[\d,]*(?:\.\d+)?")
 
 

@@ -104,8 +104,10 @@ def _print_pretrained(as_json: bool) -> None:
 def _zoo_caption(cards: list) -> str:
     if not cards:
         return "No pretrained models are installed."
+    from robustbench_dgsa.models.zoo import NUMBERS_FROM
     lines = ["clean acc: full official test split; mCA: mean accuracy over the 15 benchmark corruptions x 5 "
-             "severities of a regenerated CIFAR-10-C-style test set (all 10,000 images)."]
+             "severities of a regenerated CIFAR-10-C-style test set (all 10,000 images).",
+             f"Numbers from {NUMBERS_FROM}."]
     for c in cards:
         t, m = c.training, c.metrics
         note = f"frost: {m['frost_source']}; " if m.get("frost_source") else ""

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from robustbench_dgsa.models.zoo import CARD_VERSION, ZOO_DIR, ZooCard, card_path, weights_digest
+from robustbench_dgsa.models.zoo import CARD_VERSION, NUMBERS_FROM, ZOO_DIR, ZooCard, card_path, weights_digest
 from robustbench_dgsa.util import atomic
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.util.provenance import cpu_model
@@ -266,7 +266,7 @@ def _metrics(evaluation: Any, data_root: Path) -> dict[str, Any]:
 
 def _training(cfg: Any, build: ZooBuild, result: Any, seconds: float) -> dict[str, Any]:
     return {"command": f"{COMMAND} DATA_ROOT --model {cfg.model.name}",   # DATA_ROOT: the build's --data-root
-            "preset": build.preset, "seed": SEED,
+            "preset": build.preset, "seed": SEED, "numbers_from": NUMBERS_FROM,
             "epochs": int(cfg.train.epochs), "train_run_id": result.run_id, "config_hash": result.config_hash,
             "train_seconds": result.final.get("train_seconds"), "build_seconds": round(seconds, 1),
             "n_train": int(result.history[-1]["n_train"]) if result.history else None,

@@ -76,8 +76,21 @@ def save_figure(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[s
             path = Path(out_dir) / f"{stem}.{ext}"
             with atomic.atomic_path(path) as tmp:
                 fig.savefig(tmp, format=ext, dpi=DPI, metadata=_META.get(ext), bbox_inches=None)
+                if ext == "png":
+                    _drop_opaque_alpha(tmp)
             paths.append(path)
     return paths
+
+
+def _drop_opaque_alpha(png: Path) -> None:
+    """Rewrite an RGBA PNG whose every pixel is opaque (the style's white figure background) as RGB: the same
+    picture in about 12 % fewer bytes, which matters for the committed reports."""
+    from PIL import Image
+    with Image.open(png) as im:
+        im.load()
+    if im.mode != "RGBA" or im.getchannel("A").getextrema() != (255, 255):
+        return
+    im.convert("RGB").save(png, format="png", optimize=True, dpi=(DPI, DPI))
 
 
 def save_as(fig: Figure, path: str | Path, *more: str | Path | None) -> Path:

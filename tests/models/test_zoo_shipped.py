@@ -34,3 +34,10 @@ def test_card_agrees_with_its_weights(card):
     if card.modality == "image":
         assert m["conditions_all19"] == 95 and m["corrupted_images_per_condition"] == 10000
         assert "frost" in m["frost_source"] and "procedural" not in m["frost_source"]
+
+
+def test_the_printed_cards_say_their_numbers_are_not_a_campaigns(run_main, tmp_path):
+    code, out, _ = run_main(["models", "--pretrained"], tmp_path)
+    text = " ".join(out.split())                       # the caption wraps at the console width
+    assert code == 0 and "Numbers from the zoo build itself (one seed per model), not either evidence campaign" in text
+    assert "results/evidence-v2 (current)" in text and "results/evidence (superseded)" in text
