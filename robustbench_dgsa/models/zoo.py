@@ -62,7 +62,10 @@ class ZooCard:
         missing = sorted(n for n in names - set(d) if n not in ("config", "card_version"))
         if missing:
             raise UserError(f"model card {where} lacks {', '.join(missing)}")
-        return cls(**{k: v for k, v in d.items() if k in names})
+        fields = {k: v for k, v in d.items() if k in names}
+        # added later: cards built before the field existed come from the same zoo build, so it holds for them too
+        fields["training"] = {"numbers_from": NUMBERS_FROM} | dict(fields["training"])
+        return cls(**fields)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}

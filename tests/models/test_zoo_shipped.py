@@ -1,6 +1,8 @@
 """The model zoo that ships in the package: every card agrees with its weights, and the six entries are there."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -41,3 +43,5 @@ def test_the_printed_cards_say_their_numbers_are_not_a_campaigns(run_main, tmp_p
     text = " ".join(out.split())                       # the caption wraps at the console width
     assert code == 0 and "Numbers from the zoo build itself (one seed per model), not either evidence campaign" in text
     assert "results/evidence-v2 (current)" in text and "results/evidence (superseded)" in text
+    code, out, _ = run_main(["models", "--pretrained", "--json"], tmp_path)
+    assert code == 0 and all("not either evidence campaign" in c["training"]["numbers_from"] for c in json.loads(out))
