@@ -37,9 +37,9 @@ gradients "math" and "split" tie at 65 tokens and "split" wins above (the measur
 ``benchmarks/MEASUREMENTS.md``). For MHSA SDPA is as fast as the explicit maths in
 training at 65 tokens and faster everywhere else, so MHSA always uses SDPA in float32. Under CPU bf16 autocast
 (``amp`` resolved to bf16) the order changes: SDPA's CPU flash kernel computes its backward slowly in bf16, so
-training uses "math" for every mechanism up to 257 tokens, and evaluation uses it for DiffAttn / DGSA up to 257
-tokens and for MHSA up to 80 (a ViT's 65: 1.3× SDPA's throughput; at 128 text tokens and above SDPA is faster
-on one thread). On CUDA SDPA is always used.
+training and evaluation use "math" for every mechanism up to 257 tokens; without gradients it runs over chunks
+of the batch whose maps fit in the cache (MHSA's evaluation: 1.3× SDPA's throughput at a ViT's 65 tokens and
+1.2-1.3× at 256 text tokens). On CUDA SDPA is always used.
 The differential models' Q, K, V (and DGSA's gate) come from one GEMM over the concatenated weights; the
 parameters (and so state dicts and checkpoints) stay separate Linear layers.
 """
@@ -103,10 +103,8 @@ CPU_MATH_MAX_TOKENS_INFER = 80
 
 
 #: under CPU bf16 autocast the explicit maths beats SDPA's CPU flash kernel (its bf16 backward above all) in
-#: training for every mechanism and in evaluation for DiffAttn / DGSA, measured up to this many tokens
+#: training and (chunked, without gradients) in evaluation for every mechanism, measured up to this many tokens
 CPU_BF16_MATH_MAX_TOKENS = 257
-#: ... and in MHSA's evaluation up to this many (65 tokens: explicit 1.3× SDPA; 128: SDPA faster on one thread)
-CPU_BF16_MHSA_MATH_MAX_TOKENS_INFER = CPU_MATH_MAX_TOKENS_INFER
 
 
 def cpu_bf16_autocast() -> bool:
@@ -117,12 +115,10 @@ def cpu_bf16_autocast() -> bool:
 def choose_kernel(kind: str, device: torch.device, n_tokens: int, grad: bool) -> str:
     """Fast-path kernel for attention ``kind`` at ``n_tokens`` tokens: "math" (explicit products, no maps
     returned), "sdpa" (MHSA; DiffAttn/DGSA with a shared 2d'-wide V) or "sdpa-split" (V in two d' halves).
-    Under CPU bf16 autocast "math" up to :data:`CPU_BF16_MATH_MAX_TOKENS` tokens, and for MHSA's evaluation up to
-    :data:`CPU_BF16_MHSA_MATH_MAX_TOKENS_INFER`."""
+    Under CPU bf16 autocast "math" up to :data:`CPU_BF16_MATH_MAX_TOKENS` tokens, for every mechanism."""
     if device.type != "cpu":
         return "sdpa"
-    limit = CPU_BF16_MATH_MAX_TOKENS if grad or kind != "mhsa" else CPU_BF16_MHSA_MATH_MAX_TOKENS_INFER
-    if n_tokens <= limit and cpu_bf16_autocast():
+    if n_tokens <= CPU_BF16_MATH_MAX_TOKENS and cpu_bf16_autocast():
         return "math"
     if kind == "mhsa":
         return "sdpa"
@@ -161,6 +157,9 @@ def _sdpa(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float) ->
 # score-map elements per chunk of the no-grad "math" kernel: 2 maps x 8 heads x 65² x 7 images = 0.47M floats,
 # 1.9 MB, inside a 4 MB L2 (measured at 65 tokens: 2^18-2^20 cost the same, the whole batch ~25 % more)
 _MAPS_PER_CHUNK = 1 << 19
+# ... and of MHSA's: under CPU bf16 at 256 tokens, 2^20 (4 sequences of 4 heads) evaluates 1.2-1.3x faster than
+# SDPA and than the unchunked products, 2^18 in between (benchmarks/MEASUREMENTS.md)
+_MHSA_MAPS_PER_CHUNK = 1 << 20
 
 
 def _batch_rows(c: Any, rows: slice) -> Any:
@@ -230,6 +229,8 @@ class MultiheadSelfAttention(nn.Module):
                                                                            torch.is_grad_enabled())
         if self.fused and not return_maps and kernel != "math":
             o = _sdpa(q, k, v, _sdpa_mask(key_padding_mask), self.scale)
+        elif self.fused and not return_maps:
+            o = self._math(q, k, v, key_padding_mask)
         else:
             a = _softmax_map(q, k, self.scale, key_padding_mask)
             o = torch.matmul(a, v)
@@ -237,6 +238,21 @@ class MultiheadSelfAttention(nn.Module):
                 maps = {"attn": a}
         y = self.proj(o.transpose(1, 2).reshape(B, q.shape[2], D))
         return (y, maps) if return_maps else y
+
+    def _math(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Tensor | None) -> Tensor:
+        """The "math" kernel: softmax(QKᵀ)V without returning the map. Without autograd it runs over chunks of
+        the batch whose maps fit in the cache (:data:`_MHSA_MAPS_PER_CHUNK`); each image's products are the
+        same, so are the values."""
+        B, Nq, N = q.shape[0], q.shape[2], k.shape[2]
+        step = B if torch.is_grad_enabled() else max(1, _MHSA_MAPS_PER_CHUNK // (self.heads * Nq * N))
+        if step >= B:
+            return torch.matmul(_softmax_map(q, k, self.scale, key_padding_mask), v)
+        out = v.new_empty(B, self.heads, Nq, v.shape[-1])
+        for s in range(0, B, step):
+            rows = slice(s, s + step)
+            mask = None if key_padding_mask is None else key_padding_mask[rows]
+            out[rows] = torch.matmul(_softmax_map(q[rows], k[rows], self.scale, mask), v[rows])
+        return out
 
 
 class _DifferentialBase(nn.Module):

@@ -72,7 +72,8 @@ def test_fused_matches_explicit_float64(attention, extra, kernel, masked):
         assert (gp_f[name] - gp_e[name]).abs().max().item() <= TOL, name
 
 
-@pytest.mark.parametrize("attention,extra", [("diff", {}), ("dgsa", {"lambda_init": "fixed", "q_residual": True})])
+@pytest.mark.parametrize("attention,extra", [("mhsa", {}), ("diff", {}),
+                                             ("dgsa", {"lambda_init": "fixed", "q_residual": True})])
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("queries", [None, 1])
 def test_no_grad_math_in_batch_chunks_matches_explicit(monkeypatch, attention, extra, masked, queries):
@@ -94,6 +95,7 @@ def test_no_grad_math_in_batch_chunks_matches_explicit(monkeypatch, attention, e
         module.fused = True
         y_whole = module(x, kpm, queries=queries)
         monkeypatch.setattr(attention_module, "_MAPS_PER_CHUNK", 1)   # one image per chunk
+        monkeypatch.setattr(attention_module, "_MHSA_MAPS_PER_CHUNK", 1)
         y_chunks = module(x, kpm, queries=queries)
     assert (y_whole - y_explicit).abs().max().item() <= TOL
     assert (y_chunks - y_explicit).abs().max().item() <= TOL
