@@ -29,7 +29,7 @@ ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
 CARD_VERSION = 1
 #: where a card's numbers come from: each model's own build (one seed), never an evidence campaign; the builder
 #: writes it into new cards (``training["numbers_from"]``) and ``dgsa-bench models --pretrained`` prints it
-NUMBERS_FROM = ("the zoo build itself (one seed per model), not either evidence campaign; the campaigns' "
+NUMBERS_FROM = ("the zoo build itself (one seed per model), not from either evidence campaign; the campaigns' "
                 "multi-seed numbers are the repository's results/evidence-v2 (current) and results/evidence "
                 "(superseded)")
 

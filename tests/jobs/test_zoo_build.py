@@ -24,7 +24,7 @@ def test_cards_describe_the_shipped_float16_weights(tiny_zoo):
         assert {t.dtype for t in tensors.values() if t.is_floating_point()} == {torch.float16}
         assert json.loads((zoo / f"{card.name}.json").read_text())["weights_sha256"] == card.weights_sha256
         assert 0.0 <= card.metrics["clean_accuracy"] <= 1.0 and card.training["preset"] == "tiny"
-        assert "not either evidence campaign" in card.training["numbers_from"]   # the card says where its numbers are from
+        assert "not from either evidence campaign" in card.training["numbers_from"]   # where its numbers are from
     vit = cards[0]
     # all 19 corruptions x 5 severities, on every test image, with the real frost photographs
     assert vit.metrics["conditions_all19"] == 95 and vit.metrics["mca_conditions"] == 75
