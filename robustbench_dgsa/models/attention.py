@@ -46,7 +46,7 @@ parameters (and so state dicts and checkpoints) stay separate Linear layers.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -163,8 +163,24 @@ _MHSA_MAPS_PER_CHUNK = 1 << 20
 
 
 def _batch_rows(c: Any, rows: slice) -> Any:
-    """Rows ``rows`` of a per-image coefficient (B, h, N, 1); scalars and 0-dim tensors as they are."""
+    """Rows ``rows`` of a per-image tensor (a coefficient (B, h, N, 1), a padding mask); scalars, 0-dim tensors
+    and None as they are."""
     return c[rows] if isinstance(c, Tensor) and c.dim() > 0 else c
+
+
+def _in_batch_chunks(rows_out: Callable[[slice], Tensor], batch: int, maps_per_item: int, budget: int) -> Tensor:
+    """The "math" kernels' batch loop: ``rows_out(rows)`` is the attention output of those batch rows. With
+    autograd, or when the whole batch's maps (``maps_per_item`` elements each) fit in ``budget``, one call;
+    without, over chunks whose maps do (cache-sized), written into one output."""
+    step = batch if torch.is_grad_enabled() else max(1, budget // maps_per_item)
+    if step >= batch:
+        return rows_out(slice(None))
+    first = rows_out(slice(0, step))
+    out = first.new_empty((batch, *first.shape[1:]))
+    out[:step] = first
+    for s in range(step, batch, step):
+        out[s:s + step] = rows_out(slice(s, s + step))
+    return out
 
 
 def _sdpa_mask(key_padding_mask: Tensor | None) -> Tensor | None:
@@ -243,16 +259,10 @@ class MultiheadSelfAttention(nn.Module):
         """The "math" kernel: softmax(QKᵀ)V without returning the map. Without autograd it runs over chunks of
         the batch whose maps fit in the cache (:data:`_MHSA_MAPS_PER_CHUNK`); each image's products are the
         same, so are the values."""
-        B, Nq, N = q.shape[0], q.shape[2], k.shape[2]
-        step = B if torch.is_grad_enabled() else max(1, _MHSA_MAPS_PER_CHUNK // (self.heads * Nq * N))
-        if step >= B:
-            return torch.matmul(_softmax_map(q, k, self.scale, key_padding_mask), v)
-        out = v.new_empty(B, self.heads, Nq, v.shape[-1])
-        for s in range(0, B, step):
-            rows = slice(s, s + step)
-            mask = None if key_padding_mask is None else key_padding_mask[rows]
-            out[rows] = torch.matmul(_softmax_map(q[rows], k[rows], self.scale, mask), v[rows])
-        return out
+        def rows_out(rows: slice) -> Tensor:
+            return torch.matmul(_softmax_map(q[rows], k[rows], self.scale, _batch_rows(key_padding_mask, rows)),
+                                v[rows])
+        return _in_batch_chunks(rows_out, q.shape[0], self.heads * q.shape[2] * k.shape[2], _MHSA_MAPS_PER_CHUNK)
 
 
 class _DifferentialBase(nn.Module):
@@ -347,17 +357,10 @@ class _DifferentialBase(nn.Module):
         """The "math" kernel: the explicit path's products without returning the maps. Without autograd it runs
         over chunks of the batch whose two score maps fit in the L2 cache (the whole batch's do not: 64 images
         × 8 heads × 2 × 65² floats are 17 MB); each image's products are the same, so are the values."""
-        B, Nq, N = v.shape[0], q.shape[3], k.shape[3]
-        step = B if torch.is_grad_enabled() else max(1, _MAPS_PER_CHUNK // (2 * self.heads * Nq * N))
-        if step >= B:
-            return self._math_rows(q, k, v, c_pos, c_neg, key_padding_mask)
-        out = v.new_empty(B, self.heads, Nq, v.shape[-1])
-        for s in range(0, B, step):
-            rows = slice(s, s + step)
-            mask = None if key_padding_mask is None else key_padding_mask[rows]
-            out[rows] = self._math_rows(q[rows], k[rows], v[rows], _batch_rows(c_pos, rows),
-                                        _batch_rows(c_neg, rows), mask)
-        return out
+        def rows_out(rows: slice) -> Tensor:
+            return self._math_rows(q[rows], k[rows], v[rows], _batch_rows(c_pos, rows), _batch_rows(c_neg, rows),
+                                   _batch_rows(key_padding_mask, rows))
+        return _in_batch_chunks(rows_out, v.shape[0], 2 * self.heads * q.shape[3] * k.shape[3], _MAPS_PER_CHUNK)
 
     def _math_rows(self, q: Tensor, k: Tensor, v: Tensor, c_pos: Any, c_neg: Any,
                    key_padding_mask: Tensor | None) -> Tensor:

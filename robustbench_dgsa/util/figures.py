@@ -8,6 +8,7 @@ producer: the same figure gives the same bytes on every run. Files are written a
 from __future__ import annotations
 
 import contextlib
+import io
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -75,22 +76,25 @@ def save_figure(fig: Figure, out_dir: str | Path, stem: str, formats: Sequence[s
         for ext in formats:
             path = Path(out_dir) / f"{stem}.{ext}"
             with atomic.atomic_path(path) as tmp:
-                fig.savefig(tmp, format=ext, dpi=DPI, metadata=_META.get(ext), bbox_inches=None)
                 if ext == "png":
-                    _drop_opaque_alpha(tmp)
+                    _save_png(fig, tmp)
+                else:
+                    fig.savefig(tmp, format=ext, dpi=DPI, metadata=_META.get(ext), bbox_inches=None)
             paths.append(path)
     return paths
 
 
-def _drop_opaque_alpha(png: Path) -> None:
-    """Rewrite an RGBA PNG whose every pixel is opaque (the style's white figure background) as RGB: the same
-    picture in about 12 % fewer bytes, which matters for the committed reports."""
+def _save_png(fig: Figure, path: Path) -> None:
+    """Matplotlib's RGBA PNG, written as RGB when every pixel is opaque (the style's white figure background):
+    the same picture in about 12 % fewer bytes, which matters for the committed reports."""
     from PIL import Image
-    with Image.open(png) as im:
-        im.load()
-    if im.mode != "RGBA" or im.getchannel("A").getextrema() != (255, 255):
-        return
-    im.convert("RGB").save(png, format="png", optimize=True, dpi=(DPI, DPI))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata=_META["png"], bbox_inches=None)
+    with Image.open(buf) as im:
+        if im.mode == "RGBA" and im.getchannel("A").getextrema() == (255, 255):
+            im.convert("RGB").save(path, format="png", optimize=True, dpi=(DPI, DPI))
+            return
+    Path(path).write_bytes(buf.getvalue())
 
 
 def save_as(fig: Figure, path: str | Path, *more: str | Path | None) -> Path:
