@@ -14,7 +14,8 @@ Variants: ``fp32`` (amp off), ``bf16`` (bf16 autocast) and ``bf16+compile`` (the
 ``torch.compile``: ``engine.predict.compiled``, as ``--compile`` runs it); ``fp32+compile`` on request. Within a
 model, mode and thread count the variants are timed in interleaved rounds (order rotated), each variant's best
 round is kept, and ratios to fp32 are printed both on wall time and on this process's CPU time (robust on a shared
-machine: waiting for a core is not counted). The compile variant also reports its one-time cost (the first call's
+machine: waiting for a core is not counted), and as the median [min, max] of the round-by-round wall ratios (robust
+on a VM whose speed drifts between runs). The compile variant also reports its one-time cost (the first call's
 time minus a steady call's), to set against a run's length.
 
     python benchmarks/precision_speed.py --quick               # a smoke run: a few minutes on 2 cores
@@ -31,6 +32,7 @@ import gc
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -103,7 +105,8 @@ def _timed(run: Callable[[], None], calls: int) -> tuple[float, float]:
 
 
 def bench_group(name: str, mode: str, variants: list[str], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """Best-of-rounds examples/s (wall and CPU time) of each variant, interleaved; compile's one-time cost."""
+    """Best-of-rounds examples/s (wall and CPU time) of each variant, interleaved, and each round's wall
+    examples/s (``round_wall``: rounds are adjacent in time, so their ratios pair); compile's one-time cost."""
     runners, out = {}, {}
     for v in variants:
         run, n = make_runner(name, mode, v, args.batch, args.eval_batches)
@@ -111,7 +114,7 @@ def bench_group(name: str, mode: str, variants: list[str], args: argparse.Namesp
         for _ in range(max(0, args.warmup - 1)):
             run()
         runners[v] = (run, n)
-        out[v] = {"first_call_s": first, "wall": 0.0, "cpu": 0.0, "per_call_s": float("inf")}
+        out[v] = {"first_call_s": first, "wall": 0.0, "cpu": 0.0, "per_call_s": float("inf"), "round_wall": []}
     for r in range(args.rounds):
         for v in variants[r % len(variants):] + variants[:r % len(variants)]:
             run, n = runners[v]
@@ -119,6 +122,7 @@ def bench_group(name: str, mode: str, variants: list[str], args: argparse.Namesp
             o = out[v]
             o["wall"], o["cpu"] = max(o["wall"], n * args.steps / wall), max(o["cpu"], n * args.steps / max(cpu, 1e-9))
             o["per_call_s"] = min(o["per_call_s"], wall / args.steps)
+            o["round_wall"].append(n * args.steps / wall)
     for v, o in out.items():
         o["compile_s"] = max(0.0, o["first_call_s"] - o["per_call_s"]) if VARIANTS[v][1] else 0.0
     del runners
@@ -126,19 +130,28 @@ def bench_group(name: str, mode: str, variants: list[str], args: argparse.Namesp
     return out
 
 
+def paired_ratios(o: dict[str, Any], base: dict[str, Any]) -> list[float]:
+    """Round-by-round wall-throughput ratios of a variant to fp32 (same round, minutes apart at most): on a VM
+    whose speed drifts between runs their median is steadier than a ratio of two bests."""
+    return [a / b for a, b in zip(o["round_wall"], base["round_wall"])]
+
+
 def report(threads: int, name: str, mode: str, res: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     base = res.get("fp32")
     unit = "img/s" if name in IMAGE_MODELS else "seq/s"
     rows = []
     for v, o in res.items():
-        ratio = (f"  x{o['wall'] / base['wall']:.2f} wall, x{o['cpu'] / base['cpu']:.2f} CPU-time vs fp32"
-                 if base and v != "fp32" else "")
+        paired = sorted(paired_ratios(o, base)) if base and v != "fp32" else []
+        ratio = (f"  x{o['wall'] / base['wall']:.2f} wall, x{o['cpu'] / base['cpu']:.2f} CPU-time vs fp32;"
+                 f" per round x{statistics.median(paired):.2f} median [{paired[0]:.2f}, {paired[-1]:.2f}]"
+                 if paired else "")
         comp = f"  (compile {o['compile_s']:.1f} s once)" if VARIANTS[v][1] else ""
         print(f"{threads}T {mode:5s} {name:11s} {v:13s} {o['wall']:9.1f} {unit} wall {o['cpu']:9.1f} per CPU s"
               f"{ratio}{comp}", flush=True)
         rows.append({"threads": threads, "mode": mode, "model": name, "variant": v, **o,
                      "vs_fp32_wall": o["wall"] / base["wall"] if base else None,
-                     "vs_fp32_cpu": o["cpu"] / base["cpu"] if base else None})
+                     "vs_fp32_cpu": o["cpu"] / base["cpu"] if base else None,
+                     "vs_fp32_round_median": statistics.median(paired) if paired else None})
     return rows
 
 

@@ -186,3 +186,25 @@ def test_dgsa_combines_float32_maps_with_a_bfloat16_gate():
     g32 = gate.float()
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, g32 * pos - (1.0 - g32) * neg)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_dgsa_combine_in_reduced_precision_equals_the_broadcast_lerp_bit_for_bit(dtype):
+    """In bf16 / fp16 the gate is expanded to the outputs' shape before lerp (faster on the CPU); values and
+    gradients must be exactly those of lerp with the broadcast gate, so bf16 runs repeat their numbers."""
+    from robustbench_dgsa.models.attention import GatedDifferentialAttention
+    g = torch.Generator().manual_seed(1)
+    o = torch.randn(3, 4, 2, 9, 6, generator=g).to(dtype)
+    gate = torch.rand(3, 4, 9, 1, generator=g).to(dtype)
+    leaves = [t.clone().requires_grad_() for t in (o, gate)]
+    ref_leaves = [t.clone().requires_grad_() for t in (o, gate)]
+    pos, neg = leaves[0].unbind(2)
+    out = GatedDifferentialAttention._combine(pos, neg, leaves[1], 1.0 - leaves[1])
+    rpos, rneg = ref_leaves[0].unbind(2)
+    ref = torch.lerp(-rneg, rpos, ref_leaves[1])
+    assert out.dtype == dtype and torch.equal(out, ref)
+    upstream = torch.randn(out.shape, generator=g).to(dtype)
+    out.backward(upstream)
+    ref.backward(upstream)
+    for a, b in zip(leaves, ref_leaves):
+        assert torch.equal(a.grad, b.grad)
