@@ -105,6 +105,45 @@ def test_no_grad_math_in_batch_chunks_matches_explicit(monkeypatch, attention, e
     assert (y_chunks - y_whole).abs().max().item() <= CROSS_PATH_TOL
 
 
+@pytest.mark.parametrize("attention,extra", [("mhsa", {}), ("diff", {}),
+                                             ("dgsa", {"lambda_init": "fixed", "q_residual": True})])
+@pytest.mark.parametrize("masked", [False, True])
+def test_grad_math_in_batch_chunks_matches_explicit(monkeypatch, attention, extra, masked):
+    """With autograd on the CPU the "math" kernel runs over equal chunks of the batch once its maps exceed
+    _GRAD_MAPS_PER_CHUNK; forced to chunk (here 2 + 1 images: the last chunk shorter), outputs and the gradients
+    of inputs and parameters must be the explicit path's, with padding masks."""
+    import robustbench_dgsa.models.attention as attention_module
+
+    torch.manual_seed(2)
+    module = build_attention(_cfg(attention, **extra), layer_idx=1).double()
+    module.kernel = "math"
+    if attention == "dgsa":
+        with torch.no_grad():
+            module.gate.weight.normal_(0, 0.3)
+    x = torch.randn(3, 9, 32, dtype=torch.float64)
+    kpm = _padding_mask() if masked else None
+    calls = []
+    real = attention_module._in_batch_chunks
+
+    def counting(rows_out, *args):
+        return real(lambda rows: calls.append(rows) or rows_out(rows), *args)
+    monkeypatch.setattr(attention_module, "_in_batch_chunks", counting)
+    y_whole, gx_whole, gp_whole = _run(module, x, kpm, fused=True)
+    assert calls == [slice(None)]                      # the default budget: one call for 3 small images
+    maps_per_image = (1 if attention == "mhsa" else 2) * 2 * 9 * 9
+    monkeypatch.setattr(attention_module, "_GRAD_MAPS_PER_CHUNK", 2 * maps_per_image)
+    calls.clear()
+    y_chunks, gx_chunks, gp_chunks = _run(module, x, kpm, fused=True)
+    assert calls == [slice(0, 2), slice(2, 4)]
+    y_e, gx_e, gp_e = _run(module, x, kpm, fused=False)
+    for got, whole in ((y_chunks, y_whole), (gx_chunks, gx_whole)):
+        assert (got - whole).abs().max().item() <= CROSS_PATH_TOL
+    assert (y_chunks - y_e).abs().max().item() <= TOL and (gx_chunks - gx_e).abs().max().item() <= TOL
+    for name in gp_e:
+        assert (gp_chunks[name] - gp_e[name]).abs().max().item() <= TOL, name
+        assert (gp_chunks[name] - gp_whole[name]).abs().max().item() <= CROSS_PATH_TOL, name
+
+
 def test_maps_shapes_rows_and_padding():
     torch.manual_seed(1)
     x = torch.randn(3, 9, 32, dtype=torch.float64)
