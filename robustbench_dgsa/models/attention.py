@@ -39,7 +39,8 @@ training at 65 tokens and faster everywhere else, so MHSA always uses SDPA in fl
 (``amp`` resolved to bf16) the order changes: SDPA's CPU flash kernel computes its backward slowly in bf16, so
 training and evaluation use "math" for every mechanism up to 257 tokens; without gradients it runs over chunks
 of the batch whose maps fit in the cache (MHSA's evaluation: 1.3× SDPA's throughput at a ViT's 65 tokens and
-1.2-1.3× at 256 text tokens). On CUDA SDPA is always used.
+1.2-1.3× at 256 text tokens), with them over equal chunks once the maps exceed 2^23 elements (text models'
+training at 257 tokens: 1.15-1.6× one call). On CUDA SDPA is always used.
 The differential models' Q, K, V (and DGSA's gate) come from one GEMM over the concatenated weights; the
 parameters (and so state dicts and checkpoints) stay separate Linear layers.
 """
