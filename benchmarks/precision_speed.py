@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", default=",".join(IMAGE_MODELS + TEXT_MODELS),
                    help="comma-separated, from: " + ", ".join(IMAGE_MODELS + TEXT_MODELS) + " (default: all)")
     p.add_argument("--modes", default="train,eval", help="train, eval or both (default: %(default)s)")
-    p.add_argument("--variants", default="fp32,bf16,bf16+compile", help="from: " + ", ".join(VARIANTS))
+    p.add_argument("--variants", default="fp32,bf16,bf16+compile", help="comma-separated, from: " + ", ".join(VARIANTS) + " (default: %(default)s)")
     p.add_argument("--threads", default="1,2", help="torch intra-op thread counts (default: %(default)s)")
     p.add_argument("--batch", type=int, default=None, help="training batch (default: the zoo preset's)")
     p.add_argument("--eval-batches", type=int, default=2, help="eval: this many × 256 examples per call")
