@@ -516,7 +516,8 @@ class GatedDifferentialAttention(_DifferentialBase):
         the weight in the maps' dtype: under CUDA autocast the explicit maps come out of softmax in float32 while
         g is bfloat16 (on an H200 the explicit path failed: "expected dtype float for `weight`"). In bf16 / fp16
         the weight is expanded to the maps' shape first: the CPU's reduced-precision lerp with a broadcast weight
-        is ~3x slower than with a full one (same values, bit for bit; in float32 the broadcast one is faster)."""
+        is ~3x slower than with a full one (the same values to within one rounding, bit for bit where measured; in
+        float32 the broadcast one is faster)."""
         weight = c_pos.to(pos.dtype)
         if pos.dtype in (torch.bfloat16, torch.float16) and weight.shape != pos.shape:
             weight = weight.expand_as(pos).contiguous()
