@@ -72,8 +72,21 @@ def test_fused_matches_explicit_float64(attention, extra, kernel, masked):
         assert (gp_f[name] - gp_e[name]).abs().max().item() <= TOL, name
 
 
-@pytest.mark.parametrize("attention,extra", [("mhsa", {}), ("diff", {}),
-                                             ("dgsa", {"lambda_init": "fixed", "q_residual": True})])
+_CHUNK_CASES = [("mhsa", {}), ("diff", {}), ("dgsa", {"lambda_init": "fixed", "q_residual": True})]
+
+
+def _math_module(attention: str, extra: dict, seed: int):
+    """A float64 layer 1 of ``attention`` on the "math" kernel; DGSA's gate made input-dependent."""
+    torch.manual_seed(seed)
+    module = build_attention(_cfg(attention, **extra), layer_idx=1).double()
+    module.kernel = "math"
+    if attention == "dgsa":
+        with torch.no_grad():
+            module.gate.weight.normal_(0, 0.3)
+    return module
+
+
+@pytest.mark.parametrize("attention,extra", _CHUNK_CASES)
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("queries", [None, 1])
 def test_no_grad_math_in_batch_chunks_matches_explicit(monkeypatch, attention, extra, masked, queries):
@@ -81,12 +94,7 @@ def test_no_grad_math_in_batch_chunks_matches_explicit(monkeypatch, attention, e
     image per chunk must give the explicit path's outputs, with padding masks and CLS-only queries."""
     import robustbench_dgsa.models.attention as attention_module
 
-    torch.manual_seed(1)
-    module = build_attention(_cfg(attention, **extra), layer_idx=1).double()
-    module.kernel = "math"
-    if attention == "dgsa":
-        with torch.no_grad():
-            module.gate.weight.normal_(0, 0.3)
+    module = _math_module(attention, extra, seed=1)
     x = torch.randn(3, 9, 32, dtype=torch.float64)
     kpm = _padding_mask() if masked else None
     with torch.no_grad():
@@ -105,8 +113,7 @@ def test_no_grad_math_in_batch_chunks_matches_explicit(monkeypatch, attention, e
     assert (y_chunks - y_whole).abs().max().item() <= CROSS_PATH_TOL
 
 
-@pytest.mark.parametrize("attention,extra", [("mhsa", {}), ("diff", {}),
-                                             ("dgsa", {"lambda_init": "fixed", "q_residual": True})])
+@pytest.mark.parametrize("attention,extra", _CHUNK_CASES)
 @pytest.mark.parametrize("masked", [False, True])
 def test_grad_math_in_batch_chunks_matches_explicit(monkeypatch, attention, extra, masked):
     """With autograd on the CPU the "math" kernel runs over equal chunks of the batch once its maps exceed
@@ -114,12 +121,7 @@ def test_grad_math_in_batch_chunks_matches_explicit(monkeypatch, attention, extr
     of inputs and parameters must be the explicit path's, with padding masks."""
     import robustbench_dgsa.models.attention as attention_module
 
-    torch.manual_seed(2)
-    module = build_attention(_cfg(attention, **extra), layer_idx=1).double()
-    module.kernel = "math"
-    if attention == "dgsa":
-        with torch.no_grad():
-            module.gate.weight.normal_(0, 0.3)
+    module = _math_module(attention, extra, seed=2)
     x = torch.randn(3, 9, 32, dtype=torch.float64)
     kpm = _padding_mask() if masked else None
     calls = []
