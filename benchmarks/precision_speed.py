@@ -120,9 +120,9 @@ def bench_group(name: str, mode: str, variants: list[str], args: argparse.Namesp
             run, n = runners[v]
             wall, cpu = _timed(run, args.steps)
             o = out[v]
-            o["wall"], o["cpu"] = max(o["wall"], n * args.steps / wall), max(o["cpu"], n * args.steps / max(cpu, 1e-9))
-            o["per_call_s"] = min(o["per_call_s"], wall / args.steps)
             o["round_wall"].append(n * args.steps / wall)
+            o["wall"], o["cpu"] = max(o["round_wall"]), max(o["cpu"], n * args.steps / max(cpu, 1e-9))
+            o["per_call_s"] = min(o["per_call_s"], wall / args.steps)
     for v, o in out.items():
         o["compile_s"] = max(0.0, o["first_call_s"] - o["per_call_s"]) if VARIANTS[v][1] else 0.0
     del runners
@@ -169,14 +169,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", default=",".join(IMAGE_MODELS + TEXT_MODELS),
                    help="comma-separated, from: " + ", ".join(IMAGE_MODELS + TEXT_MODELS) + " (default: all)")
     p.add_argument("--modes", default="train,eval", help="train, eval or both (default: %(default)s)")
-    p.add_argument("--variants", default="fp32,bf16,bf16+compile", help="comma-separated, from: " + ", ".join(VARIANTS) + " (default: %(default)s)")
+    p.add_argument("--variants", default="fp32,bf16,bf16+compile",
+                   help="comma-separated, from: " + ", ".join(VARIANTS) + " (default: %(default)s)")
     p.add_argument("--threads", default="1,2", help="torch intra-op thread counts (default: %(default)s)")
     p.add_argument("--batch", type=int, default=None, help="training batch (default: the zoo preset's)")
     p.add_argument("--eval-batches", type=int, default=2, help="eval: this many × 256 examples per call")
     p.add_argument("--steps", type=int, default=3, help="timed calls per variant per round (default 3)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed calls first, the compiling one included (default 2)")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds: each variant's best kept, and the median of the "
-                   "round-by-round ratios to fp32 (default 3)")
+    p.add_argument("--warmup", type=int, default=2,
+                   help="untimed calls first, the compiling one included (default 2)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="interleaved rounds: each variant's best kept, and the median of the round-by-round ratios "
+                        "to fp32 (default 3)")
     p.add_argument("--quick", action="store_true", help="smoke run: 1 step, 1 round, 1 warm-up, 1 eval batch")
     p.add_argument("--json", type=Path, default=None, help="also write the rows as JSON to this file")
     args = p.parse_args(argv)
