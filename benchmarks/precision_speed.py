@@ -47,6 +47,7 @@ from robustbench_dgsa.engine.predict import (autocast, compiled, cpu_native_bf16
                                              resolve_precision)
 from robustbench_dgsa.jobs.bench import random_batch  # noqa: E402
 from robustbench_dgsa.models import create_model, get_model_config  # noqa: E402
+from robustbench_dgsa.util.errors import UserError  # noqa: E402
 
 IMAGE_MODELS, TEXT_MODELS = ("vit", "dvit", "dgvit"), ("transformer", "dt", "dgt")
 VARIANTS = {"fp32": ("off", False), "bf16": ("bf16", False), "bf16+compile": ("bf16", True),
@@ -195,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     for m in modes:
         if m not in ("train", "eval"):
             p.error(f"unknown mode {m!r} (valid: train, eval)")
+    for name in models:
+        try:
+            get_model_config(name)
+        except UserError as e:
+            p.error(str(e))
     native, why = cpu_native_bf16()
     auto = resolve_precision(torch.device("cpu"), "auto")
     print(f"# precision_speed: torch {torch.__version__}, {platform.processor() or platform.machine()}, "

@@ -29,3 +29,11 @@ def test_smoke_run_reports_paired_round_ratios(tmp_path):
     assert abs(bf16["vs_fp32_round_median"] - expected) < 1e-12
     assert fp32["vs_fp32_round_median"] is None
     assert "per round x" in proc.stdout
+
+
+def test_an_unknown_model_is_a_usage_error_without_traceback():
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--models", "nosuchmodel", "--quick"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert proc.returncode == 2
+    assert "unknown model 'nosuchmodel'" in proc.stderr and "Traceback" not in proc.stderr
