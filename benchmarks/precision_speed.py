@@ -11,7 +11,12 @@ as the suite runs it:
   ``--eval-batches`` × 256 prepared examples — what ``evaluate`` does per condition, corruption generation excluded.
 
 Variants: ``fp32`` (amp off), ``bf16`` (bf16 autocast) and ``bf16+compile`` (the forward through
-``torch.compile``: ``engine.predict.compiled``, as ``--compile`` runs it); ``fp32+compile`` on request. Within a
+``torch.compile``: ``engine.predict.compiled``, as ``--compile`` runs it); ``fp32+compile`` on request, and
+``bf16-serial``: bf16 evaluation with a batch's forward calls one after another on all threads, as before
+``engine.predict.cpu_forward_workers`` ran them in one-thread workers (fp32 always runs them so). Each row also
+gives the minor page faults per call: glibc's heap hands large blocks back to the kernel depending on what the
+process did before, and a variant that keeps faulting them in can run up to 40 % slower (set
+``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` to time every variant on a steady heap). Within a
 model, mode and thread count the variants are timed in interleaved rounds (order rotated), each variant's best
 round is kept, and ratios to fp32 are printed both on wall time and on this process's CPU time (robust on a shared
 machine: waiting for a core is not counted), and as the median [min, max] of the round-by-round wall ratios (robust
@@ -41,6 +46,11 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+try:
+    import resource
+except ImportError:   # not on Windows
+    resource = None  # type: ignore[assignment]
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from robustbench_dgsa.config import resolve_config  # noqa: E402
 from robustbench_dgsa.engine.predict import (autocast, compiled, cpu_native_bf16, forward_batches,  # noqa: E402
@@ -50,8 +60,11 @@ from robustbench_dgsa.models import create_model, get_model_config  # noqa: E402
 from robustbench_dgsa.util.errors import UserError  # noqa: E402
 
 IMAGE_MODELS, TEXT_MODELS = ("vit", "dvit", "dgvit"), ("transformer", "dt", "dgt")
-VARIANTS = {"fp32": ("off", False), "bf16": ("bf16", False), "bf16+compile": ("bf16", True),
-            "fp32+compile": ("off", True)}
+#: variant -> (amp, torch.compile, concurrent CPU forward calls in evaluation); "bf16-serial": bf16 evaluation
+#: with a batch's forward calls one after another on all threads (the model's ``concurrent_forward = False``: the
+#: path before ``engine.predict.cpu_forward_workers``); in training the same as "bf16"
+VARIANTS = {"fp32": ("off", False, True), "bf16": ("bf16", False, True), "bf16+compile": ("bf16", True, True),
+            "fp32+compile": ("off", True, True), "bf16-serial": ("bf16", False, False)}
 EVAL_BATCH = 256
 
 
@@ -69,10 +82,11 @@ def zoo_config(name: str, batch: int | None):
 def make_runner(name: str, mode: str, variant: str, batch: int | None, eval_batches: int
                 ) -> tuple[Callable[[], None], int]:
     """(one timed call, examples per call) of ``variant`` of ``name`` in ``mode``."""
-    amp, compile_model = VARIANTS[variant]
+    amp, compile_model, concurrent = VARIANTS[variant]
     mcfg, batch = zoo_config(name, batch)
     torch.manual_seed(0)
     model = create_model(mcfg)
+    model.concurrent_forward = concurrent
     dev = torch.device("cpu")
     fwd = compiled(model, compile_model, f"{name} ({variant})")
     if mode == "eval":
@@ -98,11 +112,17 @@ def make_runner(name: str, mode: str, variant: str, batch: int | None, eval_batc
     return run_train, batch
 
 
-def _timed(run: Callable[[], None], calls: int) -> tuple[float, float]:
-    t0, c0 = time.perf_counter(), time.process_time()
+def _minor_faults() -> int:
+    """This process's minor page faults so far (0 where ``resource`` is missing)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else 0
+
+
+def _timed(run: Callable[[], None], calls: int) -> tuple[float, float, int]:
+    """(wall s, CPU s, minor page faults) of ``calls`` calls."""
+    f0, t0, c0 = _minor_faults(), time.perf_counter(), time.process_time()
     for _ in range(calls):
         run()
-    return time.perf_counter() - t0, time.process_time() - c0
+    return time.perf_counter() - t0, time.process_time() - c0, _minor_faults() - f0
 
 
 def bench_group(name: str, mode: str, variants: list[str], args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -111,16 +131,18 @@ def bench_group(name: str, mode: str, variants: list[str], args: argparse.Namesp
     runners, out = {}, {}
     for v in variants:
         run, n = make_runner(name, mode, v, args.batch, args.eval_batches)
-        first, _ = _timed(run, 1)                       # compiles (compile variants), allocates, warms caches
+        first, _, _ = _timed(run, 1)                    # compiles (compile variants), allocates, warms caches
         for _ in range(max(0, args.warmup - 1)):
             run()
         runners[v] = (run, n)
-        out[v] = {"first_call_s": first, "wall": 0.0, "cpu": 0.0, "per_call_s": float("inf"), "round_wall": []}
+        out[v] = {"first_call_s": first, "wall": 0.0, "cpu": 0.0, "per_call_s": float("inf"), "round_wall": [],
+                  "minor_faults_per_call": 0.0}
     for r in range(args.rounds):
         for v in variants[r % len(variants):] + variants[:r % len(variants)]:
             run, n = runners[v]
-            wall, cpu = _timed(run, args.steps)
+            wall, cpu, faults = _timed(run, args.steps)
             o = out[v]
+            o["minor_faults_per_call"] += faults / (args.steps * args.rounds)
             o["round_wall"].append(n * args.steps / wall)
             o["wall"], o["cpu"] = max(o["round_wall"]), max(o["cpu"], n * args.steps / max(cpu, 1e-9))
             o["per_call_s"] = min(o["per_call_s"], wall / args.steps)
@@ -138,6 +160,7 @@ def paired_ratios(o: dict[str, Any], base: dict[str, Any]) -> list[float]:
 
 
 def report(threads: int, name: str, mode: str, res: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Print and return one row per variant: throughputs, ratios to fp32, page faults."""
     base = res.get("fp32")
     unit = "img/s" if name in IMAGE_MODELS else "seq/s"
     rows = []
@@ -148,7 +171,7 @@ def report(threads: int, name: str, mode: str, res: dict[str, dict[str, Any]]) -
                  if paired else "")
         comp = f"  (compile {o['compile_s']:.1f} s once)" if VARIANTS[v][1] else ""
         print(f"{threads}T {mode:5s} {name:11s} {v:13s} {o['wall']:9.1f} {unit} wall {o['cpu']:9.1f} per CPU s"
-              f"{ratio}{comp}", flush=True)
+              f"{ratio}{comp}  [{o['minor_faults_per_call']:.0f} page faults/call]", flush=True)
         rows.append({"threads": threads, "mode": mode, "model": name, "variant": v, **o,
                      "vs_fp32_wall": o["wall"] / base["wall"] if base else None,
                      "vs_fp32_cpu": o["cpu"] / base["cpu"] if base else None,

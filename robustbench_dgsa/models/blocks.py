@@ -183,6 +183,10 @@ class ClassifierBase(nn.Module):
     #: queries, output projection and FFN run on that one token (same logits and gradients, ~1/depth less
     #: work). Off on the explicit path (``set_attention_impl("explicit")``) and whenever maps are returned.
     cls_only_last_block: bool = True
+    #: the eval-mode forward draws no random numbers and changes no state, so evaluation on the CPU may run
+    #: several forward calls at once in threads (``engine.predict.cpu_forward_workers``); a model a user brings
+    #: declares the same attribute to get it
+    concurrent_forward: bool = True
 
     def _init_tokens_and_blocks(self, cfg: ModelConfig) -> None:
         """CLS token and learned positions for ``self.num_tokens`` tokens (truncated normal, std 0.02), their
