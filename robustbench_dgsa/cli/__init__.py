@@ -191,6 +191,15 @@ def _worker_reported(line: str, code: int, e: BaseException | None = None) -> bo
     return record_worker_error(line, code, peer=isinstance(e, PeerFailure))
 
 
+def _exit(code: int) -> None:
+    """``sys.exit(code)``; in a process that joined a process group, ``engine.distributed.exit_process`` (loaded
+    only where a run used it: without it no group was joined)."""
+    dist = sys.modules.get("robustbench_dgsa.engine.distributed")
+    if dist is not None:
+        dist.exit_process(code)
+    sys.exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run ``dgsa-bench`` with ``argv`` (default: sys.argv[1:]); always ends in SystemExit."""
     import typer.main
@@ -234,5 +243,5 @@ def main(argv: Sequence[str] | None = None) -> None:
                      f"traceback and report it)", FAILURE)
         if not _worker_reported(known[0], known[1], e):
             _say(known[0])
-        sys.exit(known[1])
-    sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+        _exit(known[1])
+    _exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)

@@ -227,3 +227,30 @@ def test_killed_rank_ends_the_job_with_one_line_and_it_resumes_in_one_process(re
     assert resumed.final["test_accuracy"] == res.final["test_accuracy"]
     _assert_close_weights(ref, run)
     assert len(list((run / "store" / "rows").glob("*.jsonl"))) == 1
+
+
+_EXIT_SCRIPT = """
+import atexit, sys, threading
+from robustbench_dgsa.engine import distributed
+if sys.argv[1] == "joined":
+    distributed._JOINED.append(distributed.World(1, 2, 1, "gloo"))
+atexit.register(lambda: print("exit handlers ran", flush=True))
+print("buffered line", end="")            # flushed by exit_process
+class Aborts:                              # stands for gloo's teardown at interpreter exit
+    def __del__(self):
+        print("interpreter teardown ran", flush=True)
+keep = Aborts()
+distributed.exit_process(int(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("joined", [True, False])
+def test_exit_process_skips_the_interpreter_teardown_only_in_a_rank(joined):
+    """A rank leaves by os._exit after the exit handlers and flushed streams (gloo's teardown at exit could abort a
+    finished rank); any other process exits normally. Same exit code either way."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    p = subprocess.run([sys.executable, "-c", _EXIT_SCRIPT, "joined" if joined else "alone", "3"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 3, p.stderr
+    assert "buffered line" in p.stdout and "exit handlers ran" in p.stdout
+    assert ("interpreter teardown ran" in p.stdout) is (not joined)

@@ -135,6 +135,42 @@ def test_dropout_distribution_scaling_gradient_and_seed():
     assert isinstance(drop, torch.nn.Dropout)
 
 
+def test_dropout_fp32_mask_is_the_committed_31_bit_stream():
+    """fp32 activations keep the stream the committed runs used: one int32 draw per element, r >= round(p·2³¹)."""
+    from robustbench_dgsa.models.blocks import _keep_mask
+    torch.manual_seed(3)
+    mask = _keep_mask(torch.Size((37, 41)), 0.1, torch.float32, torch.device("cpu"))
+    torch.manual_seed(3)
+    assert torch.equal(mask, torch.empty(37, 41, dtype=torch.int32).random_() >= int(round(0.1 * 2 ** 31)))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_dropout_reduced_precision_mask_distribution_independence_and_seed(dtype):
+    """bf16 / fp16 activations: four 15-bit draws per 63-bit word. Each element is kept with probability
+    1 − round(p·2¹⁵)/2¹⁵, neighbours (lanes of one word) independently, scaled by 1/(1−p) in the dtype."""
+    p, n = 0.1, 400_003                                   # n not a multiple of 4: the last word is cut
+    x = torch.ones(n, dtype=dtype, requires_grad=True)
+    drop = Dropout(p).train()
+    torch.manual_seed(11)
+    y = drop(x)
+    assert y.dtype == dtype and y.shape == x.shape
+    kept = y != 0
+    assert torch.equal(y[kept], torch.full_like(y[kept], 1 / (1 - p)))
+    q = 1 - round(p * 2 ** 15) / 2 ** 15
+    sd = (q * (1 - q) / n) ** 0.5
+    assert abs(kept.double().mean().item() - q) < 4 * sd
+    k = kept[: n - n % 4].view(-1, 4).double()           # the four lanes of each word
+    for a in range(4):
+        assert abs(k[:, a].mean().item() - q) < 4 * (q * (1 - q) / len(k)) ** 0.5, a
+        for b in range(a + 1, 4):                          # P(both kept) = q² for independent lanes
+            both = (k[:, a] * k[:, b]).mean().item()
+            assert abs(both - q * q) < 4 * (q * q * (1 - q * q) / len(k)) ** 0.5, (a, b)
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())
+    torch.manual_seed(11)
+    assert torch.equal(drop(x.detach()), y.detach())
+
+
 # -- fused kernels on accelerators need aligned rows (found on an H200, torch 2.11: DGSA at D=32, h=2 crashed) ----
 def _aligned(t: torch.Tensor, align: int) -> bool:
     return t.storage_offset() % align == 0 and all(s % align == 0 for s in t.stride()[:-1]) and t.stride(-1) == 1
