@@ -272,9 +272,11 @@ def cpu_forward_workers(model: torch.nn.Module, device: torch.device, calls: int
     worker ran it). Otherwise 1: the calls one after another on all ``n`` threads — in fp32, on other devices,
     for a compiled or customised call (``custom_call``: a ``forward`` or forward keywords), and for a model
     that does not declare ``concurrent_forward = True`` (its eval-mode forward draws no random numbers and
-    changes no state: the suite's models declare it; a model a user brings may). In bf16 two one-thread
-    workers evaluate the suite's models 8-25 % faster than one call on two threads; in fp32 end to end they
-    were no faster, so fp32 keeps its path (``benchmarks/MEASUREMENTS.md``)."""
+    changes no state: the suite's models declare it; a model a user brings may). In bf16, two one-thread
+    workers evaluated DViT, DGViT, DT and DGT 2-22 % faster than one call on two threads, ViT as fast, and a
+    whole DGViT ``evaluate`` 8 % faster; the Transformer 9-48 % faster on glibc's default heap settings, but
+    9 % slower with a raised mmap/trim threshold (its workers' per-thread heaps fault). In fp32 they were no
+    faster end to end, so fp32 keeps its path (``benchmarks/MEASUREMENTS.md``)."""
     if device.type != "cpu" or custom_call or not getattr(model, "concurrent_forward", False):
         return 1
     n = torch.get_num_threads()
