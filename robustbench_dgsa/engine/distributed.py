@@ -29,6 +29,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 import uuid
 from contextlib import contextmanager
@@ -216,7 +217,6 @@ def exit_process(code: int) -> None:
     the interpreter's and C++'s teardown, where gloo could still abort a rank whose work had finished ("terminate
     called without an active exception", SIGABRT: seen three times in this suite's test runs, never on demand — a
     failed run for a finished one). Any other process: ``sys.exit(code)``."""
-    import sys
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     if not _JOINED or run_exit_handlers is None:
         sys.exit(code)

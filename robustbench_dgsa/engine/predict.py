@@ -232,6 +232,7 @@ def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_ma
     """
     call = forward or model
     dev = resolve_device(device)
+    amp = amp_of(resolve_precision(dev, amp))   # "auto" resolved once, not per batch and per forward call
     step = min(batch_size, CPU_FORWARD_BATCH) if dev.type == "cpu" else batch_size
     was_training = model.training
     model.eval()
