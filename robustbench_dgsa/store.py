@@ -379,17 +379,46 @@ def _check_frame_rows(df: pd.DataFrame, path: Path) -> None:
                             "it (it is rebuilt from rows/)")
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Rows of one file, each checked by :func:`row_problem`: anything malformed is a UserError naming the file and
-    line. The one tolerance, on purpose: a torn last line (not JSON and no newline after it: a writer killed, or
-    still writing, mid-append; the rows before it are whole, and a resumed ``train`` rewrites its file) is
-    skipped with a warning naming the file and line, never silently."""
+# The last rows folder's files as checked frames, by file stamp (size, mtime, ctime, inode, device; see
+# :func:`_rows_frame`): a store is read whole before and after every job of a campaign, and re-parsing and
+# re-checking every earlier job's rows each time grew with the square of the jobs.
+_FRAMES: dict[Path, tuple[tuple[int, ...], pd.DataFrame]] = {}
+_FRAMES_FOLDER: list[Path] = []
+
+
+def _rows_frame(path: Path) -> pd.DataFrame:
+    """The rows of one file (:func:`_read_jsonl`) as a frame, re-read only when the file changed since this
+    process read it: rows are only appended (the size changes) or the file is replaced or removed (a new inode
+    and ctime). A file with a torn last line is read again every time, so its warning is never skipped."""
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror or e}") from None
+    stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+    hit = _FRAMES.get(path)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    rows, whole = _read_jsonl(path)
+    frame = pd.DataFrame(rows)
+    if _FRAMES_FOLDER != [path.parent]:                      # another store: forget the last one
+        _FRAMES.clear()
+        _FRAMES_FOLDER[:] = [path.parent]
+    if whole:
+        _FRAMES[path] = (stamp, frame)
+    return frame
+
+
+def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], bool]:
+    """Rows of one file, each checked by :func:`row_problem`, and whether no torn line was skipped: anything
+    malformed is a UserError naming the file and line. The one tolerance, on purpose: a torn last line (not JSON
+    and no newline after it: a writer killed, or still writing, mid-append; the rows before it are whole, and a
+    resumed ``train`` rewrites its file) is skipped with a warning naming the file and line, never silently."""
     try:
         data = path.read_bytes()
     except OSError as e:
         raise UserError(f"cannot read {path}: {e.strerror or e}") from None
     lines = data.split(b"\n")
-    rows = []
+    rows, whole = [], True
     for n, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -400,12 +429,13 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
             if torn:
                 warnings.warn(f"{path} line {n}: torn last line skipped (no newline after it: a run killed or "
                               "still writing mid-append); the rows before it are used")
+                whole = False
                 continue
             if isinstance(e, UnicodeDecodeError):
                 raise UserError(f"{path} line {n}: not UTF-8 text; remove or fix the file") from None
             raise UserError(f"{path} line {n}: not a JSON row ({e.msg}); remove or fix the line") from None
         rows.append(_check_row(row, path, n))
-    return rows
+    return rows, whole
 
 
 def normalize(df: pd.DataFrame) -> pd.DataFrame:
@@ -438,9 +468,9 @@ def load_results(store_dir: str | Path) -> pd.DataFrame:
     rows_folder = rows_dir(store_dir)
     if rows_folder.exists():
         for path in sorted(rows_folder.glob("*.jsonl")):
-            rows = _read_jsonl(path)
-            if rows:
-                frames.append(pd.DataFrame(rows))
+            frame = _rows_frame(path)
+            if len(frame):
+                frames.append(frame)
                 seen.add(path.stem)
     parquet = results_path(store_dir)
     if parquet.exists():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pandas as pd
@@ -63,6 +64,39 @@ def test_torn_last_line_is_skipped(store_dir):
     with pytest.warns(UserWarning, match=r"r1\.jsonl line 4: torn last line skipped"):   # never silently
         df = store.load_results(store_dir)
     assert len(df) == 3
+
+
+def test_torn_last_line_warns_at_every_load(store_dir):
+    w = _write_run(store_dir, "r1")
+    with open(w.rows_path, "a") as f:
+        f.write('{"run_id": "r1", "metric": "accur')
+    for _ in range(2):                                          # not remembered as read: warned again
+        with pytest.warns(UserWarning, match="torn last line skipped"):
+            assert len(store.load_results(store_dir)) == 3
+
+
+def test_loading_again_parses_only_files_that_changed(store_dir, monkeypatch):
+    """A store is read whole before and after every job of a campaign: files unchanged since this process read
+    them are not parsed again; an appended, replaced or removed file is seen at the next load."""
+    _write_run(store_dir, "r1")
+    w2 = _write_run(store_dir, "r2")
+    first = store.load_results(store_dir)
+    parsed = []
+    real = store._read_jsonl
+    monkeypatch.setattr(store, "_read_jsonl", lambda path: parsed.append(path.stem) or real(path))
+    pd.testing.assert_frame_equal(store.load_results(store_dir), first)
+    assert parsed == []
+    w2.add("accuracy", 0.2, condition="fog", severity=1, n=100)   # appended
+    assert len(store.load_results(store_dir)) == len(first) + 1 and parsed == ["r2"]
+    rows = w2.rows_path.read_text().splitlines()
+    tmp = w2.rows_path.with_suffix(".tmp")
+    tmp.write_text("\n".join(rows[:-1]).replace('"value": 0.9', '"value": 0.1') + "\n")
+    os.replace(tmp, w2.rows_path)                                # replaced by another file of other rows
+    again = store.load_results(store_dir)
+    assert parsed == ["r2", "r2"] and len(again) == len(first)
+    assert again[(again.run_id == "r2") & (again.condition == "clean")].value.tolist() == [0.1]
+    w2.rows_path.unlink()
+    assert set(store.load_results(store_dir).run_id) == {"r1"}
 
 
 def test_unknown_column_refused(store_dir):

@@ -208,11 +208,29 @@ def _synthetic_vision(split: str, root: Path, download: bool, *, seed: int = 0, 
                       n_distractors: int = 2) -> ImageData:
     kw = dict(n_train=n_train, n_test=n_test, num_classes=num_classes, image_size=image_size, noise=noise,
               n_distractors=n_distractors)
-    x, y, sal = synthetic.make_synthetic_vision(split, seed, **kw)
+    x, y, sal = _generated(synthetic.make_synthetic_vision, split, seed, kw)
     mean, std = _synthetic_stats(seed, kw, x if split == "train" and n_train == _STATS_N else None)
     opts = ", ".join(f"{k}={v}" for k, v in kw.items())
     return ImageData(x, y, list(synthetic.VISION_CLASS_NAMES[:num_classes]), "synthetic-vision",
                      f"embedded generator (seed {seed}, {opts})", salient=sal, mean=mean, std=std)
+
+
+_GENERATED: dict[tuple, tuple] = {}
+_GENERATED_MAX = 4
+
+
+def _generated(make: Callable[..., tuple], split: str, seed: int, kw: dict[str, Any]) -> tuple:
+    """``make(split, seed, **kw)`` (a synthetic generator: deterministic in its arguments), remembered for the
+    last :data:`_GENERATED_MAX` argument sets of this process and returned as fresh copies (a caller may change
+    them). The main job loads each split several times per job (train, test, evaluation) in every worker."""
+    key = (make.__name__, split, int(seed), tuple(sorted(kw.items())))
+    if key not in _GENERATED:
+        if len(_GENERATED) >= _GENERATED_MAX:
+            del _GENERATED[next(iter(_GENERATED))]
+        _GENERATED[key] = make(split, seed, **kw)
+    data, y, salient = _GENERATED[key]
+    copy = (lambda v: v.copy()) if isinstance(data, np.ndarray) else list
+    return copy(data), y.copy(), (salient.copy() if isinstance(salient, np.ndarray) else [list(s) for s in salient])
 
 
 _STATS_MEMO: dict[tuple, tuple] = {}
@@ -236,7 +254,7 @@ def _synthetic_text(split: str, root: Path, download: bool, *, seed: int = 0, n_
                     max_keywords: int = 3, max_distractors: int = 2) -> TextData:
     kw = dict(n_train=n_train, n_test=n_test, num_classes=num_classes, min_words=min_words, max_words=max_words,
               max_keywords=max_keywords, max_distractors=max_distractors)
-    texts, y, sal = synthetic.make_synthetic_text(split, seed, **kw)
+    texts, y, sal = _generated(synthetic.make_synthetic_text, split, seed, kw)
     opts = ", ".join(f"{k}={v}" for k, v in kw.items())
     return TextData(texts, y, list(synthetic.TEXT_CLASS_NAMES[:num_classes]), "synthetic-text",
                     f"embedded generator (seed {seed}, {opts})", salient=sal)

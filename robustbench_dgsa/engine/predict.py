@@ -228,12 +228,12 @@ def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_ma
     the right padding a text batch shares (:func:`trim_padding`). ``forward_kw`` go to the model's forward
     (e.g. ``return_attention=True``); the model is not moved (callers put it on ``device``). ``forward``: what to
     call instead of the model (its compiled forward: :func:`compiled`). On the CPU a batch runs as forward calls
-    of at most :data:`CPU_FORWARD_BATCH` examples, concurrently where :func:`cpu_forward_workers` says so.
+    of at most :func:`cpu_call_examples` examples, concurrently where :func:`cpu_forward_workers` says so.
     """
     call = forward or model
     dev = resolve_device(device)
     amp = amp_of(resolve_precision(dev, amp))   # "auto" resolved once, not per batch and per forward call
-    step = min(batch_size, CPU_FORWARD_BATCH) if dev.type == "cpu" else batch_size
+    step = min(batch_size, cpu_call_examples(model)) if dev.type == "cpu" else batch_size
     was_training = model.training
     model.eval()
 
@@ -258,10 +258,30 @@ def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_ma
         model.train(was_training)
 
 
-#: on the CPU a model sees at most this many examples per forward call: activations of 64 CIFAR images stay
-#: in the cache, which makes evaluation faster than with 256 (``benchmarks/MEASUREMENTS.md``); the caller's
-#: ``batch_size`` still sets what is yielded together
+#: on the CPU a model that does not say how large its activations are sees at most this many examples per
+#: forward call: activations of 64 CIFAR images stay in the cache, which makes evaluation faster than with 256
+#: (``benchmarks/MEASUREMENTS.md``); the caller's ``batch_size`` still sets what is yielded together
 CPU_FORWARD_BATCH = 64
+
+#: a CPU forward call of a model that declares ``activations_per_example`` holds about this many elements per
+#: layer: 64 CIFAR images through the zoo's D = 96 ViT (65 tokens), the setting CPU_FORWARD_BATCH was measured at
+CPU_CALL_ELEMENTS = 64 * 65 * 96
+CPU_CALL_RANGE = (16, 256)
+
+
+def cpu_call_examples(model: torch.nn.Module) -> int:
+    """Examples per forward call on the CPU: :data:`CPU_CALL_ELEMENTS` ÷ the model's ``activations_per_example``
+    (tokens × width; the suite's models declare it, a model a user brings may), within :data:`CPU_CALL_RANGE`;
+    :data:`CPU_FORWARD_BATCH` for a model that does not declare it. It depends on the model alone, never on
+    timing, so the same model and inputs always make the same calls. The zoo's image models get 64 (as before);
+    the ``tiny`` preset's D = 32 models 192 (vision) and 254 (text), which evaluated 1.3-2x faster than in calls
+    of 64; the zoo's text models (257 tokens) 16, where bf16 evaluation gained ~6 % and fp32 was unchanged
+    (``benchmarks/MEASUREMENTS.md``)."""
+    per_example = getattr(model, "activations_per_example", None)
+    if not per_example:
+        return CPU_FORWARD_BATCH
+    low, high = CPU_CALL_RANGE
+    return max(low, min(high, CPU_CALL_ELEMENTS // int(per_example)))
 
 
 def cpu_forward_workers(model: torch.nn.Module, device: torch.device, calls: int, amp: str = "auto",

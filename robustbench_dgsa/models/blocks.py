@@ -204,6 +204,13 @@ class ClassifierBase(nn.Module):
     #: declares the same attribute to get it
     concurrent_forward: bool = True
 
+    @property
+    def activations_per_example(self) -> int:
+        """Elements of one layer's activations for one example (tokens × width): how many examples a CPU
+        forward call gets in evaluation (``engine.predict.cpu_call_examples``); a model a user brings may
+        declare the same attribute."""
+        return int(self.num_tokens) * int(self.config.dim)
+
     def _init_tokens_and_blocks(self, cfg: ModelConfig) -> None:
         """CLS token and learned positions for ``self.num_tokens`` tokens (truncated normal, std 0.02), their
         dropout, then the blocks and the head (called after the model's own embedding, in this order)."""

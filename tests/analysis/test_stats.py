@@ -94,7 +94,10 @@ def test_holm_hand_computed():
     rng = np.random.default_rng(0)
     for m in (1, 2, 7, 30):
         p = rng.random(m) ** 3
-        assert S.holm(p) == pytest.approx(multipletests(p, method="holm")[1], abs=1e-15)
+        assert np.array_equal(S.holm(p), multipletests(p, method="holm")[1])
+    tied = np.array([0.3, 0.01, 0.3, 0.4, 0.01, 0.9])            # ties and adjusted values above 1 (clipped)
+    assert np.array_equal(S.holm(tied), multipletests(tied, method="holm")[1])
+    assert S.holm(tied).max() == 1.0
     out = S.holm([0.01, float("nan"), 0.04])  # NaN is not in the family: m = 2
     assert out[0] == pytest.approx(0.02) and math.isnan(out[1]) and out[2] == pytest.approx(0.04)
 

@@ -433,6 +433,39 @@ def test_tampered_file_is_refused_on_read(tmp_path, images, labels):
         layout.load_corrupted(out, "contrast", 1)
 
 
+def test_digest_cache_file_is_parsed_once_per_change(tmp_path, images, labels, monkeypatch):
+    """A verified read parses the digest cache file only when the file changed since this process last parsed
+    it (each evaluation verifies one file per condition; the file holds up to 4,096 entries). Another process's
+    write is seen at the next read, and a digest stays valid only for its file's stamp."""
+    from corruptions.layout import digest
+
+    out = tmp_path / "c"
+    layout.regenerate(images, labels, out, "contrast", "1,2", seed=0)
+    layout.load_corrupted(out, "contrast", 1)                  # hashes and caches file + labels (a write)
+    layout.load_corrupted(out, "contrast", 1)                  # parses the written file once
+    cache_file = Path(os.environ["CORRUPTIONS_CACHE"]) / "sha256-cache.json"
+    parsed = []
+    real_read = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: (parsed.append(1) if self == cache_file else None)
+                        or real_read(self, *a, **k))
+    for _ in range(5):
+        layout.load_corrupted(out, "contrast", 2)
+    assert parsed == []                                        # unchanged file: never read again
+    data = json.loads(real_read(cache_file))
+    other = str((tmp_path / "elsewhere.npy").resolve())
+    data[other] = {"size": 1, "mtime_ns": 1, "ctime_ns": 1, "ino": 1, "dev": 1, "sha256": "0" * 64, "t": 0}
+    tmp = cache_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, cache_file)                                # "another process" rewrote the cache
+    assert other in digest._read_digest_cache(cache_file) and len(parsed) == 1
+    path = out / "contrast.n20.s12.npy"
+    raw = np.load(path)
+    raw[25, 3, 3, 1] ^= 0x10
+    np.save(path, raw)                                         # a changed data file is still re-hashed
+    with pytest.raises(CorruptionError, match="contents differ"):
+        layout.load_corrupted(out, "contrast", 2)
+
+
 def test_concurrent_runs_merge_into_one_manifest(tmp_path, images, labels, monkeypatch):
     """Run B starts and finishes while run A is still writing (both saw no manifest at the start): A's commit
     re-reads the manifest under the folder lock and keeps B's entries."""

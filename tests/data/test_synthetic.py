@@ -75,3 +75,35 @@ def test_text_options():
     assert all(len(t.split()) == 6 and len(s) == 1 for t, s in zip(texts, sal))
     with pytest.raises(UserError):
         make_synthetic_text("train", num_classes=5)
+
+
+def test_loading_a_split_again_reuses_it_as_independent_copies(monkeypatch):
+    """The loader remembers a few generated splits (the main job loads each several times per job): the generator
+    runs once per argument set, and each load returns its own arrays, so a caller changing them changes nothing
+    the next load returns."""
+    from robustbench_dgsa.data import registry, synthetic
+
+    calls = []
+    real = synthetic.make_synthetic_vision
+
+    def counted(*a, **k):
+        if k["n_train"] != 2000:                                # (the normalisation's 2,000-image split aside)
+            calls.append(a)
+        return real(*a, **k)
+
+    monkeypatch.setattr(synthetic, "make_synthetic_vision", counted)
+    monkeypatch.setattr(registry, "_GENERATED", {})
+    opts = {"n_train": 40, "n_test": 20}
+    a = registry.load_dataset("synthetic-vision", "train", seed=3, **opts)
+    a.x[:] = 0
+    a.y[:] = 0
+    b = registry.load_dataset("synthetic-vision", "train", seed=3, **opts)
+    assert len(calls) == 1
+    x, y, _ = real("train", 3, n_train=40, n_test=20)
+    assert np.array_equal(b.x, x) and np.array_equal(b.y, y)
+    registry.load_dataset("synthetic-vision", "train", seed=4, **opts)
+    assert len(calls) == 2                                     # another seed is another split
+    t1 = registry.load_dataset("synthetic-text", "test", n_test=10)
+    t1.texts[0] = "changed"
+    t2 = registry.load_dataset("synthetic-text", "test", n_test=10)
+    assert t2.texts == synthetic.make_synthetic_text("test", 0, n_test=10)[0]

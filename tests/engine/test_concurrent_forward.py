@@ -117,11 +117,13 @@ def test_worker_count_rule():
 
 
 @pytest.mark.parametrize("name", ["dgvit", "dvit", "vit", "dgt"])
-def test_suite_models_give_each_call_what_it_gives_alone_at_one_thread(two_threads, name):
+def test_suite_models_give_each_call_what_it_gives_alone_at_one_thread(two_threads, name, monkeypatch):
     """The workers' outputs equal, bit for bit, the same 64-example calls made one by one on this thread at one
     intra-op thread (the same kernels on the same data: only where they run differs), and two runs agree."""
     model = _tiny(name)
     assert model.concurrent_forward
+    monkeypatch.setattr(predict, "CPU_CALL_ELEMENTS", 64 * model.activations_per_example)
+    assert predict.cpu_call_examples(model) == 64                # several calls per batch of 256
     g = torch.Generator().manual_seed(1)
     if get_model_config(name).modality == "image":
         x, mask = torch.randn(200, 3, 16, 16, generator=g), None
@@ -138,10 +140,30 @@ def test_suite_models_give_each_call_what_it_gives_alone_at_one_thread(two_threa
     torch.set_num_threads(1)
     alone = []
     with torch.no_grad(), predict.autocast(torch.device("cpu"), amp):
-        for s in range(0, len(x), predict.CPU_FORWARD_BATCH):
-            sl = slice(s, s + predict.CPU_FORWARD_BATCH)
+        for s in range(0, len(x), 64):
+            sl = slice(s, s + 64)
             alone.append(model(x[sl]) if mask is None else model(x[sl], key_padding_mask=mask[sl]))
     assert torch.equal(runs[0], torch.cat(alone))
+
+
+def test_examples_per_cpu_call_follow_the_activation_size(monkeypatch):
+    """A model that declares ``activations_per_example`` (the suite's do: tokens × width) gets
+    CPU_CALL_ELEMENTS ÷ that many examples per CPU call, within CPU_CALL_RANGE; the zoo's image models the 64
+    that CPU_FORWARD_BATCH was measured at; a model that declares nothing gets CPU_FORWARD_BATCH."""
+    vit = create_model("vit", dim=96, depth=1, heads=4, num_classes=10, image_size=32)
+    assert vit.activations_per_example == 65 * 96 and predict.cpu_call_examples(vit) == 64
+    imdb = create_model("transformer", dim=96, depth=1, heads=4, num_classes=2, vocab_size=100, max_len=256)
+    assert predict.cpu_call_examples(imdb) == 16                  # 257 tokens
+    tiny = create_model("dgvit", dim=32, depth=1, heads=2, num_classes=6, image_size=32)
+    assert predict.cpu_call_examples(tiny) == 192
+    assert predict.cpu_call_examples(_Rows(concurrent=False)) == predict.CPU_FORWARD_BATCH
+    brought = _Rows(concurrent=False)
+    brought.activations_per_example = predict.CPU_CALL_ELEMENTS // 10
+    assert predict.cpu_call_examples(brought) == 16                # 10, raised to the range's floor
+    brought.activations_per_example = predict.CPU_CALL_ELEMENTS // 100
+    x = torch.arange(250, dtype=torch.float32)[:, None].repeat(1, 2)
+    out = torch.cat(list(predict.forward_batches(brought, x, batch_size=512, device="cpu", amp="off", trim=False)))
+    assert [c[0] for c in brought.calls] == [100, 100, 50] and torch.equal(out[:, 0], x[:, 0])
 
 
 def _forward_in_child(q) -> None:
