@@ -233,7 +233,7 @@ def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_ma
     call = forward or model
     dev = resolve_device(device)
     amp = amp_of(resolve_precision(dev, amp))   # "auto" resolved once, not per batch and per forward call
-    step = min(batch_size, cpu_call_examples(model)) if dev.type == "cpu" else batch_size
+    most = min(batch_size, cpu_call_examples(model)) if dev.type == "cpu" else batch_size
     was_training = model.training
     model.eval()
 
@@ -247,7 +247,7 @@ def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_ma
     try:
         for start in range(0, len(inputs), batch_size):
             end = min(start + batch_size, len(inputs))
-            bounds = [(s, min(s + step, end)) for s in range(start, end, step)]  # the last one stops at end
+            bounds = _even_calls(start, end, most)
             workers = cpu_forward_workers(model, dev, len(bounds), amp, forward is not None or bool(forward_kw))
             if workers > 1:
                 outs = list(_worker_pool(workers).map(lambda b: one_call(*b), bounds))
@@ -256,6 +256,21 @@ def forward_batches(model: torch.nn.Module, inputs: torch.Tensor, key_padding_ma
             yield outs[0] if len(outs) == 1 else _cat_outputs(outs)
     finally:
         model.train(was_training)
+
+
+def _even_calls(start: int, end: int, most: int) -> list[tuple[int, int]]:
+    """Rows ``start:end`` as the fewest calls of at most ``most`` rows, of equal size (the first ones one row
+    longer where it does not divide): 256 rows at most 244 are two calls of 128, not 244 + 12 (which left one
+    worker thread idle)."""
+    n = end - start
+    calls = max(1, -(-n // most))
+    size, extra = divmod(n, calls)
+    bounds, s = [], start
+    for i in range(calls):
+        stop = s + size + (1 if i < extra else 0)
+        bounds.append((s, stop))
+        s = stop
+    return bounds
 
 
 #: on the CPU a model that does not say how large its activations are sees at most this many examples per
@@ -270,13 +285,14 @@ CPU_CALL_RANGE = (16, 256)
 
 
 def cpu_call_examples(model: torch.nn.Module) -> int:
-    """Examples per forward call on the CPU: :data:`CPU_CALL_ELEMENTS` ÷ the model's ``activations_per_example``
-    (tokens × width; the suite's models declare it, a model a user brings may), within :data:`CPU_CALL_RANGE`;
-    :data:`CPU_FORWARD_BATCH` for a model that does not declare it. It depends on the model alone, never on
-    timing, so the same model and inputs always make the same calls. The zoo's image models get 64 (as before);
-    the ``tiny`` preset's D = 32 models 192 (vision) and 254 (text), which evaluated 1.3-2x faster than in calls
-    of 64; the zoo's text models (257 tokens) 16, where bf16 evaluation gained ~6 % and fp32 was unchanged
-    (``benchmarks/MEASUREMENTS.md``)."""
+    """At most this many examples per forward call on the CPU: :data:`CPU_CALL_ELEMENTS` ÷ the model's
+    ``activations_per_example`` (tokens × width; the suite's models declare it, a model a user brings may),
+    within :data:`CPU_CALL_RANGE`; :data:`CPU_FORWARD_BATCH` for a model that does not declare it. It depends on
+    the model alone, never on timing, so the same model and inputs always make the same calls (a batch is split
+    into equal calls: :func:`_even_calls`). The zoo's image models get 64, as before; the evidence preset's
+    (8 px patches, 17 tokens) 244, i.e. a batch of 256 as two calls of 128; the ``tiny`` preset's D = 32 models
+    192 (vision) and 254 (text); the zoo's text models (257 tokens) 16. Each of those evaluated in bf16 as fast
+    or faster than in calls of 64, fp32 within a few per cent (``benchmarks/MEASUREMENTS.md``)."""
     per_example = getattr(model, "activations_per_example", None)
     if not per_example:
         return CPU_FORWARD_BATCH
