@@ -7,8 +7,9 @@ as the suite runs it:
 
 * **train**: one optimisation step of ``engine.train`` (autocast as the precision says, cross-entropy on the float
   logits, backward, AdamW step), on a fixed random batch;
-* **eval**: ``engine.predict.forward_batches`` (eval mode, no grad, the CPU's 64-example forward calls) over
-  ``--eval-batches`` × 256 prepared examples — what ``evaluate`` does per condition, corruption generation excluded.
+* **eval**: ``engine.predict.forward_batches`` (eval mode, no grad, the CPU's forward calls of
+  ``cpu_call_examples`` examples) over ``--eval-batches`` × 256 prepared examples — what ``evaluate`` does per
+  condition, corruption generation excluded.
 
 Variants: ``fp32`` (amp off), ``bf16`` (bf16 autocast) and ``bf16+compile`` (the forward through
 ``torch.compile``: ``engine.predict.compiled``, as ``--compile`` runs it); ``fp32+compile`` on request, and

@@ -291,8 +291,10 @@ def cpu_call_examples(model: torch.nn.Module) -> int:
     the model alone, never on timing, so the same model and inputs always make the same calls (a batch is split
     into equal calls: :func:`_even_calls`). The zoo's image models get 64, as before; the evidence preset's
     (8 px patches, 17 tokens) 244, i.e. a batch of 256 as two calls of 128; the ``tiny`` preset's D = 32 models
-    192 (vision) and 254 (text); the zoo's text models (257 tokens) 16. Each of those evaluated in bf16 as fast
-    or faster than in calls of 64, fp32 within a few per cent (``benchmarks/MEASUREMENTS.md``)."""
+    192 (vision) and 254 (text); the zoo's text models (257 tokens) 16. Against calls of 64: the zoo
+    Transformer's evaluation +9-22 % in bf16 and +5-10 % in fp32, an evidence ViT ``evaluate`` and the main job
+    0.96x the time; timed alone on glibc's default heap the ``tiny`` models were slower (page faults of the
+    larger blocks) (``benchmarks/MEASUREMENTS.md``)."""
     per_example = getattr(model, "activations_per_example", None)
     if not per_example:
         return CPU_FORWARD_BATCH
