@@ -217,17 +217,22 @@ def _synthetic_vision(split: str, root: Path, download: bool, *, seed: int = 0, 
 
 _GENERATED: dict[tuple, tuple] = {}
 _GENERATED_MAX = 4
+_GENERATED_MAX_BYTES = 64 << 20
 
 
 def _generated(make: Callable[..., tuple], split: str, seed: int, kw: dict[str, Any]) -> tuple:
     """``make(split, seed, **kw)`` (a synthetic generator: deterministic in its arguments), remembered for the
     last :data:`_GENERATED_MAX` argument sets of this process and returned as fresh copies (a caller may change
-    them). The main job loads each split several times per job (train, test, evaluation) in every worker."""
+    them). The main job loads each split several times per job (train, test, evaluation) in every worker. A
+    split of more than :data:`_GENERATED_MAX_BYTES` image bytes is not remembered (it would be held twice)."""
     key = (make.__name__, split, int(seed), tuple(sorted(kw.items())))
     if key not in _GENERATED:
+        made = make(split, seed, **kw)
+        if isinstance(made[0], np.ndarray) and made[0].nbytes > _GENERATED_MAX_BYTES:
+            return made
         if len(_GENERATED) >= _GENERATED_MAX:
             del _GENERATED[next(iter(_GENERATED))]
-        _GENERATED[key] = make(split, seed, **kw)
+        _GENERATED[key] = made
     data, y, salient = _GENERATED[key]
     copy = (lambda v: v.copy()) if isinstance(data, np.ndarray) else list
     return copy(data), y.copy(), (salient.copy() if isinstance(salient, np.ndarray) else [list(s) for s in salient])

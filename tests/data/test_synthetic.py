@@ -103,6 +103,10 @@ def test_loading_a_split_again_reuses_it_as_independent_copies(monkeypatch):
     assert np.array_equal(b.x, x) and np.array_equal(b.y, y)
     registry.load_dataset("synthetic-vision", "train", seed=4, **opts)
     assert len(calls) == 2                                     # another seed is another split
+    monkeypatch.setattr(registry, "_GENERATED_MAX_BYTES", 40 * 32 * 32 * 3 - 1)   # a 40-image split: too big
+    registry.load_dataset("synthetic-vision", "train", seed=5, **opts)
+    registry.load_dataset("synthetic-vision", "train", seed=5, **opts)
+    assert len(calls) == 4                                     # generated each time, never held twice
     t1 = registry.load_dataset("synthetic-text", "test", n_test=10)
     t1.texts[0] = "changed"
     t2 = registry.load_dataset("synthetic-text", "test", n_test=10)
