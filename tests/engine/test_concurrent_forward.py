@@ -1,4 +1,5 @@
-"""engine.predict.cpu_forward_workers: in bf16 on the CPU with n >= 2 threads a batch's forward calls run in n
+"""engine.predict.forward_batches on the CPU: each batch is yielded once, in order, as calls of at most the call
+size; and cpu_forward_workers: in bf16 on the CPU with n >= 2 threads a batch's forward calls run in n
 one-thread workers. The yields stay the inputs' batches in order, each call computes what it computes alone at
 one thread (so the values do not depend on which worker ran it), the caller's thread count survives, and models
 that do not declare ``concurrent_forward``, fp32, compiled or customised calls and other devices keep the
@@ -49,6 +50,34 @@ def _tiny(name: str) -> torch.nn.Module:
     return create_model(cfg).eval()
 
 
+def _check_batches(model: _Rows, column: torch.Tensor, n: int, bs: int, amp: str) -> None:
+    """``forward_batches`` over the first ``n`` rows of ``column`` (with a mask when ``n`` is odd), the model's
+    calls recorded afresh: each yield is exactly the next ``bs`` inputs (the last one the remainder), and together
+    the yields are the inputs in order."""
+    model.calls.clear()
+    mask = torch.zeros(n, 2, dtype=torch.bool) if n % 2 else None
+    outs = list(predict.forward_batches(model, column[:n], mask, batch_size=bs, device="cpu", amp=amp, trim=False))
+    assert [len(o) for o in outs] == [min(bs, n - s) for s in range(0, n, bs)], (bs, n)
+    assert torch.equal(torch.cat(outs)[:, 0], column[:n, 0]), (bs, n)
+
+
+def test_forward_batches_yields_each_batch_once_for_every_batch_size(monkeypatch):
+    """Issue 35: the CPU chunking inside one batch must stop at the batch's end. Every batch size 1..300, input
+    lengths around the chunk and the batch boundaries, with and without a mask: each yield is exactly the next
+    ``batch_size`` inputs (the last one the remainder), no call sees more than the chunk, and together the
+    yields are the inputs in order. (Before the fix a batch of 100 over 612 CPU inputs yielded 128 rows.)"""
+    chunk = 7
+    monkeypatch.setattr(predict, "CPU_FORWARD_BATCH", chunk)
+    model = _Rows(concurrent=False)
+    column = torch.arange(2 * 300 + 2, dtype=torch.float32)[:, None].repeat(1, 2)
+    for bs in range(1, 301):
+        lengths = {1, chunk - 1, chunk, chunk + 1, 2 * chunk + 1, bs - 1, bs, bs + 1, 2 * bs - 1, 2 * bs + 1}
+        for n in sorted(n for n in lengths if n >= 1):
+            _check_batches(model, column, n, bs, "off")
+            sizes = [c[0] for c in model.calls]
+            assert max(sizes) <= min(bs, chunk) and sum(sizes) == n, (bs, n)
+
+
 def test_concurrent_yields_are_the_batches_in_order_on_one_thread_workers(two_threads, monkeypatch):
     chunk = 5
     monkeypatch.setattr(predict, "CPU_FORWARD_BATCH", chunk)
@@ -56,12 +85,7 @@ def test_concurrent_yields_are_the_batches_in_order_on_one_thread_workers(two_th
     column = torch.arange(200, dtype=torch.float32)[:, None].repeat(1, 2)
     for bs in (1, 4, 5, 9, 10, 11, 23, 64):
         for n in (1, 6, 49, 50, 51, 137):
-            model.calls.clear()
-            mask = torch.zeros(n, 2, dtype=torch.bool) if n % 2 else None
-            outs = list(predict.forward_batches(model, column[:n], mask, batch_size=bs, device="cpu", amp="bf16",
-                                                trim=False))
-            assert [len(o) for o in outs] == [min(bs, n - s) for s in range(0, n, bs)], (bs, n)
-            assert torch.equal(torch.cat(outs)[:, 0], column[:n, 0]), (bs, n)
+            _check_batches(model, column, n, bs, "bf16")
             assert sum(c[0] for c in model.calls) == n and max(c[0] for c in model.calls) <= chunk
             for size, thread, threads in model.calls:
                 # a batch of >= 2 calls ran in the workers, at one thread each; a one-call batch on the caller

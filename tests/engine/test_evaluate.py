@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from robustbench_dgsa import store
 from robustbench_dgsa.config import resolve_config
@@ -200,39 +199,3 @@ def test_failed_evaluation_leaves_the_store_as_found(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         evaluate(tr.checkpoint, store_dir=tmp_path / "fresh", progress=False)
     assert not (tmp_path / "fresh").exists()              # no empty rows/, runs/, predictions/ folders either
-
-
-class _Rows(torch.nn.Module):
-    """A stub model returning its inputs' first column (so outputs can be matched to inputs) and recording how many
-    examples each call saw and whether the mask matched the inputs row for row."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[int] = []
-
-    def forward(self, x, key_padding_mask=None):
-        assert key_padding_mask is None or key_padding_mask.shape[0] == x.shape[0]
-        self.calls.append(len(x))
-        return x[:, :1].clone()
-
-
-def test_forward_batches_yields_each_batch_once_for_every_batch_size(monkeypatch):
-    """Issue 35: the CPU chunking inside one batch must stop at the batch's end. Every batch size 1..300, input
-    lengths around the chunk and the batch boundaries, with and without a mask: each yield is exactly the next
-    ``batch_size`` inputs (the last one the remainder), no call sees more than the chunk, and together the
-    yields are the inputs in order. (Before the fix a batch of 100 over 612 CPU inputs yielded 128 rows.)"""
-    from robustbench_dgsa.engine import predict
-    chunk = 7
-    monkeypatch.setattr(predict, "CPU_FORWARD_BATCH", chunk)
-    model = _Rows()
-    column = torch.arange(2 * 300 + 2, dtype=torch.float32)[:, None].repeat(1, 2)
-    for bs in range(1, 301):
-        lengths = {1, chunk - 1, chunk, chunk + 1, 2 * chunk + 1, bs - 1, bs, bs + 1, 2 * bs - 1, 2 * bs + 1}
-        for n in sorted(n for n in lengths if n >= 1):
-            model.calls.clear()
-            mask = torch.zeros(n, 2, dtype=torch.bool) if n % 2 else None
-            outs = list(predict.forward_batches(model, column[:n], mask, batch_size=bs, device="cpu", amp="off",
-                                                trim=False))
-            assert [len(o) for o in outs] == [min(bs, n - s) for s in range(0, n, bs)], (bs, n)
-            assert torch.equal(torch.cat(outs)[:, 0], column[:n, 0]), (bs, n)
-            assert max(model.calls) <= min(bs, chunk) and sum(model.calls) == n, (bs, n)
