@@ -94,10 +94,8 @@ def _save_png(fig: Figure, path: Path) -> None:
     fig.savefig(buf, format="png", dpi=DPI, metadata=_META["png"], bbox_inches=None,
                 pil_kwargs={"compress_level": 0})
     with Image.open(buf) as im:
-        if im.mode == "RGBA" and im.getchannel("A").getextrema() == (255, 255):
-            im.convert("RGB").save(path, format="png", compress_level=6, dpi=(DPI, DPI))
-            return
-    fig.savefig(path, format="png", dpi=DPI, metadata=_META["png"], bbox_inches=None)
+        opaque = im.mode == "RGBA" and im.getchannel("A").getextrema() == (255, 255)
+        (im.convert("RGB") if opaque else im).save(path, format="png", compress_level=6, dpi=(DPI, DPI))
 
 
 def save_as(fig: Figure, path: str | Path, *more: str | Path | None) -> Path:

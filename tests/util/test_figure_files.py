@@ -39,7 +39,10 @@ def test_opaque_png_is_rgb_with_the_pixels_matplotlib_drew(tmp_path):
 
 def test_png_with_transparent_pixels_keeps_its_alpha(tmp_path):
     fig = _figure(transparent=True)
+    reference = io.BytesIO()
+    fig.savefig(reference, format="png", dpi=DPI)
     path = save_figure(fig, tmp_path, "t", ("png",))[0]
     plt.close(fig)
-    with Image.open(path) as im:
+    with Image.open(path) as im, Image.open(reference) as ref:
         assert im.mode == "RGBA" and im.getchannel("A").getextrema()[0] < 255
+        assert round(im.info["dpi"][0]) == DPI and np.array_equal(np.asarray(im), np.asarray(ref))
