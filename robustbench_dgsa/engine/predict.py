@@ -296,8 +296,11 @@ def cpu_call_examples(model: torch.nn.Module) -> int:
     0.96x the time; timed alone on glibc's default heap the ``tiny`` models were slower (page faults of the
     larger blocks) (``benchmarks/MEASUREMENTS.md``)."""
     per_example = getattr(model, "activations_per_example", None)
-    if not per_example:
+    if per_example is None:
         return CPU_FORWARD_BATCH
+    if isinstance(per_example, bool) or not isinstance(per_example, (int, np.integer)) or per_example < 1:
+        raise UserError(f"{type(model).__name__}.activations_per_example must be a positive whole number "
+                        f"(activation elements per example), got {per_example!r}")
     low, high = CPU_CALL_RANGE
     return max(low, min(high, CPU_CALL_ELEMENTS // int(per_example)))
 

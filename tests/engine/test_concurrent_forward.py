@@ -13,6 +13,7 @@ import torch
 
 from robustbench_dgsa.engine import predict
 from robustbench_dgsa.models import create_model, get_model_config
+from robustbench_dgsa.util.errors import UserError
 
 
 @pytest.fixture
@@ -184,6 +185,10 @@ def test_examples_per_cpu_call_follow_the_activation_size(monkeypatch):
     brought = _Rows(concurrent=False)
     brought.activations_per_example = predict.CPU_CALL_ELEMENTS // 10
     assert predict.cpu_call_examples(brought) == 16                # 10, raised to the range's floor
+    for bad in (0, -5, 2.5, "many", True):
+        brought.activations_per_example = bad
+        with pytest.raises(UserError, match="activations_per_example must be a positive whole number"):
+            predict.cpu_call_examples(brought)
     brought.activations_per_example = predict.CPU_CALL_ELEMENTS // 100
     x = torch.arange(250, dtype=torch.float32)[:, None].repeat(1, 2)
     out = torch.cat(list(predict.forward_batches(brought, x, batch_size=512, device="cpu", amp="off", trim=False)))
