@@ -66,6 +66,7 @@ from robustbench_dgsa.report.rollout_section import rollout_figures, rollout_num
 from robustbench_dgsa.report.significance import significance_tables
 from robustbench_dgsa.report.summary import SUMMARY_FILE, summary_table
 from robustbench_dgsa.util import atomic
+from robustbench_dgsa.util.figures import saving_in_background
 from robustbench_dgsa.util.errors import UserError
 
 
@@ -126,17 +127,18 @@ def _write_report(store_dir: Path, out: Path, df: pd.DataFrame, reference: str |
         rep.warnings += metrics.source_warnings(metrics.eval_rows(df))
     except UserError as e:
         rep.warnings.append(str(e))
-    rep.attempt("findings", "Findings", lambda: findings_section(rep, pub, cfgs))
-    rep.attempt("accuracy", "Tables 1 and 3", lambda: accuracy_tables(rep, pub, pub_sha, datasets_m, cfgs))
-    rep.attempt("severity", "Figure 4", lambda: severity_figures(rep, datasets_m))
-    rep.attempt("robustness", "Robustness summary", lambda: robustness_tables(rep, datasets_m, reference))
-    rep.attempt("significance", "Significance", lambda: significance_tables(rep, datasets_m, reference))
-    rep.attempt("curves", "Figure 5", lambda: curve_figures(rep, datasets_m))
-    rep.attempt("rollout", "Figures 2 and 3", lambda: rollout_figures(rep))
-    rep.attempt("rollout", "Rollout numbers", lambda: rollout_numbers(rep))
-    rep.attempt("adversarial", "Adversarial robustness", lambda: adversarial_section(rep))
-    rep.attempt("efficiency", "Table 9", lambda: efficiency_table(rep, pub, pub_sha))
-    rep.attempt("published", "Published tables", lambda: published_tables(rep, pub, pub_sha))
+    with saving_in_background():   # figure files written by child processes; all written when the block ends
+        rep.attempt("findings", "Findings", lambda: findings_section(rep, pub, cfgs))
+        rep.attempt("accuracy", "Tables 1 and 3", lambda: accuracy_tables(rep, pub, pub_sha, datasets_m, cfgs))
+        rep.attempt("severity", "Figure 4", lambda: severity_figures(rep, datasets_m))
+        rep.attempt("robustness", "Robustness summary", lambda: robustness_tables(rep, datasets_m, reference))
+        rep.attempt("significance", "Significance", lambda: significance_tables(rep, datasets_m, reference))
+        rep.attempt("curves", "Figure 5", lambda: curve_figures(rep, datasets_m))
+        rep.attempt("rollout", "Figures 2 and 3", lambda: rollout_figures(rep))
+        rep.attempt("rollout", "Rollout numbers", lambda: rollout_numbers(rep))
+        rep.attempt("adversarial", "Adversarial robustness", lambda: adversarial_section(rep))
+        rep.attempt("efficiency", "Table 9", lambda: efficiency_table(rep, pub, pub_sha))
+        rep.attempt("published", "Published tables", lambda: published_tables(rep, pub, pub_sha))
 
     write_index(rep, title or "dgsa-bench report", header_lines(rep, cfgs, datasets_m),
                 caveat_lines(rep, cfgs, datasets_m))
