@@ -464,7 +464,7 @@ def _corrupt_train_rollout(plan: Plan, todo: list[Any], firsts: list[Any], worke
     them inside train_evaluate (``inside``).
 
     The corrupted test images are made once per image dataset, as the first tasks; the text jobs, which do not
-    need them, run beside them when there are several workers; the image jobs start once they exist."""
+    need them, run beside them when there are several workers; see :func:`_train_all` for the order."""
     image_sets = plan.datasets.get("image", [])
     n_workers = max(1, min(workers or 1, len(todo) or 1))
     first_ids = {j.id for j in firsts}
@@ -480,23 +480,49 @@ def _corrupt_train_rollout(plan: Plan, todo: list[Any], firsts: list[Any], worke
         if todo:
             log(f"[reproduce] training and evaluating {len(todo)} jobs"
                 f"{f' in {n_workers} processes' if n_workers > 1 else ''}")
-        tasks = [pool.submit(_job_task, plan, j, one, {}, j.id in first_ids) for j in todo
-                 if j.dataset not in image_sets]
-        corruption_dirs: dict[str, Path | None] = {}
-        seconds = 0.0
-        for ds, task in corrupt.items():
-            corruption_dirs[ds], took = pool.result(task)
-            seconds += took
-        phase("corrupt", None, seconds)
-        tasks += [pool.submit(_job_task, plan, j, one, corruption_dirs, j.id in first_ids) for j in todo
-                  if j.dataset in image_sets]
-        inside = [pool.result(task) for task in tasks]       # rollouts made right after their jobs
+        inside = _train_all(pool, n_workers, plan, todo, corrupt, first_ids, one, phase)
         phase("train_evaluate", t0)
         after = [pool.result(task) for task in [pool.submit(_job_task, plan, job, False, {}, True, False)
                                                 for job in firsts]]  # those not made above
         made = inside + after
         rollout_stats.update(made=sum(n for n, _ in made), inside=sum(n for n, _ in inside))
         phase("rollout", None, sum(sec for _, sec in made))
+
+
+def _train_all(pool: "_Pool", n_workers: int, plan: Plan, todo: list[Any], corrupt: dict[str, Future],
+               first_ids: set[str], one: bool, phase: Callable[..., None]) -> list[tuple[int, float]]:
+    """Every job of ``todo`` through ``pool``, at most ``n_workers`` at a time (plus the corruption tasks
+    ``corrupt``): an image dataset's jobs once its corrupted test set exists, before any text job then left (text
+    jobs are shorter, so they fill the end, where a worker would otherwise wait for the last long job); until then,
+    text jobs. Records the "corrupt" phase when the last corruption task ends. Returns each job task's result."""
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    waiting = {ds: [j for j in todo if j.dataset == ds] for ds in corrupt}
+    text = [j for j in todo if j.dataset not in corrupt]
+    ready: list[Any] = []
+    running: set[Future] = set(corrupt.values())
+    corruption_dirs: dict[str, Path | None] = {}
+    results, seconds = [], 0.0
+    if not corrupt:
+        phase("corrupt", None, 0.0)
+    while ready or text or running or waiting:
+        for ds, task in list(corrupt.items()):
+            if task.done():
+                corruption_dirs[ds], took = pool.result(corrupt.pop(ds))
+                seconds += took
+                ready += waiting.pop(ds)
+                if not corrupt:
+                    phase("corrupt", None, seconds)
+        while (ready or text) and len(running) < n_workers:
+            job = ready.pop(0) if ready else text.pop(0)
+            task = pool.submit(_job_task, plan, job, one, corruption_dirs, job.id in first_ids)
+            running.add(task)
+            results.append(task)
+        if running:
+            finished, running = wait(running, return_when=FIRST_COMPLETED)
+            for task in finished:
+                pool.result(task)                    # a failure is raised now (the other tasks cancelled)
+    return [pool.result(task) for task in results]
 
 
 def _job_task(plan: Plan, job, progress: bool, corruption_dirs: dict[str, Path | None], rollout: bool,
