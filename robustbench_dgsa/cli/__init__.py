@@ -208,6 +208,9 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from robustbench_dgsa.util.warnlines import warning_lines
 
+    from robustbench_dgsa.util.procs import skip_collection_at_exit
+
+    skip_collection_at_exit()        # ~0.8 s less at exit after a command that loaded torch and the report's libraries
     args = list(sys.argv[1:] if argv is None else argv)
     set_debug(False)
     set_command_line(args)

@@ -2,6 +2,8 @@
 (kill -9) command would go on computing and writing into the run's folders."""
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import signal
 import sys
@@ -37,10 +39,26 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
 
 
+_FREEZE_AT_EXIT: list[bool] = []
+
+
+def skip_collection_at_exit() -> None:
+    """At interpreter exit (an ``atexit`` handler) freeze every object (``gc.freeze``) so that the shutdown's
+    garbage collections skip them: a process that loaded torch, pandas and matplotlib then exits in
+    ~0.2 s instead of ~1 s (a pool's parent waits for its workers to exit). Only objects in reference cycles are
+    then left uncollected, and the process is ending; every file the suite writes is closed in a ``with`` block.
+    Registered once per process, however often it is called."""
+    if not _FREEZE_AT_EXIT:
+        _FREEZE_AT_EXIT.append(True)
+        atexit.register(gc.freeze)
+
+
 def worker_init(parent: int, then: str = "") -> None:
     """A pool's initializer: :func:`die_with_parent` first (this module is light, so it is armed before any heavy
-    import), then ``then`` (``"package.module:function"``, called without arguments) when given."""
+    import), :func:`skip_collection_at_exit`, then ``then`` (``"package.module:function"``, called without
+    arguments) when given."""
     die_with_parent(parent)
+    skip_collection_at_exit()
     if then:
         import importlib
         module, _, name = then.partition(":")
