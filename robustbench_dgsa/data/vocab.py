@@ -21,10 +21,12 @@ checkpoint so that evaluation and rollout use the same ids.
 """
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from typing import Iterable, Sequence
 
+import numpy as np
 import torch
 
 from robustbench_dgsa.util.errors import UserError
@@ -133,12 +135,9 @@ class Vocab:
         if max_len < 1:
             raise UserError(f"max_len must be >= 1, got {max_len}")
         seqs = [self.token_ids(t if tokenized else tokenize(t))[:max_len] for t in texts]
-        length = max(1, max((len(s) for s in seqs), default=1))
-        ids = torch.full((len(seqs), length), PAD_ID, dtype=torch.long)
-        for i, s in enumerate(seqs):
-            if s:
-                ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-        mask = torch.ones((len(seqs), length), dtype=torch.bool)
-        for i, s in enumerate(seqs):
-            mask[i, : len(s)] = False
-        return ids, mask
+        lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+        length = max(1, int(lengths.max(initial=1)))
+        mask = np.arange(length) >= lengths[:, None]          # True where padding
+        ids = np.full((len(seqs), length), PAD_ID, dtype=np.int64)
+        ids[~mask] = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum()))
+        return torch.from_numpy(ids), torch.from_numpy(mask)

@@ -287,7 +287,7 @@ class _Recorder:
     def __init__(self, y: np.ndarray, idx: np.ndarray):
         self.y, self.idx = y, idx
         self.rows: list[dict[str, Any]] = []
-        self.preds: list[pd.DataFrame] = []
+        self.preds: list[tuple[str, int, np.ndarray, np.ndarray, np.ndarray]] = []   # condition, severity, idx, y, pred
         self.table: list[dict[str, Any]] = []
 
     def __call__(self, condition: str, severity: int, pred: np.ndarray, source: str,
@@ -302,13 +302,22 @@ class _Recorder:
         for name, value in (extra or {}).items():
             self.rows.append(dict(condition=condition, severity=severity, metric=name, value=float(value),
                                   n=n if n_rates is None else n_rates, source=source))
-        self.preds.append(pd.DataFrame({"condition": condition, "severity": np.int8(severity),
-                                        "index": idx.astype(np.int32), "label": y.astype(np.int16),
-                                        "pred": pred.astype(np.int16)}))
+        self.preds.append((condition, severity, idx, y, pred))
         self.table.append({"condition": condition, "severity": severity, "accuracy": acc, "n": n,
                            "cer": (extra or {}).get("cer", np.nan), "wer": (extra or {}).get("wer", np.nan),
                            "source": source})
         return acc
+
+    def predictions(self) -> pd.DataFrame:
+        """Every condition's per-example predictions, one block after another (built once: a frame per condition
+        cost about a millisecond each)."""
+        counts = [len(p[2]) for p in self.preds]
+        return pd.DataFrame({
+            "condition": np.repeat(np.array([p[0] for p in self.preds], dtype=object), counts),
+            "severity": np.repeat(np.array([p[1] for p in self.preds], dtype=np.int8), counts),
+            "index": np.concatenate([p[2] for p in self.preds]).astype(np.int32),
+            "label": np.concatenate([p[3] for p in self.preds]).astype(np.int16),
+            "pred": np.concatenate([p[4] for p in self.preds]).astype(np.int16)})
 
 
 def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path, *,
@@ -429,7 +438,7 @@ def _write_run(writer: "store.RunWriter", record: "_Recorder", subject: "EvalSub
                data: "_EvalData", severities: list[int], dev, frost_source: str, t_start: float) -> None:
     """Predictions, provenance, then all rows at once."""
     from robustbench_dgsa.util.paths import relative_to
-    writer.write_predictions(plan.split, pd.concat(record.preds, ignore_index=True))
+    writer.write_predictions(plan.split, record.predictions())
     writer.write_provenance({"kind": "eval", **subject.provenance, "model": subject.name, "seed": subject.seed,
                              "config_hash": subject.config_hash, "dataset": plan.dataset,
                              "trained_on": subject.trained_on, "split": plan.split, "max_test": plan.max_test,

@@ -199,3 +199,24 @@ def test_failed_evaluation_leaves_the_store_as_found(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         evaluate(tr.checkpoint, store_dir=tmp_path / "fresh", progress=False)
     assert not (tmp_path / "fresh").exists()              # no empty rows/, runs/, predictions/ folders either
+
+
+def test_recorder_predictions_are_the_conditions_blocks_in_order():
+    """The predictions table is built once from every condition's arrays: the same frame (values and dtypes) as
+    one frame per condition concatenated, a condition with its own examples included."""
+    import pandas as pd
+
+    from robustbench_dgsa.engine.evaluate import _Recorder
+    y, idx = np.array([1, 2, 0, 1]), np.arange(4)
+    rec = _Recorder(y, idx)
+    rec("clean", 0, np.array([1, 2, 0, 0]), "x")
+    rec("gaussian_noise", 3, np.array([1, 1, 0, 0]), "x")
+    rec("own", 2, np.array([1, 0]), "x", own=(np.array([1, 1]), np.array([7, 9])))
+    expected = pd.concat([pd.DataFrame({"condition": c, "severity": np.int8(s), "index": i.astype(np.int32),
+                                        "label": lab.astype(np.int16), "pred": p.astype(np.int16)})
+                          for c, s, i, lab, p in [("clean", 0, idx, y, np.array([1, 2, 0, 0])),
+                                                  ("gaussian_noise", 3, idx, y, np.array([1, 1, 0, 0])),
+                                                  ("own", 2, np.array([7, 9]), np.array([1, 1]), np.array([1, 0]))]],
+                         ignore_index=True)
+    pd.testing.assert_frame_equal(rec.predictions(), expected, check_exact=True)
+    assert [r["value"] for r in rec.rows] == [0.75, 0.5, 0.5]
