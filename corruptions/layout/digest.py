@@ -22,18 +22,19 @@ def _digest_cache_path() -> Path:
 
 # The cache file's last parsed contents in this process, keyed by the file's path and stat key: a check that
 # verifies one corrupted file per condition (95 per evaluation) would otherwise parse the whole JSON file (up to
-# _DIGEST_CACHE_MAX entries, ~1.4 MB, ~4.5 ms) every time. Any write to the file (here or by another process)
-# changes its ctime, so the next read parses it again.
+# _DIGEST_CACHE_MAX entries, ~1.4 MB, ~4.5 ms) every time. Any write to the file by another process changes its
+# ctime, so the next read parses it again; this process's own write records what it wrote.
 _parsed: dict[str, tuple[dict, dict]] = {}
 
 
 def _read_digest_cache(path: Path) -> dict:
-    """The cache file's entries (a fresh dict the caller may change); {} when it is missing or unreadable."""
+    """The cache file's entries, shared with later reads: a caller copies before changing it. {} when the file is
+    missing or unreadable."""
     try:
         stamp = _stat_key(path.stat())
         seen = _parsed.get(str(path))
         if seen is not None and seen[0] == stamp:
-            return dict(seen[1])
+            return seen[1]
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
@@ -41,7 +42,7 @@ def _read_digest_cache(path: Path) -> dict:
         return {}
     _parsed.clear()
     _parsed[str(path)] = (stamp, data)
-    return dict(data)
+    return data
 
 
 _DIGEST_CACHE_MAX = 4096
@@ -62,13 +63,20 @@ def file_sha256(path: str | os.PathLike) -> str:
     p = Path(path).resolve()
     st = p.stat()
     cache_path = _digest_cache_path()
-    cache = _read_digest_cache(cache_path)
     key, stamp = str(p), _stat_key(st)
-    hit = cache.get(key)
+    hit = _read_digest_cache(cache_path).get(key)
     if isinstance(hit, dict) and all(hit.get(k) == v for k, v in stamp.items()):
         return str(hit.get("sha256"))
     digest = _hash_file(p, "sha256")
-    cache[key] = {**stamp, "sha256": digest, "t": time.time()}
+    _remember(cache_path, key, {**stamp, "sha256": digest, "t": time.time()})
+    return digest
+
+
+def _remember(cache_path: Path, key: str, entry: dict) -> None:
+    """Add one entry to the cache file (the newest :data:`_DIGEST_CACHE_MAX` kept), re-read just before so that
+    another process's entries are kept too."""
+    cache = dict(_read_digest_cache(cache_path))
+    cache[key] = entry
     if len(cache) > _DIGEST_CACHE_MAX:
         keep = sorted(cache.items(), key=lambda kv: kv[1].get("t", 0) if isinstance(kv[1], dict) else 0)
         cache = dict(keep[-_DIGEST_CACHE_MAX:])
@@ -77,9 +85,10 @@ def file_sha256(path: str | os.PathLike) -> str:
         # compact and not fsynced: a cache (a lost write costs one re-hash); indented and synced it took ~70 ms
         # per new file at 4,096 entries
         write_bytes(cache_path, json.dumps(cache, separators=(",", ":")).encode("utf-8"), sync=False)
+        _parsed.clear()
+        _parsed[str(cache_path)] = (_stat_key(cache_path.stat()), cache)
     except OSError:
         pass
-    return digest
 
 
 def _hash_file(path: Path, algo: str, chunk: int = 1 << 22) -> str:

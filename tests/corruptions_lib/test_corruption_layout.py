@@ -573,3 +573,28 @@ def test_subset_names_make_an_official_reader_fail(tmp_path, images, labels):
     assert layout.layout_suffix(10_000, [1, 3]) == ".n10000.s13"
     assert layout.layout_suffix(9_999, [1, 2, 3, 4, 5]) == ".n9999.s12345"
     assert layout.layout_suffix(10_000, [5, 4, 3, 2, 1]) == ".n10000.s54321"
+
+
+def test_digest_cache_own_write_is_not_parsed_again_and_other_entries_stay(tmp_path, images, labels, monkeypatch):
+    """This process's own write of the digest cache is remembered as written (not parsed again at the next
+    read), and a new digest keeps the entries another process wrote before it."""
+    from corruptions.layout import digest
+
+    out = tmp_path / "c"
+    layout.regenerate(images, labels, out, "contrast,brightness", "1", seed=0)
+    cache_file = Path(os.environ["CORRUPTIONS_CACHE"]) / "sha256-cache.json"
+    other = str((tmp_path / "elsewhere.npy").resolve())
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    cache_file.write_text(json.dumps({other: {"size": 1, "mtime_ns": 1, "ctime_ns": 1, "ino": 1, "dev": 1,
+                                              "sha256": "0" * 64, "t": 0}}))
+    parsed = []
+    real_read = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: (parsed.append(1) if self == cache_file else None)
+                        or real_read(self, *a, **k))
+    layout.load_corrupted(out, "contrast", 1)         # parses the file once, then writes two new digests
+    layout.load_corrupted(out, "brightness", 1)       # one more new digest; the file it wrote is not parsed
+    layout.load_corrupted(out, "contrast", 1)
+    assert len(parsed) == 1
+    on_disk = json.loads(real_read(cache_file))
+    assert other in on_disk and len(on_disk) == 4     # the other entry, two data files, the labels file
+    assert on_disk == digest._read_digest_cache(cache_file)
