@@ -6,8 +6,7 @@
 
 Prints one line per phase (corrupt, train+evaluate, rollout, bench, report) and the total, the machine (cores,
 torch threads, worker processes, CPU), the CPU time of this process and of its child processes (the pool's
-workers, the report's figure writers), the load
-average before and after, and a verdict against the budget (default 150 s: the main job with 3 seeds must
+workers, the report's figure writers), the load average before and after, and a verdict against the budget (default 150 s: the main job with 3 seeds must
 finish within 2.5 minutes on a 2-core CPU). On a machine shared with other work the wall time is inflated;
 the CPU time is not (much). A second run on the same --out measures the resume path (everything is skipped
 but the report). Exit status 1 when the total exceeds the budget.
