@@ -394,7 +394,6 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     import torch
 
     from robustbench_dgsa.jobs import sweep
-    from robustbench_dgsa.report.build import build_report
     from robustbench_dgsa.report.folder import check_report_folder
 
     check_report_folder(Path(out_dir))  # a folder another tool's manifest.json claims: refused before any work
@@ -437,6 +436,7 @@ def _reproduce(out_dir: str | Path, *, preset: str, seeds: Sequence[int], data_r
     phase("bench", t0)
     t0 = time.monotonic()
     store.compact(out / "store")
+    from robustbench_dgsa.report.build import build_report   # loaded by now when a worker idled (_warm_up)
     title = (f"dgsa-bench reproduce: {', '.join(all_datasets(plan))} — preset {plan.preset}"
              f"{' (quick)' if quick else ''}, seeds {', '.join(map(str, plan.seeds))}")
     build_report(out / "store", out, title=title)
@@ -480,7 +480,7 @@ def _corrupt_train_rollout(plan: Plan, todo: list[Any], firsts: list[Any], worke
         if todo:
             log(f"[reproduce] training and evaluating {len(todo)} jobs"
                 f"{f' in {n_workers} processes' if n_workers > 1 else ''}")
-        inside = _train_all(pool, n_workers, plan, todo, corrupt, first_ids, one, phase)
+        inside = _train_all(pool, n_workers, plan, todo, corrupt, first_ids, one, phase, when_idle=_warm_up)
         phase("train_evaluate", t0)
         after = [pool.result(task) for task in [pool.submit(_job_task, plan, job, False, {}, True, False)
                                                 for job in firsts]]  # those not made above
@@ -490,11 +490,13 @@ def _corrupt_train_rollout(plan: Plan, todo: list[Any], firsts: list[Any], worke
 
 
 def _train_all(pool: "_Pool", n_workers: int, plan: Plan, todo: list[Any], corrupt: dict[str, Future],
-               first_ids: set[str], one: bool, phase: Callable[..., None]) -> list[tuple[int, float]]:
+               first_ids: set[str], one: bool, phase: Callable[..., None],
+               when_idle: Callable[[], None] | None = None) -> list[tuple[int, float]]:
     """Every job of ``todo`` through ``pool``, at most ``n_workers`` at a time (plus the corruption tasks
     ``corrupt``): an image dataset's jobs once its corrupted test set exists, before any text job then left (text
     jobs are shorter, so they fill the end, where a worker would otherwise wait for the last long job); until then,
-    text jobs. Records the "corrupt" phase when the last corruption task ends. Returns each job task's result."""
+    text jobs. Records the "corrupt" phase when the last corruption task ends; calls ``when_idle`` (once) when a
+    worker has nothing left to do while others still run. Returns each job task's result."""
     from concurrent.futures import FIRST_COMPLETED, wait
 
     waiting = {ds: [j for j in todo if j.dataset == ds] for ds in corrupt}
@@ -518,11 +520,24 @@ def _train_all(pool: "_Pool", n_workers: int, plan: Plan, todo: list[Any], corru
             task = pool.submit(_job_task, plan, job, one, corruption_dirs, job.id in first_ids)
             running.add(task)
             results.append(task)
+        if running and when_idle is not None and len(running) < n_workers and not (ready or text or waiting):
+            when_idle()
+            when_idle = None
         if running:
             finished, running = wait(running, return_when=FIRST_COMPLETED)
             for task in finished:
                 pool.result(task)                    # a failure is raised now (the other tasks cancelled)
     return [pool.result(task) for task in results]
+
+
+def _warm_up() -> None:
+    """This process's own slow first steps, taken while a worker core idles at the end of the jobs instead of
+    before the pool starts and in the benchmark: the report's libraries (scipy, seaborn, ~0.9 s) and what
+    ``torch.optim`` loads on its first optimizer (~0.9 s, the benchmark's first step)."""
+    import torch
+
+    import robustbench_dgsa.report.build  # noqa: F401
+    torch.optim.AdamW([torch.zeros(1, requires_grad=True)])
 
 
 def _job_task(plan: Plan, job, progress: bool, corruption_dirs: dict[str, Path | None], rollout: bool,

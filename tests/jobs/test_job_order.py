@@ -60,3 +60,28 @@ def test_without_corruptions_jobs_keep_their_order():
     rp._train_all(pool, 2, SimpleNamespace(), jobs, {}, set(), False,
                   lambda name, t0, seconds=None: phases.append((name, seconds)))
     assert pool.order == [j.id for j in jobs] and phases == [("corrupt", 0.0)]
+
+
+def test_when_idle_runs_once_while_the_last_job_still_runs():
+    """``when_idle`` (the main process's warm-up) is called once, when a worker has nothing left to do and another
+    job still runs — not before the last job was handed out, not after everything ended."""
+    import threading
+
+    jobs = _jobs("synthetic-text", 3)
+    slow: Future = Future()
+
+    class Pool(_Pool):
+        def submit(self, fn, plan, job, one, dirs, rollout):
+            self.order.append(job.id)
+            if job.id.endswith("-1"):
+                threading.Timer(0.3, slow.set_result, args=((0, 0.0),)).start()
+                return slow
+            f: Future = Future()
+            f.set_result((0, 0.0))
+            return f
+
+    pool = Pool(Future(), 0)
+    seen = []
+    rp._train_all(pool, 2, SimpleNamespace(), jobs, {}, set(), False, lambda *a, **k: None,
+                  when_idle=lambda: seen.append((list(pool.order), slow.done())))
+    assert seen == [([j.id for j in jobs], False)]
