@@ -6,10 +6,11 @@
 
 Prints one line per phase (corrupt, train+evaluate, rollout, bench, report) and the total, the machine (cores,
 torch threads, worker processes, CPU), the CPU time of this process and of its child processes (the pool's
-workers, the report's figure writers), the load average before and after, and a verdict against the budget (default 150 s: the main job with 3 seeds must
-finish within 2.5 minutes on a 2-core CPU). On a machine shared with other work the wall time is inflated;
-the CPU time is not (much). A second run on the same --out measures the resume path (everything is skipped
-but the report). Exit status 1 when the total exceeds the budget.
+workers, the report's figure writers), the load average before and after, and a verdict against the budget
+(default 150 s: the main job with 3 seeds must finish within 2.5 minutes on a 2-core CPU). On a machine
+shared with other work the wall time is inflated; the CPU time is not (much). A second run on the same --out
+measures the resume path (everything is skipped but the report). Exit status 1 when the total exceeds the
+budget.
 """
 from __future__ import annotations
 
@@ -62,8 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  {'total':<16s} {total:8.1f} s   (budget {args.budget:.0f} s: "
           f"{'OK' if total <= args.budget else 'OVER'})")
     print(f"  workers {timings.get('workers')}; CPU time {cpu:.1f} s (this process {cpu_self:.1f} s, child "
-          f"processes: pool workers and figure writers {cpu_children:.1f} s); load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after "
-          f"(a load above the core count means other processes shared the CPU and the wall time is inflated)")
+          f"processes: pool workers and figure writers {cpu_children:.1f} s); load average {load_before:.1f} "
+          f"before, {os.getloadavg()[0]:.1f} after (a load above the core count means other processes shared the "
+          f"CPU and the wall time is inflated)")
     if args.keep or args.out is not None:
         print(f"report: {out / 'index.html'}")
     if args.json:

@@ -206,11 +206,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     from .options import Interrupted, NoArgsIsHelpError, debug_enabled, set_command_line, set_debug
 
+    from robustbench_dgsa.util.procs import skip_collection_at_exit
     from robustbench_dgsa.util.warnlines import warning_lines
 
-    from robustbench_dgsa.util.procs import skip_collection_at_exit
-
-    skip_collection_at_exit()        # ~0.8 s less at exit after a command that loaded torch and the report's libraries
+    skip_collection_at_exit()   # ~0.8 s less at exit after a command that loaded torch and the report's libraries
     args = list(sys.argv[1:] if argv is None else argv)
     set_debug(False)
     set_command_line(args)
