@@ -42,7 +42,7 @@ from robustbench_dgsa.engine.threat_models import is_corruptions
 from robustbench_dgsa.util.errors import CheckpointError, DataError, UserError
 from robustbench_dgsa.data import load_dataset
 from robustbench_dgsa.engine.predict import (amp_of, compiled, dataset_info, predict_raw, prepare, preprocess_from_meta,
-                                             resolve_device, resolve_precision,
+                                             resolve_device, resolve_precision, warn_if_emulated,
                                              select_test, subset_label, subset_note)
 from robustbench_dgsa.models.checkpoint import load_checkpoint
 from robustbench_dgsa.util.progress import log, track
@@ -327,6 +327,7 @@ def evaluate_subject(subject: EvalSubject, plan: EvalPlan, store_dir: str | Path
     t_start = time.monotonic()
     dev = resolve_device(device)
     precision = resolve_precision(dev, plan.amp)
+    warn_if_emulated(dev, precision)
     severities = _check_severities(plan.severities)
     if Path(store_dir).is_dir():
         store.load_results(store_dir)  # a malformed store is refused before the work, not after it

@@ -103,6 +103,18 @@ def resolve_precision(device: torch.device, amp: str = "auto") -> str:
     return "bf16" if device.type == "cpu" and cpu_native_bf16()[0] else "fp32"
 
 
+def warn_if_emulated(device: torch.device, precision: str) -> None:
+    """One warning line when a run computes in bf16 on a CPU that emulates it (no AVX512-BF16 / AMX, or ATen's
+    kernels below AVX512): it then runs slower than fp32, and ``amp = "auto"`` would have chosen fp32."""
+    if precision != "bf16" or device.type != "cpu":
+        return
+    native, why = cpu_native_bf16()
+    if not native:
+        import warnings
+        warnings.warn(f"bf16 on this CPU is emulated: {why}; it runs slower than fp32 here, and amp=auto "
+                      "computes in fp32 on this CPU", stacklevel=2)
+
+
 def amp_of(precision: str) -> str:
     """The ``amp`` setting that computes in ``precision`` on any machine ("bf16" -> "bf16", "fp32" -> "off")."""
     if precision not in PRECISIONS:

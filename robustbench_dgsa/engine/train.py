@@ -47,7 +47,8 @@ from robustbench_dgsa.config import RunConfig, validate, with_data_facts
 from robustbench_dgsa.util.errors import UserError
 from robustbench_dgsa.data.prepare import PreparedData, encode_splits, load_splits
 from robustbench_dgsa.engine.predict import (PRECISIONS, amp_of, autocast, compiled, dataset_info, forward_batches,
-                                             resolve_device, resolve_precision, trim_padding)
+                                             resolve_device, resolve_precision, trim_padding,
+                                             warn_if_emulated)
 from robustbench_dgsa import models
 from robustbench_dgsa.models.checkpoint import read_checkpoint_meta, save_checkpoint
 from robustbench_dgsa.util.progress import log, track
@@ -260,6 +261,7 @@ def _start(cfg: RunConfig, seed: int, out_dir: Path, store_dir: Path, state: dic
         log(f"[train] resuming in {recorded_precision(state)}, the precision run {run_id} started with "
             f"({precision} asked for)")
     precision = recorded_precision(state) if state is not None else precision
+    warn_if_emulated(device, precision)
     writer = store.RunWriter(store_dir, run_id, base=dict(kind="train", model=cfg.model.name,
                                                           config_hash=config_hash, dataset=cfg.data.dataset,
                                                           seed=seed, condition="clean", severity=0,

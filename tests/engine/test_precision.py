@@ -76,6 +76,24 @@ def test_this_machine_agrees_with_pytorchs_own_check():
         resolve_precision(CPU, "fp16")
 
 
+@pytest.mark.parametrize("capability, flags, warned", [("AVX2", {"avx512_bf16": True}, True),
+                                                        ("AVX512", {}, True),
+                                                        ("AVX512", {"amx_bf16": True}, False)])
+def test_bf16_forced_on_a_cpu_that_emulates_it_says_so(monkeypatch, capability, flags, warned):
+    """`train.amp=bf16` where bf16 is emulated is allowed (same numbers as elsewhere) but slower than fp32: one
+    warning naming why; fp32, CUDA and native bf16 say nothing."""
+    _cpu(monkeypatch, capability, flags)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        predict.warn_if_emulated(CPU, "bf16")
+        predict.warn_if_emulated(CPU, "fp32")
+        predict.warn_if_emulated(torch.device("cuda"), "bf16")
+    texts = [str(w.message) for w in seen]
+    assert len(texts) == int(warned)
+    if warned:
+        assert "emulated" in texts[0] and ("capability" in texts[0] or "AVX512-BF16" in texts[0])
+
+
 def test_compile_falls_back_to_the_plain_forward_with_one_warning(monkeypatch):
     model = torch.nn.Linear(4, 3)
 
